@@ -1,0 +1,9 @@
+"""`moesim` commands of the workload group."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this group's commands to the root app."""

@@ -1,0 +1,61 @@
+"""The interface every network backend offers the system layer (DESIGN.md), and their registry.
+
+The event loop starts flows, asks for the time of the next completion and advances time; it never
+knows which backend it drives. A flow completes when its sender holds the final acknowledgement
+(REFERENCE_SEMANTICS.md A.1, "ASTRA completion semantics"). Times are seconds (float).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from moesim.network.params import NetworkParams
+from moesim.registry import Registry
+from moesim.topology.model import Topology
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A message between two GPUs. ``cc`` is False when the per-flow policy exempts it from congestion control."""
+
+    flow_id: int
+    src_gpu: int
+    dst_gpu: int
+    size_bytes: int
+    cc: bool = True
+
+
+class NetworkBackend(ABC):
+    """Start flows, report the next completion time, advance to a time returning completed flow ids."""
+
+    def __init__(self, topology: Topology, params: NetworkParams) -> None:
+        self.topology = topology
+        self.params = params
+
+    @abstractmethod
+    def start_flow(self, flow: Flow, now_s: float) -> None:
+        """Inject ``flow`` at time ``now_s`` (never earlier than the last ``advance_to``)."""
+
+    @abstractmethod
+    def next_completion_s(self) -> float:
+        """Time of the next flow completion given the flows started so far (``math.inf`` if none)."""
+
+    @abstractmethod
+    def advance_to(self, t_s: float) -> list[int]:
+        """Advance to ``t_s`` and return the ids of flows completed at or before it, in completion order."""
+
+    @property
+    def active_flows(self) -> int:
+        return 0
+
+    def diagnostics(self) -> dict[str, Any]:
+        """Optional per-run diagnostics (bytes per link, FCT records, PFC events, queue samples)."""
+        return {}
+
+
+BACKENDS: Registry[type[NetworkBackend]] = Registry("network backend")
+
+INF = math.inf

@@ -1,0 +1,161 @@
+"""Network parameters (the NS-3 RDMA text-config keys, REFERENCE_SEMANTICS.md A.1–A.3) and the study's modes.
+
+Every mode is a frozen ``NetworkParams``; a run may override any field by name. The base values are
+those of the configuration shipped with ASTRA-sim's NS-3 backend (NS3_REFERENCE_RUNS.md, S1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from moesim.errors import MoesimError
+
+# CC_MODE values of the reference (anything not listed means "no congestion control").
+CC_NONE, CC_DCQCN, CC_HPCC = 0, 1, 3
+
+GBPS = 1e9
+MBPS = 1e6
+
+
+def _kb_map(pairs: dict[float, float]) -> tuple[tuple[float, float], ...]:
+    return tuple(sorted(pairs.items()))
+
+
+# Shipped ASTRA-sim ECN maps (KB = 1000 B, keyed by port rate in b/s), plus the 512 Gbps GPU
+# attachments the reference maps lack: thresholds scaled with the link rate (STUDY.md section 5).
+KMIN_KB = _kb_map({25 * GBPS: 100, 40 * GBPS: 200, 100 * GBPS: 400, 200 * GBPS: 600, 400 * GBPS: 800,
+                   512 * GBPS: 1024, 2400 * GBPS: 800})
+KMAX_KB = _kb_map({25 * GBPS: 400, 40 * GBPS: 800, 100 * GBPS: 1600, 200 * GBPS: 2400, 400 * GBPS: 3200,
+                   512 * GBPS: 4096, 2400 * GBPS: 3200})
+
+
+@dataclass(frozen=True)
+class NetworkParams:
+    """All parameters of the RDMA network model; names follow the reference keys, with units."""
+
+    name: str = "custom"
+    cc_mode: int = CC_NONE
+    enable_qcn: bool = True
+    nic_switch_delay_s: float = 0.7e-6
+    packet_payload_bytes: int = 1000
+    l2_chunk_bytes: int = 4000
+    l2_ack_interval: int = 1
+    l2_back_to_zero: bool = False
+    has_win: bool = True
+    global_t: bool = False
+    var_win: bool = True
+    fast_react: bool = True
+    u_target: float = 0.95
+    mi_thresh: int = 0
+    int_multi: int = 1
+    multi_rate: bool = False
+    sample_feedback: bool = False
+    rate_bound: bool = True
+    ack_high_prio: bool = False
+    buffer_bytes: int = 32 * 1024 * 1024
+    headroom_factor: float = 3.0
+    alpha_resume_interval_s: float = 1e-6
+    rate_decrease_interval_s: float = 4e-6
+    clamp_target_rate: bool = False
+    rp_timer_s: float = 900e-6
+    ewma_gain: float = 0.00390625
+    fast_recovery_times: int = 1
+    rate_ai_bps: float = 50 * MBPS
+    rate_hai_bps: float = 100 * MBPS
+    min_rate_bps: float = 100 * MBPS
+    rate_on_first_cnp: float = 1.0
+    kmin_kb: tuple[tuple[float, float], ...] = KMIN_KB
+    kmax_kb: tuple[tuple[float, float], ...] = KMAX_KB
+    pmax: float = 0.2
+    nack_interval_s: float = 500e-6
+    # per-flow policy: flows between GPUs of one server carry no congestion-control state
+    intra_server_cc: bool = False
+    # header sizes (bytes): data = payload + SeqTs 6 + UDP 8 + IPv4 20 + PPP 2 (+ INT); ACK 48 (+ INT)
+    data_header_bytes: int = 36
+    ack_bytes: int = 48
+    int_header_bytes: int = 42
+    extra: tuple[tuple[str, Any], ...] = field(default=())
+
+    @property
+    def int_bytes(self) -> int:
+        """INT header bytes carried by data packets and ACKs (HPCC only)."""
+        return self.int_header_bytes if self.cc_mode == CC_HPCC else 0
+
+    @property
+    def data_packet_overhead_bytes(self) -> int:
+        return self.data_header_bytes + self.int_bytes
+
+    @property
+    def ack_packet_bytes(self) -> int:
+        return self.ack_bytes + self.int_bytes
+
+    @property
+    def cc_name(self) -> str:
+        return {CC_NONE: "none", CC_DCQCN: "dcqcn", CC_HPCC: "hpcc"}.get(self.cc_mode, "none")
+
+    def kmin_bytes(self, rate_bps: float) -> float:
+        return _lookup(self.kmin_kb, rate_bps, "KMIN_MAP") * 1000.0
+
+    def kmax_bytes(self, rate_bps: float) -> float:
+        return _lookup(self.kmax_kb, rate_bps, "KMAX_MAP") * 1000.0
+
+    def with_overrides(self, overrides: dict[str, Any] | None, source: str = "overrides") -> NetworkParams:
+        """Return a copy with fields replaced; unknown names are a one-line error listing the allowed ones."""
+        if not overrides:
+            return self
+        names = {f.name for f in dataclasses.fields(self)}
+        for key in overrides:
+            if key not in names:
+                raise MoesimError(f"{source}: field '{key}': unknown network parameter (allowed: {', '.join(sorted(names))})")
+        return dataclasses.replace(self, **overrides)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _lookup(table: tuple[tuple[float, float], ...], rate_bps: float, key: str) -> float:
+    for rate, value in table:
+        if abs(rate - rate_bps) < 1e-6 * rate:
+            return value
+    # not in the map: scale the 400 Gbps entry with the link rate (documented in docs/network.md)
+    for rate, value in table:
+        if rate == 400 * GBPS:
+            return value * rate_bps / rate
+    raise MoesimError(f"{key}: no entry for {rate_bps / GBPS:g} Gbps")
+
+
+_STUDY_BASE = NetworkParams()
+
+NETWORK_MODES: dict[str, NetworkParams] = {
+    "ib_cc0": dataclasses.replace(_STUDY_BASE, name="ib_cc0", cc_mode=CC_NONE, enable_qcn=False, nic_switch_delay_s=0.7e-6),
+    "ib_hpcc": dataclasses.replace(_STUDY_BASE, name="ib_hpcc", cc_mode=CC_HPCC, enable_qcn=False, nic_switch_delay_s=0.7e-6),
+    "roce_hpcc": dataclasses.replace(_STUDY_BASE, name="roce_hpcc", cc_mode=CC_HPCC, enable_qcn=True, nic_switch_delay_s=1.0e-6),
+    "roce_dcqcn": dataclasses.replace(_STUDY_BASE, name="roce_dcqcn", cc_mode=CC_DCQCN, enable_qcn=True, nic_switch_delay_s=1.0e-6),
+}
+"""The study's four network modes (STUDY.md section 5): CC_MODE 0/3/3/1, ENABLE_QCN 0/0/1/1."""
+
+# The per-mode presets of the reference runs (NS3_REFERENCE_RUNS.md, S1/S3): the shipped file as is
+# (CC_MODE 12 = no CC), and the HPCC authors' DCQCN / HPCC run settings.
+REFERENCE_PRESETS: dict[str, NetworkParams] = {
+    "none": dataclasses.replace(_STUDY_BASE, name="none", cc_mode=CC_NONE, enable_qcn=True),
+    "dcqcn": dataclasses.replace(
+        _STUDY_BASE, name="dcqcn", cc_mode=CC_DCQCN, has_win=False, var_win=False, ack_high_prio=True,
+        rp_timer_s=300e-6, rate_ai_bps=80 * MBPS, rate_hai_bps=800 * MBPS,
+    ),
+    "hpcc": dataclasses.replace(
+        _STUDY_BASE, name="hpcc", cc_mode=CC_HPCC, has_win=True, var_win=True,
+        rate_ai_bps=160 * MBPS, rate_hai_bps=1600 * MBPS,
+    ),
+}
+
+
+def network_mode(name: str) -> NetworkParams:
+    """Look up a study network mode or a reference preset by name."""
+    if name in NETWORK_MODES:
+        return NETWORK_MODES[name]
+    if name in REFERENCE_PRESETS:
+        return REFERENCE_PRESETS[name]
+    allowed = list(NETWORK_MODES) + list(REFERENCE_PRESETS)
+    raise MoesimError(f"unknown network mode '{name}' (allowed: {', '.join(allowed)})")

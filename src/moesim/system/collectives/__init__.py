@@ -1,0 +1,1 @@
+"""moesim.system.collectives layer."""

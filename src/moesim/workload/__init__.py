@@ -1,0 +1,1 @@
+"""moesim.workload layer."""
