@@ -1,0 +1,100 @@
+"""RunSpec and RunResult: one simulation run as data (DESIGN.md, "The run, as data")."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+ALGORITHMS = {
+    # collective combination → (TP all-reduce implementation, EP all-to-all implementation)
+    "ring_direct": ("ring", "direct"),
+    "dbt_direct": ("doubleBinaryTree", "direct"),
+}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """The factors of one run. ``overrides`` holds any parameter override as sorted (name, value) pairs.
+
+    Override names: network parameters (see ``moesim.network.params.NetworkParams``) and the system
+    settings ``tokens``, ``dataset_splits``, ``active_chunks``, ``endpoint_delay_s``, ``peak_flops``,
+    ``mem_bw_bytes_per_s``, ``scheduling_policy``, ``fast_forward``.
+    """
+
+    model: str
+    topology: str
+    strategy: str
+    algorithm: str = "ring_direct"
+    network: str = "ib_cc0"
+    backend: str = "flow"
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    def override_dict(self) -> dict[str, Any]:
+        return dict(self.overrides)
+
+    def key(self) -> str:
+        """A canonical JSON string of the spec (stable across processes)."""
+        return json.dumps(asdict(self), sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class RankTimes:
+    """Per-rank figures as ASTRA-sim reports them (B.7): wall = last node end, GPU/comm = unions of intervals."""
+
+    wall_s: float
+    gpu_s: float
+    comm_s: float
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The outcome of one run; the run's figures are those of the bottleneck (last-finishing) rank."""
+
+    spec: RunSpec
+    ranks: tuple[RankTimes, ...]
+    bottleneck_rank: int
+    backend: str
+    cc_model: str
+    cc_policy: str
+    version: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    diagnostics: dict[str, Any] = field(default_factory=dict, compare=False)
+    sim_wallclock_s: float = field(default=0.0, compare=False)
+
+    @property
+    def wall_s(self) -> float:
+        return self.ranks[self.bottleneck_rank].wall_s
+
+    @property
+    def gpu_s(self) -> float:
+        return self.ranks[self.bottleneck_rank].gpu_s
+
+    @property
+    def comm_s(self) -> float:
+        return self.ranks[self.bottleneck_rank].comm_s
+
+    def summary(self) -> dict[str, Any]:
+        """One flat JSON-able record (the results-store row, without diagnostics)."""
+        from moesim.workload.layout import ParallelLayout
+
+        layout = ParallelLayout.parse(self.spec.strategy)
+        return {
+            "model": self.spec.model,
+            "topology": self.spec.topology,
+            "strategy": self.spec.strategy,
+            "tp": layout.tp,
+            "ep": layout.ep,
+            "algorithm": self.spec.algorithm,
+            "network": self.spec.network,
+            "backend": self.backend,
+            "cc_model": self.cc_model,
+            "cc_policy": self.cc_policy,
+            "wall_s": self.wall_s,
+            "gpu_s": self.gpu_s,
+            "comm_s": self.comm_s,
+            "bottleneck_rank": self.bottleneck_rank,
+            "overrides": dict(self.spec.overrides),
+            "parameters": self.parameters,
+            "version": self.version,
+        }
