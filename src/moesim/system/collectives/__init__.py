@@ -1,1 +1,14 @@
-"""moesim.system.collectives layer."""
+"""Collective algorithms: one module per algorithm, each registered in ``COLLECTIVES``."""
+
+from moesim.system.collectives import dbt, direct, halving_doubling, ring  # noqa: F401  (registration)
+from moesim.system.collectives.base import (
+    COLLECTIVES,
+    Plan,
+    StepTiming,
+    Transfer,
+    chunk_sizes,
+    plan_for,
+    resolve,
+)
+
+__all__ = ["COLLECTIVES", "Plan", "StepTiming", "Transfer", "chunk_sizes", "plan_for", "resolve"]

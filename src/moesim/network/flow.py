@@ -1,0 +1,220 @@
+"""Flow-level backend: concurrent flows share links max-min fairly (progressive filling).
+
+A flow of S payload bytes occupies every link of its route with (payload + headers)/payload wire bytes
+per payload byte, and every link of the reverse route with ACK bytes per payload byte (the reference
+ACKs every 1000 B packet with a 48 B ACK, REFERENCE_SEMANTICS.md A.1): on a ring step the reverse
+ACK stream shares the link with the next data stream, which is what sets the reference's step time.
+Rates are recomputed whenever a flow starts or drains. A flow completes (its sender holds the final
+ACK) one fixed latency after its last byte leaves: forward and reverse propagation plus the
+store-and-forward of the last packet and of its ACK on every further hop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from moesim.network.base import BACKENDS, Flow, NetworkBackend
+from moesim.network.params import NetworkParams
+from moesim.topology.model import Topology
+
+
+def max_min_rates(inc_flow: np.ndarray, inc_link: np.ndarray, inc_coef: np.ndarray, n_flows: int,
+                  cap: np.ndarray) -> np.ndarray:
+    """Weighted progressive filling: raise all unfrozen flows' rates together; when a link saturates,
+    freeze the flows crossing it. Constraint per link l: Σ_f coef(f, l)·rate_f ≤ cap_l."""
+    rates = np.zeros(n_flows)
+    frozen = np.zeros(n_flows, dtype=bool)
+    used = np.zeros(cap.shape[0])
+    n_links = cap.shape[0]
+    while True:
+        live = ~frozen[inc_flow]
+        if not live.any():
+            return rates
+        demand = np.bincount(inc_link[live], weights=inc_coef[live], minlength=n_links)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            level = np.where(demand > 0, (cap - used) / demand, np.inf)
+        x = float(level.min())
+        saturated = level <= x * (1.0 + 1e-12)
+        hit = live & saturated[inc_link]
+        newly = np.unique(inc_flow[hit])
+        rates[newly] = x
+        frozen[newly] = True
+        sel = np.isin(inc_flow, newly)
+        used += np.bincount(inc_link[sel], weights=inc_coef[sel] * x, minlength=n_links)
+
+
+class _PathModel:
+    """Per-(route, size) constants shared by the flow and analytical backends."""
+
+    def __init__(self, topology: Topology, params: NetworkParams) -> None:
+        self.topology = topology
+        self.params = params
+        self.bw_Bps = np.array([link.bandwidth_bps / 8.0 for link in topology.links])
+        self.delay_s = np.array([link.delay_s for link in topology.links])
+
+    def describe(self, flow: Flow) -> tuple[tuple[int, ...], tuple[int, ...], float, float, float]:
+        """(forward links, reverse links, data coefficient, ACK coefficient, fixed latency in s)."""
+        p = self.params
+        fwd = self.topology.route(flow.src_gpu, flow.dst_gpu, flow.flow_id)
+        rev = self.topology.reverse_route(fwd)
+        int_bytes = p.int_bytes if flow.cc else 0
+        payload = p.packet_payload_bytes
+        data_coef = (payload + p.data_header_bytes + int_bytes) / payload
+        ack_bytes = p.ack_bytes + int_bytes
+        ack_coef = ack_bytes / payload
+        last_pkt = min(payload, max(flow.size_bytes, 1)) + p.data_header_bytes + int_bytes
+        lat = float(self.delay_s[list(fwd)].sum() + self.delay_s[list(rev)].sum())
+        lat += sum(last_pkt / self.bw_Bps[i] for i in fwd[1:]) + sum(ack_bytes / self.bw_Bps[i] for i in rev)
+        return fwd, rev, data_coef, ack_coef, lat
+
+
+@BACKENDS.register(
+    "flow", "Flow-level max-min fair sharing with header and ACK overheads; blind to congestion control",
+    "Bertsekas & Gallager, Data Networks, 6.5 (max-min fairness); REFERENCE_SEMANTICS.md A.1",
+)
+class FlowBackend(NetworkBackend):
+    """Max-min fair flow-level network."""
+
+    def __init__(self, topology: Topology, params: NetworkParams) -> None:
+        super().__init__(topology, params)
+        self._paths = _PathModel(topology, params)
+        self._cap = self._paths.bw_Bps
+        self._now = 0.0
+        self._t_ref = 0.0
+        # active (draining) flows, in start order
+        self._ids: list[int] = []
+        self._rem: np.ndarray = np.zeros(0)
+        self._rate: np.ndarray = np.zeros(0)
+        self._lat: list[float] = []
+        self._inc: list[tuple[np.ndarray, np.ndarray]] = []
+        self._dirty = False
+        self._done: list[tuple[float, int, int]] = []  # (completion time, seq, flow id)
+        self._seq = 0
+        self.link_bytes = np.zeros(len(topology.links))
+
+    @property
+    def active_flows(self) -> int:
+        return len(self._ids) + len(self._done)
+
+    def start_flow(self, flow: Flow, now_s: float) -> None:
+        self._sync(now_s)
+        fwd, rev, dc, ac, lat = self._paths.describe(flow)
+        self.link_bytes[list(fwd)] += flow.size_bytes * dc
+        self.link_bytes[list(rev)] += flow.size_bytes * ac
+        if flow.size_bytes <= 0:
+            self._push_done(now_s + lat, flow.flow_id)
+            return
+        links = np.array(fwd + rev, dtype=np.int64)
+        coefs = np.array([dc] * len(fwd) + [ac] * len(rev))
+        self._ids.append(flow.flow_id)
+        self._rem = np.append(self._rem, float(flow.size_bytes))
+        self._rate = np.append(self._rate, 0.0)
+        self._lat.append(lat)
+        self._inc.append((links, coefs))
+        self._dirty = True
+
+    def _push_done(self, t: float, flow_id: int) -> None:
+        heapq.heappush(self._done, (t, self._seq, flow_id))
+        self._seq += 1
+
+    def _sync(self, t: float) -> None:
+        """Bring remaining bytes to time ``t`` (rates are constant since ``_t_ref``)."""
+        if t > self._t_ref and self._ids:
+            self._rem = self._rem - self._rate * (t - self._t_ref)
+        self._t_ref = max(self._t_ref, t)
+        self._now = max(self._now, t)
+
+    def _reallocate(self) -> None:
+        if not self._dirty:
+            return
+        self._dirty = False
+        if not self._ids:
+            return
+        n = len(self._ids)
+        inc_flow = np.concatenate([np.full(len(links), i) for i, (links, _) in enumerate(self._inc)])
+        inc_link = np.concatenate([links for links, _ in self._inc])
+        inc_coef = np.concatenate([coefs for _, coefs in self._inc])
+        self._rate = max_min_rates(inc_flow, inc_link, inc_coef, n, self._cap)
+
+    def _next_drain(self) -> float:
+        if not self._ids:
+            return math.inf
+        return self._t_ref + float(np.min(self._rem / self._rate))
+
+    def next_completion_s(self) -> float:
+        self._reallocate()
+        t = self._next_drain()
+        if self._done:
+            t = min(t, self._done[0][0])
+        return t
+
+    def advance_to(self, t_s: float) -> list[int]:
+        self._reallocate()
+        while self._ids:
+            td = self._next_drain()
+            if td > t_s:
+                break
+            self._sync(td)
+            drain_t = self._rem / self._rate
+            drained = np.flatnonzero(drain_t <= 1e-15 * max(td, 1e-9) + 1e-3 / self._rate)
+            keep = np.ones(len(self._ids), dtype=bool)
+            for i in drained:
+                self._push_done(td + self._lat[i], self._ids[i])
+                keep[i] = False
+            self._ids = [f for f, k in zip(self._ids, keep, strict=True) if k]
+            self._lat = [x for x, k in zip(self._lat, keep, strict=True) if k]
+            self._inc = [x for x, k in zip(self._inc, keep, strict=True) if k]
+            self._rem, self._rate = self._rem[keep], self._rate[keep]
+            self._dirty = True
+            self._reallocate()
+        self._sync(t_s)
+        out = []
+        while self._done and self._done[0][0] <= t_s:
+            out.append(heapq.heappop(self._done)[2])
+        return out
+
+    def diagnostics(self) -> dict[str, object]:
+        return {"link_bytes": self.link_bytes.copy()}
+
+
+@BACKENDS.register(
+    "analytical", "No contention: each flow alone at its path's bottleneck rate (instant screening)",
+    "closed form per transfer: latency + size·overhead/bottleneck bandwidth",
+)
+class AnalyticalBackend(NetworkBackend):
+    """Every flow gets its bottleneck bandwidth as if alone on the network."""
+
+    def __init__(self, topology: Topology, params: NetworkParams) -> None:
+        super().__init__(topology, params)
+        self._paths = _PathModel(topology, params)
+        self._done: list[tuple[float, int, int]] = []
+        self._seq = 0
+        self.link_bytes = np.zeros(len(topology.links))
+
+    @property
+    def active_flows(self) -> int:
+        return len(self._done)
+
+    def start_flow(self, flow: Flow, now_s: float) -> None:
+        fwd, rev, dc, ac, lat = self._paths.describe(flow)
+        self.link_bytes[list(fwd)] += flow.size_bytes * dc
+        self.link_bytes[list(rev)] += flow.size_bytes * ac
+        bw = float(self._paths.bw_Bps[list(fwd)].min()) if fwd else math.inf
+        t = now_s + lat + flow.size_bytes * dc / bw
+        heapq.heappush(self._done, (t, self._seq, flow.flow_id))
+        self._seq += 1
+
+    def next_completion_s(self) -> float:
+        return self._done[0][0] if self._done else math.inf
+
+    def advance_to(self, t_s: float) -> list[int]:
+        out = []
+        while self._done and self._done[0][0] <= t_s:
+            out.append(heapq.heappop(self._done)[2])
+        return out
+
+    def diagnostics(self) -> dict[str, object]:
+        return {"link_bytes": self.link_bytes.copy()}

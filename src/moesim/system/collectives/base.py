@@ -1,0 +1,115 @@
+"""What a collective algorithm produces: a plan of point-to-point transfers with explicit dependencies.
+
+A plan describes one chunk of one collective over a group of ``n`` members (positions 0..n-1 in ring
+order). Transfer ``j`` may start once the source member's stream for this chunk has started and every
+transfer in ``after`` has arrived at its destination, plus ``delay_s`` (ASTRA-sim's per-step bundle
+delay, plus the reduction delay when the message that released it was "processed"). A member's stream
+exits ``exit_delay_s`` after the transfers in its ``exit_after`` have arrived (REFERENCE_SEMANTICS.md B).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from moesim.errors import MoesimError
+from moesim.registry import Registry
+from moesim.workload.graph import CollectiveType
+
+
+@dataclass(frozen=True)
+class Transfer:
+    src: int
+    dst: int
+    size_bytes: int
+    after: tuple[int, ...]
+    delay_s: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Transfers of one chunk, and for every member the transfers whose arrival ends its stream."""
+
+    n: int
+    transfers: tuple[Transfer, ...]
+    exit_after: tuple[tuple[int, ...], ...]
+    exit_delay_s: tuple[float, ...]
+
+    def bytes_sent(self, member: int) -> int:
+        return sum(t.size_bytes for t in self.transfers if t.src == member)
+
+    def bytes_received(self, member: int) -> int:
+        return sum(t.size_bytes for t in self.transfers if t.dst == member)
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """ASTRA-sim's per-step delays: bundle delay and reduction (two reads + one write of local memory)."""
+
+    endpoint_delay_s: float = 10e-9
+    mem_bw_bytes_per_s: float = 1.6e12
+
+    def reduction_s(self, size_bytes: int) -> float:
+        """3 · floor(bytes / local_mem_bw in ns) ns (REFERENCE_SEMANTICS.md B.1, D.9)."""
+        return 3 * math.floor(size_bytes * 1e9 / self.mem_bw_bytes_per_s) * 1e-9
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A registered collective algorithm: ``plan(ctype, n, chunk_bytes, timing, chunk_index, window)``."""
+
+    supports: frozenset[CollectiveType]
+    plan: Callable[[CollectiveType, int, int, StepTiming, int, int], Plan]
+
+
+COLLECTIVES: Registry[Algorithm] = Registry("collective algorithm")
+
+# ASTRA-sim implementation names (system JSON) → registry names; "directK" handled in resolve().
+ASTRA_NAMES = {
+    "ring": "ring",
+    "oneRing": "ring",
+    "direct": "direct",
+    "oneDirect": "direct",
+    "doubleBinaryTree": "dbt",
+    "halvingDoubling": "halving_doubling",
+    "oneHalvingDoubling": "halving_doubling",
+}
+
+
+def resolve(name: str) -> tuple[str, int]:
+    """Map an implementation name (ours or ASTRA-sim's, e.g. ``direct8``) to (registry name, window)."""
+    if name in COLLECTIVES:
+        return name, 0
+    if name in ASTRA_NAMES:
+        return ASTRA_NAMES[name], 0
+    for prefix in ("oneDirect", "direct"):
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            return "direct", int(name[len(prefix):])
+    allowed = sorted(set(COLLECTIVES.names()) | set(ASTRA_NAMES) | {"directK"})
+    raise MoesimError(f"unknown collective implementation '{name}' (allowed: {', '.join(allowed)})")
+
+
+def chunk_sizes(ctype: CollectiveType, size_bytes: int, splits: int, total_nodes: int) -> list[int]:
+    """ASTRA-sim's chunking (B.1): floor(size/K) per chunk, inflated to ``total_nodes`` bytes when
+    smaller (except all-gather), and every chunk exactly that size (so the total rounds up)."""
+    if splits < 1:
+        raise MoesimError(f"field 'dataset_splits': must be >= 1, got {splits}")
+    chunk = size_bytes // splits
+    if ctype is not CollectiveType.ALL_GATHER and total_nodes > chunk:
+        chunk = total_nodes
+        size_bytes = splits * total_nodes
+    if chunk == 0:
+        return [0] * splits
+    return [chunk] * math.ceil(size_bytes / chunk)
+
+
+def plan_for(algorithm: str, ctype: CollectiveType, n: int, chunk_bytes: int, timing: StepTiming,
+             chunk_index: int = 0) -> Plan:
+    """Plan one chunk with a named algorithm; unsupported combinations are a one-line error."""
+    name, window = resolve(algorithm)
+    algo = COLLECTIVES.get(name)
+    if ctype not in algo.supports:
+        allowed = ", ".join(sorted(c.name for c in algo.supports))
+        raise MoesimError(f"collective algorithm '{name}' cannot run {ctype.name} (supports: {allowed})")
+    return algo.plan(ctype, n, chunk_bytes, timing, chunk_index, window)
