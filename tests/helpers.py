@@ -1,0 +1,26 @@
+"""Small hand-built topologies and workloads shared by tests (no library code depends on this)."""
+
+from __future__ import annotations
+
+from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
+from moesim.workload.graph import CollectiveType, Node, RankGraph, Workload
+from moesim.workload.graph import NodeKind as NK
+
+
+def star(n: int, bandwidth_bps: float = 400e9, delay_s: float = 500e-9) -> Topology:
+    """``n`` hosts, each on its own server, on one switch (NS3_REFERENCE_RUNS.md scenario S1)."""
+    nodes = [TopoNode(f"h{i}", NodeKind.GPU, i) for i in range(n)] + [TopoNode("sw", NodeKind.SWITCH)]
+    links: list[Link] = []
+    for i in range(n):
+        links.append(Link(len(links), f"h{i}", "sw", bandwidth_bps, delay_s, "fabric"))
+        links.append(Link(len(links), "sw", f"h{i}", bandwidth_bps, delay_s, "fabric"))
+    gpus = [GpuInfo(f"h{i}", i, None, None, None) for i in range(n)]
+    return Topology(f"star{n}", tuple(nodes), tuple(links), tuple(gpus))
+
+
+def one_collective(n: int, ctype: CollectiveType, size_bytes: int) -> Workload:
+    """Every rank runs one collective of ``size_bytes`` over all ranks (logical topology: one dim of n)."""
+    graphs = tuple(
+        RankGraph(r, (Node(0, "coll", NK.COLLECTIVE, collective=ctype, size_bytes=size_bytes),)) for r in range(n)
+    )
+    return Workload(f"{ctype.name.lower()}_{n}", graphs, (n,))

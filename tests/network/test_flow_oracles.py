@@ -1,0 +1,85 @@
+"""Oracle tests for the flow-level backend: closed forms for single flows, sharing and incast."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from helpers import star
+
+from moesim.network.base import Flow
+from moesim.network.flow import FlowBackend, max_min_rates
+from moesim.network.params import REFERENCE_PRESETS
+
+import numpy as np
+
+P = REFERENCE_PRESETS["none"]
+BW_BPS, DELAY_S = 400e9, 500e-9
+C = BW_BPS / 8  # bytes per second
+DATA = (P.packet_payload_bytes + P.data_header_bytes) / P.packet_payload_bytes  # 1036 / 1000
+
+
+def run_all(backend, flows):
+    for f in flows:
+        backend.start_flow(f, 0.0)
+    done = {}
+    while True:
+        t = backend.next_completion_s()
+        if t == math.inf:
+            return done
+        for fid in backend.advance_to(t):
+            done[fid] = t
+
+
+def latency(size):
+    """Forward + reverse propagation, last packet at the switch, two ACK transmissions."""
+    last_pkt = min(P.packet_payload_bytes, size) + P.data_header_bytes
+    return 4 * DELAY_S + last_pkt / C + 2 * P.ack_bytes / C
+
+
+def test_single_flow_is_latency_plus_size_times_overhead_over_bandwidth():
+    size = 524_288
+    done = run_all(FlowBackend(star(2), P), [Flow(0, 0, 1, size)])
+    assert done[0] == pytest.approx(latency(size) + size * DATA / C, rel=1e-12)
+
+
+@pytest.mark.parametrize("senders", [2, 4, 8])
+def test_incast_shares_the_bottleneck_equally(senders):
+    # n senders into one receiver: the switch→receiver link is split n ways: each gets C/(n·1.036)
+    size = 1_000_000
+    flows = [Flow(i, i + 1, 0, size) for i in range(senders)]
+    done = run_all(FlowBackend(star(senders + 1), P), flows)
+    expected = latency(size) + senders * size * DATA / C
+    for i in range(senders):
+        assert done[i] == pytest.approx(expected, rel=1e-12)
+
+
+def test_ack_stream_shares_the_link_with_data_in_a_ring():
+    # ring step: each link host→switch carries one data stream (1.036) and one ACK stream (0.048)
+    n, size = 8, 524_288
+    flows = [Flow(i, i, (i + 1) % n, size) for i in range(n)]
+    done = run_all(FlowBackend(star(n), P), flows)
+    per_byte = DATA + P.ack_bytes / P.packet_payload_bytes
+    assert done[0] == pytest.approx(latency(size) + size * per_byte / C, rel=1e-12)
+
+
+def test_max_min_gives_leftover_capacity_to_unconstrained_flows():
+    # links: 0 (cap 1), 1 (cap 10). flow 0 uses both, flow 1 only link 1 → rates 1 and 9
+    rates = max_min_rates(np.array([0, 0, 1]), np.array([0, 1, 1]), np.ones(3), 2, np.array([1.0, 10.0]))
+    assert rates.tolist() == pytest.approx([1.0, 9.0])
+
+
+def test_flow_started_later_slows_the_first_only_while_both_run():
+    size = 1_000_000
+    b = FlowBackend(star(3), P)
+    b.start_flow(Flow(0, 1, 0, size), 0.0)
+    t_half = size * DATA / C / 2  # half of flow 0 drained alone
+    assert b.advance_to(t_half) == []
+    b.start_flow(Flow(1, 2, 0, size), t_half)
+    done = {}
+    while (t := b.next_completion_s()) < math.inf:
+        for fid in b.advance_to(t):
+            done[fid] = t
+    # flow 0: remaining half at half rate → t_half + 2·t_half; flow 1: half at half rate, rest alone
+    assert done[0] == pytest.approx(3 * t_half + latency(size), rel=1e-9)
+    assert done[1] == pytest.approx(t_half + 2 * t_half + t_half + latency(size), rel=1e-9)

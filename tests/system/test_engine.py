@@ -1,0 +1,104 @@
+"""Engine tests: closed-form collective times, the reference scenario S1, semantics of the event loop."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import one_collective, star
+
+from moesim.errors import MoesimError
+from moesim.network.flow import AnalyticalBackend, FlowBackend
+from moesim.network.params import REFERENCE_PRESETS
+from moesim.system.collectives import StepTiming
+from moesim.system.engine import SystemSettings, simulate
+from moesim.workload.graph import CollectiveType as C
+from moesim.workload.graph import Node, NodeKind, RankGraph, Workload
+
+P = REFERENCE_PRESETS["none"]
+NO_COMPUTE = SystemSettings(roofline=False)
+
+
+def wall(times):
+    return max(t.wall_s for t in times)
+
+
+def analytical_step_s(msg: int, bw_bps=400e9, delay_s=500e-9) -> float:
+    """One message on host→switch→host alone: latency + size·1036/1000 at line rate."""
+    c = bw_bps / 8
+    last = min(1000, msg) + 36
+    return 4 * delay_s + last / c + 2 * 48 / c + msg * 1.036 / c
+
+
+@pytest.mark.parametrize("n", [4, 8, 16])
+def test_ring_all_reduce_closed_form_on_a_non_blocking_fabric(n):
+    # per chunk: 2(N-1) sequential steps of D/N, (2N-1) bundle delays, N-1 reductions; 4 chunks in turn
+    size = 64 << 20
+    topo = star(n)
+    times = simulate(one_collective(n, C.ALL_REDUCE, size), topo, AnalyticalBackend(topo, P), NO_COMPUTE)
+    d = size // 4
+    timing = StepTiming()
+    per_chunk = 2 * (n - 1) * analytical_step_s(d // n) + (2 * n - 1) * 10e-9 + (n - 1) * timing.reduction_s(d // n)
+    assert wall(times) == pytest.approx(4 * per_chunk, rel=1e-9)
+    assert all(t.comm_s == pytest.approx(t.wall_s) for t in times)
+
+
+@pytest.mark.parametrize(
+    "ctype,reference_ns",
+    [(C.ALL_REDUCE, 3_474_644), (C.ALL_TO_ALL, 1_438_236)],
+)
+def test_s1_flow_backend_is_close_to_the_reference(ctype, reference_ns):
+    """NS3_REFERENCE_RUNS.md S1, no CC: the flow model lands within 2 % of ASTRA-sim + NS-3."""
+    topo = star(32)
+    times = simulate(one_collective(32, ctype, 64 << 20), topo, FlowBackend(topo, P), NO_COMPUTE)
+    assert wall(times) * 1e9 == pytest.approx(reference_ns, rel=0.02)
+
+
+def chain(rank_nodes):
+    return tuple(RankGraph(r, nodes) for r, nodes in enumerate(rank_nodes))
+
+
+def test_compute_and_comm_times_are_unions_and_wall_is_the_last_end():
+    # rank: compute (1 µs at peak) → all-reduce → compute; GPU = 2 µs, comm = AR time, wall = sum
+    comp = dict(kind=NodeKind.COMPUTE, flops=10**9, bytes_moved=10**3)  # compute-bound: 1e9/1e15 = 1 µs
+    nodes = (
+        Node(0, "a", **comp),
+        Node(1, "ar", NodeKind.COLLECTIVE, deps=(0,), collective=C.ALL_REDUCE, size_bytes=1 << 20),
+        Node(2, "b", deps=(1,), **comp),
+    )
+    wl = Workload("w", chain([nodes] * 4), (4,))
+    topo = star(4)
+    times = simulate(wl, topo, FlowBackend(topo, P), SystemSettings())
+    for t in times:
+        assert t.gpu_s == pytest.approx(2e-6)
+        assert t.wall_s == pytest.approx(t.gpu_s + t.comm_s, rel=1e-12)
+
+
+def test_compute_overlaps_communication_when_the_graph_allows_it():
+    # node 1 (collective) and node 2 (compute) both depend only on node 0: they run concurrently
+    comp = dict(kind=NodeKind.COMPUTE, flops=10**10, bytes_moved=10**3)  # 10 µs
+    nodes = (
+        Node(0, "a", **comp),
+        Node(1, "ar", NodeKind.COLLECTIVE, deps=(0,), collective=C.ALL_REDUCE, size_bytes=1 << 16),
+        Node(2, "b", deps=(0,), **comp),
+    )
+    wl = Workload("w", chain([nodes] * 2), (2,))
+    topo = star(2)
+    t = simulate(wl, topo, FlowBackend(topo, P), SystemSettings())[0]
+    assert t.wall_s < t.gpu_s + t.comm_s
+
+
+def test_a_collective_without_peers_is_a_clear_error_not_a_hang():
+    nodes0 = (Node(0, "ar", NodeKind.COLLECTIVE, collective=C.ALL_REDUCE, size_bytes=1 << 16),)
+    nodes1 = (Node(0, "c", NodeKind.COMPUTE, flops=10, bytes_moved=10),)
+    wl = Workload("w", chain([nodes0, nodes1]), (2,))
+    topo = star(2)
+    with pytest.raises(MoesimError, match="stalled"):
+        simulate(wl, topo, FlowBackend(topo, P), SystemSettings())
+
+
+def test_mismatched_collectives_across_ranks_are_reported():
+    a = (Node(0, "ar", NodeKind.COLLECTIVE, collective=C.ALL_REDUCE, size_bytes=1 << 16),)
+    b = (Node(0, "ar", NodeKind.COLLECTIVE, collective=C.ALL_REDUCE, size_bytes=1 << 17),)
+    wl = Workload("w", chain([a, b]), (2,))
+    topo = star(2)
+    with pytest.raises(MoesimError, match="on another rank"):
+        simulate(wl, topo, FlowBackend(topo, P), SystemSettings())
