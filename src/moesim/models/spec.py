@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 
@@ -48,6 +49,18 @@ class ModelSpec:
     bytes_per_activation: int = 2
     notes: tuple[str, ...] = field(default=(), compare=False)
     source: str = field(default="", compare=False)
+    shared_expert_ffn_width: int | None = None
+    """Width of one shared expert; None means the same as ``expert_ffn_width``."""
+
+    @classmethod
+    def from_hf_config(cls, path: str | os.PathLike[str], key: str | None = None) -> ModelSpec:
+        """Build a spec from a Hugging Face ``config.json`` (DeepSeek-V2/V3, Mixtral, Qwen2/3-MoE, GLM-MoE).
+
+        See ``moesim.models.hf``; bad or contradictory fields raise a one-line MoesimError.
+        """
+        from moesim.models.hf import from_hf_config
+
+        return from_hf_config(path, key=key)
 
     @property
     def moe_layers(self) -> int:

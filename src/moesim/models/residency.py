@@ -1,0 +1,130 @@
+"""Weight residency: does an even 1/R share of the checkpoint fit in each accelerator's memory?
+
+STUDY.md section 2 ("Weight residency"): the per-rank requirement is checkpoint size / R (R = 32), checked
+against a capacity of 64 GB per accelerator (decimal GB, 1e9 bytes). Weights only: KV cache,
+activations and buffers are not counted, so "fits" is necessary, not sufficient, for serving.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from moesim.errors import input_error
+from moesim.models.catalog import get_model
+from moesim.models.checkpoint import checkpoint_size
+from moesim.models.spec import ModelSpec
+
+GB = 1_000_000_000
+"""Decimal gigabyte, the unit of checkpoint sizes and of the residency criterion."""
+
+DEFAULT_RANKS = 32
+DEFAULT_CAPACITY_BYTES = 64 * GB
+
+WEIGHTS_ONLY_NOTE = "weights only: KV cache, activations and communication/workspace buffers are NOT included"
+
+
+@dataclass(frozen=True)
+class ResidencyReport:
+    """Per-rank weight requirement of one model (even sharding) against a per-accelerator capacity."""
+
+    label: str
+    total_bytes: int
+    ranks: int
+    per_rank_bytes: float
+    capacity_bytes: int
+    fits: bool
+    source: str
+    note: str = WEIGHTS_ONLY_NOTE
+
+    @property
+    def headroom_bytes(self) -> float:
+        """Capacity left per rank after the weights (negative when they do not fit)."""
+        return self.capacity_bytes - self.per_rank_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "headroom_bytes": self.headroom_bytes}
+
+
+def residency(
+    total_bytes: int,
+    *,
+    ranks: int = DEFAULT_RANKS,
+    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    source: str,
+    label: str = "",
+) -> ResidencyReport:
+    """Evenly shard ``total_bytes`` over ``ranks``: per-rank = total / ranks; fits iff capacity ≥ per-rank."""
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise input_error("residency", "ranks", f"must be an integer >= 1, got {ranks!r}")
+    if capacity_bytes <= 0:
+        raise input_error("residency", "capacity_bytes", f"must be > 0, got {capacity_bytes!r}")
+    if total_bytes <= 0:
+        raise input_error(source or "residency", "total_bytes", f"must be > 0, got {total_bytes!r}")
+    per_rank = total_bytes / ranks
+    return ResidencyReport(
+        label=label,
+        total_bytes=int(total_bytes),
+        ranks=ranks,
+        per_rank_bytes=per_rank,
+        capacity_bytes=int(capacity_bytes),
+        fits=capacity_bytes >= per_rank,
+        source=source,
+    )
+
+
+def model_residency(
+    spec: ModelSpec, *, ranks: int = DEFAULT_RANKS, capacity_bytes: int = DEFAULT_CAPACITY_BYTES
+) -> ResidencyReport:
+    """Residency from the spec's stated ``checkpoint_size_bytes``."""
+    if spec.checkpoint_size_bytes is None:
+        raise input_error(
+            spec.source or spec.key,
+            "checkpoint_size_bytes",
+            "not set for this model; give a checkpoint directory or a stated size",
+        )
+    return residency(
+        spec.checkpoint_size_bytes,
+        ranks=ranks,
+        capacity_bytes=capacity_bytes,
+        source=f"model '{spec.key}' checkpoint_size_bytes",
+        label=spec.key,
+    )
+
+
+def checkpoint_residency(
+    path: str | os.PathLike[str],
+    *,
+    ranks: int = DEFAULT_RANKS,
+    capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    label: str | None = None,
+) -> ResidencyReport:
+    """Residency from a checkpoint's files (safetensors headers or the shard index; no tensor data read)."""
+    size = checkpoint_size(path)
+    return residency(
+        size.total_bytes,
+        ranks=ranks,
+        capacity_bytes=capacity_bytes,
+        source=size.source,
+        label=label if label is not None else Path(path).resolve().name,
+    )
+
+
+def residency_for(
+    ref: str, *, ranks: int = DEFAULT_RANKS, capacity_bytes: int = DEFAULT_CAPACITY_BYTES
+) -> ResidencyReport:
+    """Residency of a model reference: a catalog key, a model file, or a checkpoint directory.
+
+    A directory without ``config.json`` is sized from its safetensors files. A Hugging Face config (or a
+    directory holding one) has no stated size, so the checkpoint next to it is sized from its files.
+    """
+    p = Path(ref)
+    if p.is_dir() and not (p / "config.json").is_file():
+        return checkpoint_residency(p, ranks=ranks, capacity_bytes=capacity_bytes)
+    spec = get_model(ref)
+    if spec.checkpoint_size_bytes is None and (p.is_dir() or p.suffix == ".json"):
+        directory = p if p.is_dir() else p.parent
+        return checkpoint_residency(directory, ranks=ranks, capacity_bytes=capacity_bytes, label=spec.key)
+    return model_residency(spec, ranks=ranks, capacity_bytes=capacity_bytes)
