@@ -33,11 +33,11 @@ def main() -> None:
         sys.exit(130)
     except SystemExit:
         raise
-    except Exception as exc:  # click usage errors arrive here with standalone_mode=False
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+    except Exception as exc:  # click/typer usage errors arrive here with standalone_mode=False
+        show = getattr(exc, "show", None)
+        if callable(show) and type(exc).__name__.endswith(("UsageError", "BadParameter", "ClickException",
+                                                           "MissingParameter", "NoSuchOption", "BadOptionUsage")):
+            show()
             sys.exit(2)
         raise
 

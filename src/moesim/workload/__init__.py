@@ -1,1 +1,39 @@
-"""moesim.workload layer."""
+"""moesim.workload layer: parallel layouts, per-rank execution graphs, the MoE prefill generator and
+Chakra ET read/write (docs/workload.md)."""
+
+from moesim.workload.chakra import read_et, write_et
+from moesim.workload.generator import (
+    GENERATORS,
+    STUDY_STRATEGIES,
+    STUDY_TOKENS,
+    WorkloadOptions,
+    WorkloadSummary,
+    comm_proxies,
+    ep_alltoall_bytes,
+    generate,
+    summary,
+    tp_allreduce_bytes,
+)
+from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
+from moesim.workload.layout import ParallelLayout
+
+__all__ = [
+    "GENERATORS",
+    "STUDY_STRATEGIES",
+    "STUDY_TOKENS",
+    "CollectiveType",
+    "Node",
+    "NodeKind",
+    "ParallelLayout",
+    "RankGraph",
+    "Workload",
+    "WorkloadOptions",
+    "WorkloadSummary",
+    "comm_proxies",
+    "ep_alltoall_bytes",
+    "generate",
+    "read_et",
+    "summary",
+    "tp_allreduce_bytes",
+    "write_et",
+]

@@ -1,0 +1,465 @@
+"""The MoE prefill workload generator: one serial execution graph per rank (STUDY.md section 3).
+
+Per layer the critical path is a chain (no compute–communication overlap):
+
+* MoE layer: attention → TP all-reduce → EP dispatch all-to-all → routed experts → EP combine
+  all-to-all → shared FFN (router + shared experts) → TP output all-reduce;
+* dense layer: attention → TP all-reduce → dense FFN → TP output all-reduce.
+
+Collective volumes follow STUDY.md exactly (V_TP = T·h·2, V_EP = T·h·k·2/EP with h = ``comm_dim``).
+Compute nodes carry FLOPs and bytes for a roofline; the formulas are in docs/workload.md. Routing is
+uniform, so every rank's graph is the same and every MoE layer repeats the same node sequence (the
+engine's fast-forward relies on this).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from moesim.errors import MoesimError, input_error
+from moesim.models.spec import ModelSpec
+from moesim.registry import Registry
+from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
+from moesim.workload.layout import ParallelLayout
+
+STUDY_TOKENS = 4096
+STUDY_STRATEGIES = ("TP2EP16", "TP4EP8", "TP8EP4", "TP16EP2")
+STUDY_RANKS = 32
+# Roofline constants of STUDY.md section 3, used only for the summary's GPU-time estimate; the system
+# layer does the real timing with its own (overridable) settings.
+STUDY_PEAK_FLOPS = 1.0e15
+STUDY_MEM_BW_BYTES_PER_S = 1.6e12
+
+COLLECTIVE_ADDRESSING = ("dims", "groups")
+
+GeneratorFn = Callable[..., Workload]
+GENERATORS: Registry[GeneratorFn] = Registry("workload generator")
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """Knobs of the generator that STUDY.md leaves to the implementation.
+
+    ``weight_bytes_per_param``: attention, dense-FFN, router and shared-expert weights (FP8 = 1).
+    ``expert_bytes_per_param``: routed-expert weights (FP4 = 0.5, as in the study checkpoints).
+    ``num_ranks``: if set, TP × EP must equal it (the study: 32).
+    ``collective_addressing``: ``"dims"`` = global group + ``involved_dims`` (STUDY.md section 6);
+    ``"groups"`` = communicator-group ids (Chakra ``pg_name``, REFERENCE_SEMANTICS.md C.4).
+    """
+
+    weight_bytes_per_param: float = 1.0
+    expert_bytes_per_param: float = 0.5
+    num_ranks: int | None = None
+    collective_addressing: str = "dims"
+
+    def __post_init__(self) -> None:
+        for name in ("weight_bytes_per_param", "expert_bytes_per_param"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+                raise input_error("workload options", name, f"must be a positive number, got {value!r}")
+        if self.num_ranks is not None and (not isinstance(self.num_ranks, int) or self.num_ranks < 1):
+            raise input_error(
+                "workload options", "num_ranks", f"must be a positive integer, got {self.num_ranks!r}"
+            )
+        if self.collective_addressing not in COLLECTIVE_ADDRESSING:
+            raise input_error(
+                "workload options",
+                "collective_addressing",
+                f"unknown value {self.collective_addressing!r}",
+                COLLECTIVE_ADDRESSING,
+            )
+
+
+# ----------------------------------------------------------------------------------------------
+# Communication volumes (STUDY.md section 3) and proxies (section 2)
+
+
+def tp_allreduce_bytes(model: ModelSpec, tokens: int) -> int:
+    """V_TP = T · h · 2: the data size of one TP all-reduce."""
+    return tokens * model.comm_dim * model.bytes_per_activation
+
+
+def ep_alltoall_bytes(model: ModelSpec, layout: ParallelLayout, tokens: int) -> int:
+    """V_EP = T · h · k · 2 / EP: one rank's buffer for one EP dispatch or combine (floored)."""
+    return tokens * model.comm_dim * model.top_k * model.bytes_per_activation // layout.ep
+
+
+def comm_proxies(model: ModelSpec) -> tuple[int, int]:
+    """(TP proxy, EP proxy) = (h × layers, h × top-k × MoE layers), STUDY.md section 2."""
+    return model.tp_proxy, model.ep_proxy
+
+
+# ----------------------------------------------------------------------------------------------
+# Compute work: (FLOPs, bytes moved) per rank. Exact rational arithmetic, floored once at the end.
+
+
+@dataclass(frozen=True)
+class Work:
+    """FLOPs and bytes of one compute node on one rank."""
+
+    flops: int
+    bytes_moved: int
+
+    @property
+    def empty(self) -> bool:
+        """No arithmetic (e.g. a zero-width FFN): the node is left out, its activation traffic too."""
+        return self.flops == 0
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _work(flops: Fraction | int, bytes_moved: Fraction | int) -> Work:
+    return Work(int(flops), int(bytes_moved))
+
+
+def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float) -> Work:
+    """Attention of one TP shard: heads split over TP (ceil), projections column/row-split.
+
+    GQA: Q (hidden → heads·d), K and V (hidden → kv_heads·d each; KV heads are replicated when
+    fewer than TP), O (heads·d → hidden). MLA: q down (hidden → q_lora, replicated) and q up
+    (q_lora → heads·qk_dim), kv down (hidden → kv_lora + rope, replicated), kv up (kv_lora →
+    heads·(nope + v)), O (heads·v → hidden). Every projection costs 2·T·in·out FLOPs; the score and
+    value products cost 2·T²·heads·qk_dim + 2·T²·heads·v_dim (full T×T, no causal halving).
+    Bytes: the shard's weights + activations in and out (T·hidden·2 each).
+    """
+    att = model.attention
+    hidden = model.hidden_size
+    heads = _ceil_div(att.num_heads, tp)
+    if att.is_mla:
+        nope = att.qk_nope_head_dim if att.qk_nope_head_dim is not None else att.head_dim
+        rope = att.qk_rope_head_dim or 0
+        v_dim = att.v_head_dim if att.v_head_dim is not None else att.head_dim
+        qk_dim = nope + rope
+        kv_lora = att.kv_lora_rank or 0
+        if att.q_lora_rank:
+            params = hidden * att.q_lora_rank + att.q_lora_rank * heads * qk_dim
+        else:
+            params = hidden * heads * qk_dim
+        params += hidden * (kv_lora + rope) + kv_lora * heads * (nope + v_dim)
+        params += heads * v_dim * hidden
+    else:
+        qk_dim = v_dim = att.head_dim
+        kv_heads = _ceil_div(att.num_kv_heads, tp)
+        params = hidden * heads * qk_dim + 2 * hidden * kv_heads * qk_dim + heads * v_dim * hidden
+    flops = 2 * tokens * params + 2 * tokens * tokens * heads * (qk_dim + v_dim)
+    act = 2 * tokens * hidden * model.bytes_per_activation
+    return _work(flops, params * Fraction(weight_bytes_per_param) + act)
+
+
+def routed_expert_work(
+    model: ModelSpec, layout: ParallelLayout, tokens: int, expert_bytes_per_param: float
+) -> Work:
+    """Routed experts on one rank: T·k/EP token–expert rows, expert width split over TP.
+
+    FLOPs = (T·k/EP) · 6 · h_moe · w / TP (gate, up, down: 3 GEMMs × 2 FLOPs per MAC).
+    Bytes = E · 3 · h_moe · w · expert_bytes / (TP · EP): this rank's 1/(TP·EP) share of the layer's
+    expert weights. STUDY.md section 3: a memory-bound expert FFN "reads its rank's share of those
+    weights, whatever the TP/EP split"; token rows stay in on-chip/L2-resident tiles and are not counted.
+    """
+    h, w, k = model.comm_dim, model.expert_ffn_width, model.top_k
+    rows = Fraction(tokens * k, layout.ep)
+    flops = rows * 6 * h * w / layout.tp
+    weights = Fraction(model.routed_experts * 3 * h * w, layout.tp * layout.ep) * Fraction(
+        expert_bytes_per_param
+    )
+    return _work(flops, weights)
+
+
+def shared_ffn_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float) -> Work:
+    """Router + shared experts (+ latent projections), replicated on every rank (not TP-sharded).
+
+    Router: 2·T·hidden·E FLOPs. Shared experts: S·6·T·h_moe·w_s FLOPs (w_s = the shared-expert
+    width, default the routed width). Models whose MoE runs in a latent dimension (comm_dim <
+    hidden_size, Kimi K3) add the down and up projections hidden ↔ h_moe: 2·2·T·hidden·h_moe FLOPs.
+    Bytes: these weights + activations in and out.
+    """
+    hidden, h = model.hidden_size, model.comm_dim
+    w = model.shared_expert_ffn_width or model.expert_ffn_width
+    params = hidden * model.routed_experts + model.shared_experts * 3 * h * w
+    if h != hidden:
+        params += 2 * hidden * h
+    flops = 2 * tokens * params  # the router, shared experts and latent projections are all GEMMs
+    act = 2 * tokens * hidden * model.bytes_per_activation
+    return _work(flops, params * Fraction(weight_bytes_per_param) + act)
+
+
+def dense_ffn_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float) -> Work:
+    """Dense FFN of the leading dense layers, width split over TP: 6·T·hidden·w_dense/TP FLOPs."""
+    hidden, w = model.hidden_size, model.dense_ffn_width
+    params = Fraction(3 * hidden * w, tp)
+    act = 2 * tokens * hidden * model.bytes_per_activation
+    return _work(2 * tokens * params, params * Fraction(weight_bytes_per_param) + act)
+
+
+# ----------------------------------------------------------------------------------------------
+# Graph construction
+
+
+@dataclass(frozen=True)
+class _Op:
+    """A node before it gets its id, deps and layer (one layer's template)."""
+
+    name: str
+    kind: NodeKind
+    work: Work = Work(0, 0)
+    collective: CollectiveType | None = None
+    size_bytes: int = 0
+    group: int = 0
+    involved_dims: tuple[bool, ...] = ()
+
+
+def _validate(model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions) -> None:
+    src = f"model {model.key}"
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+        raise input_error("workload", "tokens", f"must be a positive integer, got {tokens!r}")
+    for name in ("hidden_size", "comm_dim", "num_layers", "routed_experts", "top_k", "expert_ffn_width"):
+        if getattr(model, name) < 1:
+            raise input_error(src, name, f"must be ≥ 1, got {getattr(model, name)}")
+    if not 0 <= model.first_dense_layers <= model.num_layers:
+        raise input_error(
+            src, "first_dense_layers", f"must be in 0..{model.num_layers}, got {model.first_dense_layers}"
+        )
+    if model.top_k > model.routed_experts:
+        raise input_error(src, "top_k", f"{model.top_k} exceeds routed_experts {model.routed_experts}")
+    layout.validate(num_ranks=options.num_ranks, routed_experts=model.routed_experts, source=src)
+
+
+def _layer_templates(
+    model: ModelSpec,
+    layout: ParallelLayout,
+    tokens: int,
+    options: WorkloadOptions,
+    tp_group: int,
+    ep_group: int,
+) -> tuple[tuple[_Op, ...], tuple[_Op, ...]]:
+    """The (dense layer, MoE layer) node sequences of one rank."""
+    tp_kw: dict[str, Any] = {"group": tp_group} if tp_group else {"involved_dims": (True, False)}
+    ep_kw: dict[str, Any] = {"group": ep_group} if ep_group else {"involved_dims": (False, True)}
+    v_tp = tp_allreduce_bytes(model, tokens)
+    v_ep = ep_alltoall_bytes(model, layout, tokens)
+    wb, eb = options.weight_bytes_per_param, options.expert_bytes_per_param
+
+    def comp(name: str, work: Work) -> list[_Op]:
+        return [] if work.empty else [_Op(name, NodeKind.COMPUTE, work=work)]
+
+    def tp_ar(name: str) -> list[_Op]:
+        if layout.tp == 1:
+            return []
+        return [
+            _Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_REDUCE, size_bytes=v_tp, **tp_kw)
+        ]
+
+    def ep_a2a(name: str) -> list[_Op]:
+        if layout.ep == 1:
+            return []
+        return [
+            _Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL, size_bytes=v_ep, **ep_kw)
+        ]
+
+    head = comp("attention", attention_work(model, layout.tp, tokens, wb)) + tp_ar("tp_allreduce_attn")
+    dense = head + comp("dense_ffn", dense_ffn_work(model, layout.tp, tokens, wb)) + tp_ar("tp_allreduce_out")
+    moe = (
+        head
+        + ep_a2a("ep_dispatch")
+        + comp("routed_experts", routed_expert_work(model, layout, tokens, eb))
+        + ep_a2a("ep_combine")
+        + comp("shared_ffn", shared_ffn_work(model, tokens, wb))
+        + tp_ar("tp_allreduce_out")
+    )
+    return tuple(dense), tuple(moe)
+
+
+def _instantiate(model: ModelSpec, dense: tuple[_Op, ...], moe: tuple[_Op, ...]) -> tuple[Node, ...]:
+    """Lay the layer templates out as one chain: ids 0, 1, 2, … and deps = (previous id,)."""
+    nodes: list[Node] = []
+    for layer in range(model.num_layers):
+        for op in dense if layer < model.first_dense_layers else moe:
+            nid = len(nodes)
+            nodes.append(
+                Node(
+                    id=nid,
+                    name=op.name,
+                    kind=op.kind,
+                    deps=(nid - 1,) if nid else (),
+                    flops=op.work.flops,
+                    bytes_moved=op.work.bytes_moved,
+                    collective=op.collective,
+                    size_bytes=op.size_bytes,
+                    group=op.group,
+                    involved_dims=op.involved_dims,
+                    layer=layer,
+                )
+            )
+    return tuple(nodes)
+
+
+def _comm_groups(
+    layout: ParallelLayout,
+) -> tuple[dict[int, int], dict[int, int], tuple[tuple[int, tuple[int, ...]], ...]]:
+    """Group ids: TP groups (size > 1) first, then EP groups (size > 1), numbered from 1.
+
+    Returns (rank → TP group id, rank → EP group id, the (id, members) table); id 0 = no group.
+    """
+    table: list[tuple[int, tuple[int, ...]]] = []
+    tp_of: dict[int, int] = dict.fromkeys(range(layout.num_ranks), 0)
+    ep_of: dict[int, int] = dict.fromkeys(range(layout.num_ranks), 0)
+    for groups, owner in ((layout.tp_groups(), tp_of), (layout.ep_groups(), ep_of)):
+        for members in groups:
+            if len(members) < 2:
+                continue
+            gid = len(table) + 1
+            table.append((gid, members))
+            for r in members:
+                owner[r] = gid
+    return tp_of, ep_of, tuple(table)
+
+
+@GENERATORS.register("moe_prefill", "serial MoE prefill forward pass, uniform routing", "STUDY.md section 3")
+def generate(
+    model: ModelSpec,
+    layout: ParallelLayout,
+    tokens: int = STUDY_TOKENS,
+    options: WorkloadOptions | None = None,
+) -> Workload:
+    """Build the per-rank graphs of one ``tokens``-token prefill pass of ``model`` under ``layout``."""
+    options = options or WorkloadOptions()
+    _validate(model, layout, tokens, options)
+    tp_of, ep_of, table = _comm_groups(layout)
+    by_groups = options.collective_addressing == "groups"
+    cache: dict[tuple[int, int], tuple[Node, ...]] = {}
+    graphs = []
+    for rank in range(layout.num_ranks):
+        key = (tp_of[rank], ep_of[rank]) if by_groups else (0, 0)
+        if key not in cache:  # ranks with the same groups share one (immutable) node tuple
+            cache[key] = _instantiate(model, *_layer_templates(model, layout, tokens, options, *key))
+        graphs.append(RankGraph(rank=rank, nodes=cache[key]))
+    return Workload(
+        name=f"{model.key}_{layout.name}_T{tokens}",
+        graphs=tuple(graphs),
+        logical_dims=(layout.tp, layout.ep),
+        comm_groups=table,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Summary
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """Per-rank totals. TP bytes = all-reduce data sizes, EP bytes = all-to-all buffer sizes."""
+
+    rank: int
+    nodes: int
+    compute_nodes: int
+    collective_nodes: int
+    flops: int
+    bytes_moved: int
+    tp_bytes: int
+    ep_bytes: int
+    other_comm_bytes: int
+    gpu_s_estimate: float
+
+
+@dataclass(frozen=True)
+class WorkloadSummary:
+    """What `moesim workload generate/inspect` prints."""
+
+    name: str
+    num_ranks: int
+    logical_dims: tuple[int, ...]
+    comm_groups: int
+    ranks: tuple[RankSummary, ...]
+
+    @property
+    def tp_bytes(self) -> int:
+        return sum(r.tp_bytes for r in self.ranks)
+
+    @property
+    def ep_bytes(self) -> int:
+        return sum(r.ep_bytes for r in self.ranks)
+
+    @property
+    def flops(self) -> int:
+        return sum(r.flops for r in self.ranks)
+
+    @property
+    def nodes(self) -> int:
+        return sum(r.nodes for r in self.ranks)
+
+    @property
+    def gpu_s_estimate(self) -> float:
+        """The slowest rank's summed roofline time (no communication)."""
+        return max((r.gpu_s_estimate for r in self.ranks), default=0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "num_ranks": self.num_ranks,
+            "logical_dims": list(self.logical_dims),
+            "comm_groups": self.comm_groups,
+            "nodes": self.nodes,
+            "tp_bytes": self.tp_bytes,
+            "ep_bytes": self.ep_bytes,
+            "flops": self.flops,
+            "gpu_s_estimate": self.gpu_s_estimate,
+            "ranks": [dataclasses.asdict(r) for r in self.ranks],
+        }
+
+
+def roofline_s(node: Node, peak_flops: float, mem_bw_bytes_per_s: float) -> float:
+    """max(FLOPs/peak, bytes/bandwidth) for a node with work, else its replay duration."""
+    if node.flops or node.bytes_moved:
+        return max(node.flops / peak_flops, node.bytes_moved / mem_bw_bytes_per_s)
+    return node.duration_ns * 1e-9
+
+
+def _rank_summary(
+    rank: int, nodes: tuple[Node, ...], peak_flops: float, mem_bw_bytes_per_s: float
+) -> RankSummary:
+    comp = [n for n in nodes if n.kind is NodeKind.COMPUTE]
+    coll = [n for n in nodes if n.kind is NodeKind.COLLECTIVE]
+    tp = sum(n.size_bytes for n in coll if n.collective is CollectiveType.ALL_REDUCE)
+    ep = sum(n.size_bytes for n in coll if n.collective is CollectiveType.ALL_TO_ALL)
+    return RankSummary(
+        rank=rank,
+        nodes=len(nodes),
+        compute_nodes=len(comp),
+        collective_nodes=len(coll),
+        flops=sum(n.flops for n in comp),
+        bytes_moved=sum(n.bytes_moved for n in comp),
+        tp_bytes=tp,
+        ep_bytes=ep,
+        other_comm_bytes=sum(n.size_bytes for n in coll) - tp - ep,
+        gpu_s_estimate=sum(roofline_s(n, peak_flops, mem_bw_bytes_per_s) for n in comp),
+    )
+
+
+def summary(
+    workload: Workload,
+    peak_flops: float = STUDY_PEAK_FLOPS,
+    mem_bw_bytes_per_s: float = STUDY_MEM_BW_BYTES_PER_S,
+) -> WorkloadSummary:
+    """Per-rank node counts, communication bytes, FLOPs and a roofline GPU-time estimate."""
+    if peak_flops <= 0 or mem_bw_bytes_per_s <= 0:
+        raise MoesimError("summary: peak_flops and mem_bw_bytes_per_s must be > 0")
+    cache: dict[int, RankSummary] = {}
+    ranks = []
+    for g in workload.graphs:
+        key = id(g.nodes)
+        if key not in cache:
+            cache[key] = _rank_summary(g.rank, g.nodes, peak_flops, mem_bw_bytes_per_s)
+        ranks.append(dataclasses.replace(cache[key], rank=g.rank))
+    return WorkloadSummary(
+        name=workload.name,
+        num_ranks=workload.num_ranks,
+        logical_dims=workload.logical_dims,
+        comm_groups=len(workload.comm_groups),
+        ranks=tuple(ranks),
+    )
