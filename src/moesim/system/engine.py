@@ -57,6 +57,7 @@ class SystemSettings:
     reduce_scatter: tuple[str, ...] = ("ring", "ring")
     intra_server_cc: bool = False
     fast_forward: bool = True
+    fast_forward_tolerance: float = 2e-3
 
     def implementation(self, ctype: CollectiveType, dims: tuple[bool, ...], subgroup: bool) -> str:
         """Per-dimension implementation; a communicator sub-group uses a 1-D ring unless exactly one
@@ -133,7 +134,8 @@ class Simulation:
     """Executes a workload on a topology through a network backend. Use :func:`simulate`."""
 
     def __init__(self, workload: Workload, topology: Topology, backend: NetworkBackend,
-                 settings: SystemSettings, placement: tuple[int, ...] | None = None) -> None:
+                 settings: SystemSettings, placement: tuple[int, ...] | None = None,
+                 record_timeline: bool = False) -> None:
         if placement is None:
             placement = tuple(range(workload.num_ranks))
         if workload.num_ranks > topology.num_gpus:
@@ -156,7 +158,11 @@ class Simulation:
         self._plans: dict[tuple[Any, ...], _PlanIndex] = {}
         self.now = 0.0
         self.fast_forwarded_layers = 0
-        self._ff = _FastForward(self) if settings.fast_forward else None
+        self.fast_forward_mode = "off" if not settings.fast_forward else "none"
+        self._ff = _FastForward(self) if settings.fast_forward and not record_timeline else None
+        # (rank, node id, node name, start s, end s) per node, when requested
+        self.timeline: list[tuple[int, int, str, float, float]] | None = [] if record_timeline else None
+        self._started: dict[tuple[int, int], float] = {}
 
     # ----------------------------------------------------------------- main loop
     def run(self) -> list[RankTimes]:
@@ -203,12 +209,16 @@ class Simulation:
                                           self.settings.roofline)
                     st.gpu_busy = i
                     st.gpu_end = self.now + dur
+                    if self.timeline is not None:
+                        self._started[(r, i)] = self.now
                     st.gpu_s += dur
                     self.events.schedule(st.gpu_end, self._compute_done, r, i)
                 else:
                     still.append(i)
             elif not st.comm_busy:
                 st.comm_busy = True
+                if self.timeline is not None:
+                    self._started[(r, i)] = self.now
                 self._issue_collective(r, i)
             else:
                 still.append(i)
@@ -220,6 +230,9 @@ class Simulation:
 
     def _node_done(self, r: int, i: int) -> None:
         st = self.ranks[r]
+        if self.timeline is not None:
+            node = st.nodes[i]
+            self.timeline.append((r, node.id, node.name, self._started.pop((r, i), self.now), self.now))
         st.done[i] = True
         st.completed += 1
         st.wall_s = max(st.wall_s, self.now)
@@ -347,12 +360,15 @@ class Simulation:
         self._node_done(r, inst.node_of[m])
 
 
+_APPROX_PERIODS = 4  # periods that must agree before an approximate jump
+
+
 class _FastForward:
     """Detects a repeating per-layer state while the network is idle and jumps over identical layers."""
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self.history: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.history: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         self.layer_first: list[list[int]] = []
         self.layer_sig: list[list[tuple[Any, ...]]] = []
         self.enabled = True
@@ -388,24 +404,45 @@ class _FastForward:
             layers.append(L)
             rels.append(st.gpu_end - sim.now)
         key = (tuple(offsets), tuple(L - layers[0] for L in layers))
-        counters = [dict(st.group_seq) for st in sim.ranks]
-        stats = [(st.gpu_s, st.comm_s, st.wall_s) for st in sim.ranks]
-        prev = self.history.get(key)
-        self.history[key] = (sim.now, tuple(layers), tuple(rels), stats, counters)
-        if prev is None:
+        snap = (sim.now, tuple(layers), tuple(rels), [(st.gpu_s, st.comm_s, st.wall_s) for st in sim.ranks],
+                [dict(st.group_seq) for st in sim.ranks])
+        hist = self.history.setdefault(key, [])
+        hist.append(snap)
+        if len(hist) < 2:
             return
-        t0, layers0, rels0, stats0, counters0 = prev
-        period = sim.now - t0
-        if period <= 0 or any(a != b + 1 for a, b in zip(layers, layers0, strict=True)):
+        (t0, layers0, rels0, stats0, counters0), (t1, layers1, rels1, *_) = hist[-2], hist[-1]
+        if any(a != b + 1 for a, b in zip(layers1, layers0, strict=True)):
+            del hist[:-1]
             return
-        tol = 1e-12 + 1e-9 * period
-        if any(abs(a - b) > tol for a, b in zip(rels, rels0, strict=True)):
+        period = t1 - t0
+        if period > 0 and all(abs(a - b) <= 1e-12 + 1e-9 * period for a, b in zip(rels1, rels0, strict=True)):
+            self._try_jump(layers, period, stats0, counters0, 1, "exact")
             return
+        # Not exactly periodic (shared links make the ranks' offsets wander slightly from layer to
+        # layer). If the last few periods agree within the tolerance, extrapolate with their mean.
+        tol, k = sim.settings.fast_forward_tolerance, _APPROX_PERIODS
+        if tol <= 0 or len(hist) < k + 1:
+            return
+        window = hist[-(k + 1):]
+        if any(b[1][0] != a[1][0] + 1 for a, b in zip(window, window[1:], strict=False)):
+            return
+        periods = [b[0] - a[0] for a, b in zip(window, window[1:], strict=False)]
+        mean = sum(periods) / k
+        if mean <= 0 or max(abs(p - mean) for p in periods) > tol * mean:
+            return
+        if any(abs(a - b) > tol * mean for a, b in zip(window[-1][2], window[-2][2], strict=True)):
+            return
+        self._try_jump(layers, mean, window[0][3], window[0][4], k, "approximate")
+
+    def _try_jump(self, layers: list[int], period: float, stats0: list[tuple[float, float, float]],
+                  counters0: list[dict[tuple[int, ...], int]], periods_back: int, mode: str) -> None:
         m = self._skippable(layers)
         if m < 1:
             return
-        self._jump(m, period, layers, stats0, counters0)
+        self._jump(m, period, layers, stats0, counters0, periods_back)
         self.history.clear()
+        sim = self.sim
+        sim.fast_forward_mode = mode if sim.fast_forward_mode in ("none", mode) else "approximate"
 
     def _skippable(self, layers: list[int]) -> int:
         """Largest m such that layers L..L+m of every rank equal layer L-1 (the period just observed)."""
@@ -420,7 +457,7 @@ class _FastForward:
         return m or 0
 
     def _jump(self, m: int, period: float, layers: list[int], stats0: list[tuple[float, float, float]],
-              counters0: list[dict[tuple[int, ...], int]]) -> None:
+              counters0: list[dict[tuple[int, ...], int]], periods_back: int) -> None:
         sim = self.sim
         shift = m * period
         moved: dict[tuple[int, int], tuple[int, int]] = {}
@@ -437,11 +474,11 @@ class _FastForward:
             st.gpu_busy = new_i
             st.gpu_end += shift
             g0, c0, w0 = stats0[r]
-            st.gpu_s += m * (st.gpu_s - g0)
-            st.comm_s += m * (st.comm_s - c0)
-            st.wall_s += m * (st.wall_s - w0)
+            st.gpu_s += m * (st.gpu_s - g0) / periods_back
+            st.comm_s += m * (st.comm_s - c0) / periods_back
+            st.wall_s += m * period
             for grp, n in list(st.group_seq.items()):
-                st.group_seq[grp] = n + m * (n - counters0[r].get(grp, 0))
+                st.group_seq[grp] = n + m * (n - counters0[r].get(grp, 0)) // periods_back
             moved[(r, i)] = (r, new_i)
         items = []
         for time_s, prio, seq, action, args in sim.events.items():

@@ -13,7 +13,7 @@ from moesim.network import BACKENDS
 from moesim.network.params import NetworkParams, network_mode
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RunResult, RunSpec
-from moesim.topology import get_topology
+from moesim.topology.catalog import get_topology
 from moesim.workload.generator import WorkloadOptions, generate
 from moesim.workload.layout import ParallelLayout
 

@@ -1,1 +1,30 @@
-"""moesim.topology layer."""
+"""moesim.topology: server topologies (STUDY.md section 4), routing, placement, YAML, NS-3 export.
+
+Diagrams live in ``moesim.topology.draw`` (imported on demand: it loads matplotlib).
+"""
+
+from moesim.topology.builder import (
+    LINK_KINDS,
+    CableSpec,
+    ClusterSpec,
+    GpuSpec,
+    ServerTemplate,
+    TopologyBuilder,
+    build_topology,
+)
+from moesim.topology.catalog import get_cluster_spec, get_topology
+from moesim.topology.fabrics import FABRICS, Fabric, LeafSpine, NoFabric, SingleSwitch
+from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
+from moesim.topology.ns3_export import Ns3Topology, read_ns3_topology, write_ns3_topology
+from moesim.topology.placement import Placement, check_rank_count, contiguous_placement, load_placement
+from moesim.topology.study import TOPOLOGIES
+from moesim.topology.yaml_io import dump_cluster_yaml, load_cluster_yaml, write_cluster_yaml
+
+__all__ = [
+    "FABRICS", "LINK_KINDS", "TOPOLOGIES",
+    "CableSpec", "ClusterSpec", "Fabric", "GpuInfo", "GpuSpec", "LeafSpine", "Link", "NoFabric", "NodeKind",
+    "Ns3Topology", "Placement", "ServerTemplate", "SingleSwitch", "TopoNode", "Topology", "TopologyBuilder",
+    "build_topology", "check_rank_count", "contiguous_placement", "dump_cluster_yaml", "get_cluster_spec",
+    "get_topology", "load_cluster_yaml", "load_placement", "read_ns3_topology", "write_cluster_yaml",
+    "write_ns3_topology",
+]

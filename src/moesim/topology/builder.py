@@ -1,0 +1,261 @@
+"""The public topology builder: a server template instantiated N times, joined by an external fabric.
+
+Two levels. ``TopologyBuilder`` adds devices and full-duplex cables one by one and derives each GPU's
+CPU, PCIe switch and NIC affinity. ``build_topology(ClusterSpec)`` instantiates a ``ServerTemplate``
+``num_servers`` times (device names are prefixed ``s<server>.``), attaches the fabric, and validates
+everything; the six study topologies and user YAML files both go through it (DESIGN.md).
+
+NIC affinity of a GPU (STUDY.md section 4): the NIC named in the template, else the NIC on the GPU's
+PCIe switch, else the NIC on the GPU's CPU, else the nearest NIC of its server (fewest hops, then
+template order), else none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from moesim.errors import MoesimError, input_error
+from moesim.topology.fabrics import Fabric
+from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
+
+LINK_KINDS = ("pcie", "upi", "p2p", "fabric", "nvlink")
+_ID = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+def infer_link_kind(a: NodeKind, b: NodeKind) -> str:
+    """The link kind implied by its end devices (used when a cable's kind is left empty)."""
+    ends = {a, b}
+    if NodeKind.SWITCH in ends:
+        return "fabric"
+    if ends == {NodeKind.CPU}:
+        return "upi"
+    if ends == {NodeKind.PCIE_SWITCH}:
+        return "p2p"
+    if ends == {NodeKind.GPU}:
+        return "nvlink"
+    return "pcie"
+
+
+@dataclass(frozen=True)
+class CableSpec:
+    """A full-duplex cable between two devices of a server template (or two built nodes)."""
+
+    a: str
+    b: str
+    bandwidth_bps: float
+    delay_s: float
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """A GPU of a server template; ``nic`` overrides the derived NIC affinity."""
+
+    name: str
+    nic: str | None = None
+
+
+@dataclass(frozen=True)
+class ServerTemplate:
+    """The devices and intra-server cables of one server. GPU order = local rank order."""
+
+    cpus: tuple[str, ...] = ()
+    pcie_switches: tuple[str, ...] = ()
+    gpus: tuple[GpuSpec, ...] = ()
+    nics: tuple[str, ...] = ()
+    cables: tuple[CableSpec, ...] = ()
+
+    def device_kinds(self) -> dict[str, NodeKind]:
+        out: dict[str, NodeKind] = {}
+        for kind, names in ((NodeKind.CPU, self.cpus), (NodeKind.PCIE_SWITCH, self.pcie_switches),
+                            (NodeKind.GPU, [g.name for g in self.gpus]), (NodeKind.NIC, self.nics)):
+            for name in names:
+                out.setdefault(name, kind)
+        return out
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A whole cluster: ``num_servers`` copies of ``server`` joined by ``fabric``. ``source`` names the file."""
+
+    name: str
+    server: ServerTemplate
+    num_servers: int
+    fabric: Fabric
+    description: str = ""
+    source: str = ""
+
+    @property
+    def num_gpus(self) -> int:
+        return self.num_servers * len(self.server.gpus)
+
+
+class TopologyBuilder:
+    """Add devices and cables, then ``build()`` an immutable, validated ``Topology``."""
+
+    def __init__(self, name: str, description: str = "", source: str = "") -> None:
+        self.name = name
+        self.description = description
+        self.source = source or f"topology {name}"
+        self._nodes: dict[str, TopoNode] = {}
+        self._links: list[Link] = []
+        self._cables: set[frozenset[str]] = set()
+        self._nic_override: dict[str, str] = {}
+
+    def add_node(self, name: str, kind: NodeKind, server: int | None = None, where: str = "nodes") -> None:
+        if name in self._nodes:
+            raise input_error(self.source, where, f"duplicate id '{name}'")
+        if kind != NodeKind.SWITCH and server is None:
+            raise input_error(self.source, where, f"{kind.value} '{name}' must belong to a server")
+        self._nodes[name] = TopoNode(name, NodeKind(kind), server)
+
+    def add_cable(self, a: str, b: str, bandwidth_bps: float, delay_s: float, kind: str = "",
+                  where: str = "links") -> tuple[int, int]:
+        """Add the two directed links of a full-duplex cable; returns their ids (a→b, b→a)."""
+        for end in (a, b):
+            if end not in self._nodes:
+                raise input_error(self.source, where, f"unknown device '{end}'")
+        if a == b:
+            raise input_error(self.source, where, f"a link joins '{a}' to itself")
+        if frozenset((a, b)) in self._cables:
+            raise input_error(self.source, where, f"duplicate link {a} – {b}")
+        if not bandwidth_bps > 0:
+            raise input_error(self.source, where, f"bandwidth must be > 0, got {bandwidth_bps!r}")
+        if not delay_s >= 0:
+            raise input_error(self.source, where, f"delay must be >= 0, got {delay_s!r}")
+        kind = kind or infer_link_kind(self._nodes[a].kind, self._nodes[b].kind)
+        if kind not in LINK_KINDS:
+            raise input_error(self.source, where, f"unknown link kind '{kind}'", LINK_KINDS)
+        self._cables.add(frozenset((a, b)))
+        first = len(self._links)
+        self._links.append(Link(first, a, b, float(bandwidth_bps), float(delay_s), kind))
+        self._links.append(Link(first + 1, b, a, float(bandwidth_bps), float(delay_s), kind))
+        return first, first + 1
+
+    def set_gpu_nic(self, gpu: str, nic: str, where: str = "gpus") -> None:
+        """Pin a GPU's NIC affinity (otherwise derived, see the module docstring)."""
+        g, n = self._nodes.get(gpu), self._nodes.get(nic)
+        if g is None or g.kind != NodeKind.GPU:
+            raise input_error(self.source, where, f"unknown gpu '{gpu}'")
+        if n is None or n.kind != NodeKind.NIC or n.server != g.server:
+            raise input_error(self.source, where, f"'{nic}' is not a NIC of gpu '{gpu}''s server")
+        self._nic_override[gpu] = nic
+
+    def build(self, meta: Iterable[tuple[str, str]] = ()) -> Topology:
+        nodes = tuple(self._nodes.values())
+        neighbours: dict[str, list[str]] = {n.name: [] for n in nodes}
+        for link in self._links:
+            neighbours[link.src].append(link.dst)
+        gpus = tuple(self._gpu_info(n, neighbours) for n in nodes if n.kind == NodeKind.GPU)
+        topo = Topology(self.name, nodes, tuple(self._links), gpus, self.description, tuple(meta))
+        topo.check_routes(self.source)
+        return topo
+
+    def _first(self, names: Iterable[str], kind: NodeKind) -> str | None:
+        return next((n for n in names if self._nodes[n].kind == kind), None)
+
+    def _gpu_info(self, gpu: TopoNode, neighbours: dict[str, list[str]]) -> GpuInfo:
+        server = gpu.server
+        assert server is not None
+        local = [n for n in neighbours[gpu.name] if self._nodes[n].server == server]
+        psw = self._first(local, NodeKind.PCIE_SWITCH)
+        cpu = self._first(local, NodeKind.CPU)
+        if cpu is None and psw is not None:
+            cpu = self._first(neighbours[psw], NodeKind.CPU)
+        nic = self._nic_override.get(gpu.name)
+        for anchor in (psw, cpu):
+            if nic is None and anchor is not None:
+                nic = self._first(neighbours[anchor], NodeKind.NIC)
+        if nic is None:
+            nic = self._nearest_nic(gpu.name, server, neighbours)
+        return GpuInfo(gpu.name, server, cpu, psw, nic)
+
+    def _nearest_nic(self, start: str, server: int, neighbours: dict[str, list[str]]) -> str | None:
+        """Fewest hops inside the server; ties go to the NIC added first."""
+        order = {name: i for i, name in enumerate(self._nodes)}
+        dist, queue = {start: 0}, deque([start])
+        while queue:
+            u = queue.popleft()
+            for v in neighbours[u]:
+                if v not in dist and self._nodes[v].server == server:
+                    dist[v] = dist[u] + 1
+                    queue.append(v)
+        nics = [n for n in dist if self._nodes[n].kind == NodeKind.NIC]
+        return min(nics, key=lambda n: (dist[n], order[n]), default=None)
+
+
+def check_template(template: ServerTemplate, source: str) -> None:
+    """Validate ids, link ends, bandwidths, delays and kinds, naming the offending template entry."""
+    seen: dict[str, str] = {}
+    lists = (("cpus", template.cpus), ("pcie_switches", template.pcie_switches),
+             ("gpus", [g.name for g in template.gpus]), ("nics", template.nics))
+    for field, names in lists:
+        for i, name in enumerate(names):
+            where = f"server.{field}[{i}]"
+            if not isinstance(name, str) or not _ID.match(name):
+                raise input_error(source, where, f"invalid id {name!r}: use letters, digits, '_' or '-'")
+            if name in seen:
+                raise input_error(source, where, f"duplicate id '{name}' (already {seen[name]})")
+            seen[name] = where
+    if not template.gpus:
+        raise input_error(source, "server.gpus", "a server needs at least one GPU")
+    for i, gpu in enumerate(template.gpus):
+        if gpu.nic is not None and gpu.nic not in template.nics:
+            raise input_error(source, f"server.gpus[{i}].nic", f"unknown NIC '{gpu.nic}'", template.nics)
+    cables: dict[frozenset[str], int] = {}
+    for i, c in enumerate(template.cables):
+        where = f"server.links[{i}]"
+        for end, name in (("a", c.a), ("b", c.b)):
+            if name not in seen:
+                raise input_error(source, f"{where}.{end}", f"unknown device '{name}'", list(seen))
+        if c.a == c.b:
+            raise input_error(source, where, f"a link joins '{c.a}' to itself")
+        pair = frozenset((c.a, c.b))
+        if pair in cables:
+            raise input_error(source, where, f"duplicate link {c.a} – {c.b} (already server.links[{cables[pair]}])")
+        cables[pair] = i
+        if not c.bandwidth_bps > 0:
+            raise input_error(source, f"{where}.bandwidth", f"must be > 0, got {c.bandwidth_bps!r}")
+        if not c.delay_s >= 0:
+            raise input_error(source, f"{where}.delay", f"must be >= 0, got {c.delay_s!r}")
+        if c.kind and c.kind not in LINK_KINDS:
+            raise input_error(source, f"{where}.kind", f"unknown link kind '{c.kind}'", LINK_KINDS)
+
+
+def build_topology(spec: ClusterSpec, nic_switch_delay_s: float = 0.7e-6) -> Topology:
+    """Instantiate ``spec``: servers ``s0 .. s<N-1>``, then the fabric. ``nic_switch_delay_s`` is the
+    NIC–switch delay of the run's network mode, used unless the fabric fixes its own."""
+    source = spec.source or f"topology {spec.name}"
+    if isinstance(spec.num_servers, bool) or not isinstance(spec.num_servers, int) or spec.num_servers < 1:
+        raise input_error(source, "servers", f"must be a positive integer, got {spec.num_servers!r}")
+    if not nic_switch_delay_s >= 0:
+        raise MoesimError(f"{source}: NIC–switch delay must be >= 0 s, got {nic_switch_delay_s!r}")
+    t = spec.server
+    check_template(t, source)
+    kinds = t.device_kinds()
+    b = TopologyBuilder(spec.name, spec.description, source)
+    server_nics: list[list[str]] = []
+    for s in range(spec.num_servers):
+        p = f"s{s}."
+        for name, kind in kinds.items():
+            b.add_node(p + name, kind, s, where="server")
+        for i, c in enumerate(t.cables):
+            b.add_cable(p + c.a, p + c.b, c.bandwidth_bps, c.delay_s, c.kind, where=f"server.links[{i}]")
+        for i, g in enumerate(t.gpus):
+            if g.nic is not None:
+                b.set_gpu_nic(p + g.name, p + g.nic, where=f"server.gpus[{i}].nic")
+        server_nics.append([p + n for n in t.nics])
+    spec.fabric.attach(b, server_nics, nic_switch_delay_s)
+    fabric_delay = getattr(spec.fabric, "nic_delay_s", None)
+    meta = (
+        ("source", spec.source or "builtin"),
+        ("servers", str(spec.num_servers)),
+        ("gpus_per_server", str(len(t.gpus))),
+        ("fabric", spec.fabric.kind),
+        ("fabric_description", spec.fabric.describe()),
+        ("nic_switch_delay_s", repr(nic_switch_delay_s if fabric_delay is None else fabric_delay)),
+    )
+    return b.build(meta)

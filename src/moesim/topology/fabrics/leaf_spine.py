@@ -1,0 +1,103 @@
+"""A two-tier leaf/spine (folded Clos) fabric with configurable oversubscription.
+
+Servers are assigned to leaves in order, ``servers_per_leaf`` each; every leaf is cabled to every
+spine. Each leaf-spine cable carries (leaf's NIC capacity) / (oversubscription × spines), where the
+leaf's NIC capacity = servers_per_leaf × NICs per server × NIC bandwidth, so oversubscription 1 is
+non-blocking and 2 halves the uplink capacity. Equal-cost paths over the spines are spread by ECMP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from moesim.errors import input_error
+from moesim.topology.fabrics.base import FABRICS, Fabric, check_keys, non_negative, positive
+from moesim.topology.model import NodeKind
+from moesim.topology.units import format_bandwidth, format_delay, parse_bandwidth_bps, parse_delay_s
+
+if TYPE_CHECKING:
+    from moesim.topology.builder import TopologyBuilder
+
+_KEYS = ("kind", "servers_per_leaf", "spines", "oversubscription", "nic_bandwidth", "nic_delay", "uplink_delay")
+
+
+def _int(data: Mapping[str, Any], key: str, default: int | None, source: str) -> int:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise input_error(source, f"fabric.{key}", f"must be a positive integer, got {value!r}")
+    return value
+
+
+@FABRICS.register("leaf_spine", "two-tier leaf/spine with configurable oversubscription", "folded Clos, ECMP")
+@dataclass(frozen=True)
+class LeafSpine(Fabric):
+    """Leaves ``leaf0..``, spines ``spine0..``; NICs on their server's leaf."""
+
+    kind: ClassVar[str] = "leaf_spine"
+    servers_per_leaf: int = 1
+    spines: int = 1
+    oversubscription: float = 1.0
+    nic_bandwidth_bps: float = 400e9
+    nic_delay_s: float | None = None
+    uplink_delay_s: float | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str) -> LeafSpine:
+        check_keys(data, _KEYS, source, "fabric")
+        over = data.get("oversubscription", 1.0)
+        if isinstance(over, bool) or not isinstance(over, int | float) or not over >= 1:
+            raise input_error(source, "fabric.oversubscription", f"must be a number >= 1, got {over!r}")
+        delays = {}
+        for key in ("nic_delay", "uplink_delay"):
+            if data.get(key) is not None:
+                delays[key] = non_negative(parse_delay_s(data[key], source, f"fabric.{key}"), source, f"fabric.{key}")
+        return cls(
+            servers_per_leaf=_int(data, "servers_per_leaf", None, source),
+            spines=_int(data, "spines", 1, source),
+            oversubscription=float(over),
+            nic_bandwidth_bps=positive(parse_bandwidth_bps(data.get("nic_bandwidth", 400e9), source,
+                                                           "fabric.nic_bandwidth"), source, "fabric.nic_bandwidth"),
+            nic_delay_s=delays.get("nic_delay"),
+            uplink_delay_s=delays.get("uplink_delay"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "servers_per_leaf": self.servers_per_leaf,
+            "spines": self.spines,
+            "oversubscription": self.oversubscription,
+            "nic_bandwidth": format_bandwidth(self.nic_bandwidth_bps),
+        }
+        if self.nic_delay_s is not None:
+            out["nic_delay"] = format_delay(self.nic_delay_s)
+        if self.uplink_delay_s is not None:
+            out["uplink_delay"] = format_delay(self.uplink_delay_s)
+        return out
+
+    def uplink_bandwidth_bps(self, nics_per_server: int) -> float:
+        capacity = self.servers_per_leaf * nics_per_server * self.nic_bandwidth_bps
+        return capacity / (self.oversubscription * self.spines)
+
+    def attach(self, builder: TopologyBuilder, server_nics: list[list[str]], nic_delay_s: float) -> None:
+        nic_delay = nic_delay_s if self.nic_delay_s is None else self.nic_delay_s
+        up_delay = nic_delay if self.uplink_delay_s is None else self.uplink_delay_s
+        num_leaves = -(-len(server_nics) // self.servers_per_leaf)
+        for leaf in range(num_leaves):
+            builder.add_node(f"leaf{leaf}", NodeKind.SWITCH, None, where="fabric")
+        for spine in range(self.spines):
+            builder.add_node(f"spine{spine}", NodeKind.SWITCH, None, where="fabric")
+        for server, nics in enumerate(server_nics):
+            for nic in nics:
+                builder.add_cable(nic, f"leaf{server // self.servers_per_leaf}", self.nic_bandwidth_bps, nic_delay, "fabric", where="fabric")
+        uplink = self.uplink_bandwidth_bps(max((len(n) for n in server_nics), default=0))
+        if uplink <= 0:
+            raise input_error(builder.source, "fabric", "leaf_spine needs servers with at least one NIC")
+        for leaf in range(num_leaves):
+            for spine in range(self.spines):
+                builder.add_cable(f"leaf{leaf}", f"spine{spine}", uplink, up_delay, "fabric", where="fabric")
+
+    def describe(self) -> str:
+        return f"leaf/spine, {self.servers_per_leaf} servers per leaf, {self.spines} spines, {self.oversubscription:g}:1"
