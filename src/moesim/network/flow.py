@@ -15,35 +15,71 @@ import heapq
 import math
 
 import numpy as np
+from numba import njit
 
 from moesim.network.base import BACKENDS, Flow, NetworkBackend
 from moesim.network.params import NetworkParams
 from moesim.topology.model import Topology
 
 
+@njit(cache=True)
+def _waterfill(links: np.ndarray, coefs: np.ndarray, hops: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Weighted progressive filling over padded per-flow link rows (numba kernel of max_min_rates)."""
+    n, n_links = links.shape[0], cap.shape[0]
+    rates = np.zeros(n)
+    frozen = np.zeros(n, dtype=np.bool_)
+    used = np.zeros(n_links)
+    demand = np.zeros(n_links)
+    level = np.empty(n_links)
+    left = n
+    while left > 0:
+        demand[:] = 0.0
+        for f in range(n):
+            if not frozen[f]:
+                for h in range(hops[f]):
+                    demand[links[f, h]] += coefs[f, h]
+        x = np.inf
+        for k in range(n_links):
+            level[k] = (cap[k] - used[k]) / demand[k] if demand[k] > 0 else np.inf
+            if level[k] < x:
+                x = level[k]
+        threshold = x * (1.0 + 1e-12)
+        newly = np.zeros(n, dtype=np.bool_)
+        for f in range(n):
+            if not frozen[f]:
+                for h in range(hops[f]):
+                    if level[links[f, h]] <= threshold:
+                        newly[f] = True
+                        break
+        for f in range(n):
+            if newly[f]:
+                frozen[f] = True
+                rates[f] = x
+                left -= 1
+                for h in range(hops[f]):
+                    used[links[f, h]] += coefs[f, h] * x
+    return rates
+
+
 def max_min_rates(inc_flow: np.ndarray, inc_link: np.ndarray, inc_coef: np.ndarray, n_flows: int,
                   cap: np.ndarray) -> np.ndarray:
     """Weighted progressive filling: raise all unfrozen flows' rates together; when a link saturates,
-    freeze the flows crossing it. Constraint per link l: Σ_f coef(f, l)·rate_f ≤ cap_l."""
-    rates = np.zeros(n_flows)
-    frozen = np.zeros(n_flows, dtype=bool)
-    used = np.zeros(cap.shape[0])
-    n_links = cap.shape[0]
-    while True:
-        live = ~frozen[inc_flow]
-        if not live.any():
-            return rates
-        demand = np.bincount(inc_link[live], weights=inc_coef[live], minlength=n_links)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            level = np.where(demand > 0, (cap - used) / demand, np.inf)
-        x = float(level.min())
-        saturated = level <= x * (1.0 + 1e-12)
-        hit = live & saturated[inc_link]
-        newly = np.unique(inc_flow[hit])
-        rates[newly] = x
-        frozen[newly] = True
-        sel = np.isin(inc_flow, newly)
-        used += np.bincount(inc_link[sel], weights=inc_coef[sel] * x, minlength=n_links)
+    freeze the flows crossing it. Constraint per link l: Σ_f coef(f, l)·rate_f ≤ cap_l.
+
+    The incidences are given as parallel arrays (flow index, link index, coefficient)."""
+    hops = np.bincount(inc_flow, minlength=n_flows).astype(np.int64)
+    width = max(int(hops.max()) if n_flows else 0, 1)
+    links = np.zeros((n_flows, width), dtype=np.int64)
+    coefs = np.zeros((n_flows, width))
+    fill = np.zeros(n_flows, dtype=np.int64)
+    for f, k, c in zip(inc_flow.tolist(), inc_link.tolist(), inc_coef.tolist(), strict=True):
+        links[f, fill[f]] = k
+        coefs[f, fill[f]] = c
+        fill[f] += 1
+    return _waterfill(links, coefs, hops, cap.astype(np.float64))
+
+
+_Described = tuple[tuple[int, ...], tuple[int, ...], float, float, float, np.ndarray, np.ndarray]
 
 
 class _PathModel:
@@ -55,10 +91,20 @@ class _PathModel:
         self.bw_Bps = np.array([link.bandwidth_bps / 8.0 for link in topology.links])
         self.delay_s = np.array([link.delay_s for link in topology.links])
 
-    def describe(self, flow: Flow) -> tuple[tuple[int, ...], tuple[int, ...], float, float, float]:
-        """(forward links, reverse links, data coefficient, ACK coefficient, fixed latency in s)."""
-        p = self.params
+        self._cache: dict[tuple[int, int, tuple[int, ...], bool, int], _Described] = {}
+
+    def describe(self, flow: Flow) -> _Described:
+        """(forward links, reverse links, data coefficient, ACK coefficient, fixed latency in s, link
+        row, coefficient row); cached per route, policy and last-packet size."""
         fwd = self.topology.route(flow.src_gpu, flow.dst_gpu, flow.flow_id)
+        key = (flow.src_gpu, flow.dst_gpu, fwd, flow.cc, min(self.params.packet_payload_bytes, flow.size_bytes))
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._describe(flow, fwd)
+        return hit
+
+    def _describe(self, flow: Flow, fwd: tuple[int, ...]) -> _Described:
+        p = self.params
         rev = self.topology.reverse_route(fwd)
         int_bytes = p.int_bytes if flow.cc else 0
         payload = p.packet_payload_bytes
@@ -68,7 +114,9 @@ class _PathModel:
         last_pkt = min(payload, max(flow.size_bytes, 1)) + p.data_header_bytes + int_bytes
         lat = float(self.delay_s[list(fwd)].sum() + self.delay_s[list(rev)].sum())
         lat += sum(last_pkt / self.bw_Bps[i] for i in fwd[1:]) + sum(ack_bytes / self.bw_Bps[i] for i in rev)
-        return fwd, rev, data_coef, ack_coef, lat
+        row = np.array(fwd + rev, dtype=np.int64)
+        coef_row = np.array([data_coef] * len(fwd) + [ack_coef] * len(rev))
+        return fwd, rev, data_coef, ack_coef, lat, row, coef_row
 
 
 @BACKENDS.register(
@@ -91,29 +139,23 @@ class FlowBackend(NetworkBackend):
         self._lat: list[float] = []
         self._inc: list[tuple[np.ndarray, np.ndarray]] = []
         self._dirty = False
+        self._pending: list[tuple[int, float, float, np.ndarray, np.ndarray]] = []  # started since last reallocation
         self._done: list[tuple[float, int, int]] = []  # (completion time, seq, flow id)
         self._seq = 0
         self.link_bytes = np.zeros(len(topology.links))
 
     @property
     def active_flows(self) -> int:
-        return len(self._ids) + len(self._done)
+        return len(self._ids) + len(self._pending) + len(self._done)
 
     def start_flow(self, flow: Flow, now_s: float) -> None:
         self._sync(now_s)
-        fwd, rev, dc, ac, lat = self._paths.describe(flow)
-        self.link_bytes[list(fwd)] += flow.size_bytes * dc
-        self.link_bytes[list(rev)] += flow.size_bytes * ac
+        fwd, rev, dc, ac, lat, row, coef_row = self._paths.describe(flow)
+        self.link_bytes[row] += flow.size_bytes * coef_row
         if flow.size_bytes <= 0:
             self._push_done(now_s + lat, flow.flow_id)
             return
-        links = np.array(fwd + rev, dtype=np.int64)
-        coefs = np.array([dc] * len(fwd) + [ac] * len(rev))
-        self._ids.append(flow.flow_id)
-        self._rem = np.append(self._rem, float(flow.size_bytes))
-        self._rate = np.append(self._rate, 0.0)
-        self._lat.append(lat)
-        self._inc.append((links, coefs))
+        self._pending.append((flow.flow_id, float(flow.size_bytes), lat, row, coef_row))
         self._dirty = True
 
     def _push_done(self, t: float, flow_id: int) -> None:
@@ -131,13 +173,23 @@ class FlowBackend(NetworkBackend):
         if not self._dirty:
             return
         self._dirty = False
+        if self._pending:
+            self._ids.extend(p[0] for p in self._pending)
+            self._rem = np.concatenate([self._rem, [p[1] for p in self._pending]])
+            self._lat.extend(p[2] for p in self._pending)
+            self._inc.extend((p[3], p[4]) for p in self._pending)
+            self._pending = []
         if not self._ids:
             return
         n = len(self._ids)
-        inc_flow = np.concatenate([np.full(len(links), i) for i, (links, _) in enumerate(self._inc)])
-        inc_link = np.concatenate([links for links, _ in self._inc])
-        inc_coef = np.concatenate([coefs for _, coefs in self._inc])
-        self._rate = max_min_rates(inc_flow, inc_link, inc_coef, n, self._cap)
+        hops = np.fromiter((len(r) for r, _ in self._inc), dtype=np.int64, count=n)
+        width = int(hops.max())
+        links = np.zeros((n, width), dtype=np.int64)
+        coefs = np.zeros((n, width))
+        for i, (r, c) in enumerate(self._inc):
+            links[i, : len(r)] = r
+            coefs[i, : len(c)] = c
+        self._rate = _waterfill(links, coefs, hops, self._cap)
 
     def _next_drain(self) -> float:
         if not self._ids:
@@ -199,9 +251,8 @@ class AnalyticalBackend(NetworkBackend):
         return len(self._done)
 
     def start_flow(self, flow: Flow, now_s: float) -> None:
-        fwd, rev, dc, ac, lat = self._paths.describe(flow)
-        self.link_bytes[list(fwd)] += flow.size_bytes * dc
-        self.link_bytes[list(rev)] += flow.size_bytes * ac
+        fwd, rev, dc, ac, lat, row, coef_row = self._paths.describe(flow)
+        self.link_bytes[row] += flow.size_bytes * coef_row
         bw = float(self._paths.bw_Bps[list(fwd)].min()) if fwd else math.inf
         t = now_s + lat + flow.size_bytes * dc / bw
         heapq.heappush(self._done, (t, self._seq, flow.flow_id))

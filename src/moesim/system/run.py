@@ -78,6 +78,7 @@ def simulate_run(spec: RunSpec, diagnostics: bool = False) -> RunResult:
         "system": dataclasses.asdict(settings),
         "topology_gpus": topology.num_gpus,
         "fast_forwarded_layers": sim.fast_forwarded_layers,
+        "fast_forward_mode": sim.fast_forward_mode,
     }
     return RunResult(
         spec=spec, ranks=tuple(ranks), bottleneck_rank=bottleneck, backend=spec.backend, cc_model=cc_model,

@@ -1,0 +1,38 @@
+"""Layer fast-forward must reproduce full simulation (relative difference < 1e-9) when it is exact."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from moesim.system.engine import Simulation
+from moesim.system.run import prepare
+from moesim.system.spec import RunSpec
+
+CASES = [
+    ("deepseek-v4-flash", "1", "TP2EP16", "ring_direct"),
+    ("deepseek-v4-flash", "3", "TP16EP2", "ring_direct"),
+    ("deepseek-v4-flash", "6", "TP2EP16", "dbt_direct"),
+    ("kimi-k3", "2", "TP2EP16", "ring_direct"),
+    ("glm-5.3", "1", "TP4EP8", "ring_direct"),
+    ("deepseek-v4-pro", "5", "TP2EP16", "ring_direct"),
+]
+
+
+def run(spec: RunSpec, fast_forward: bool) -> tuple[Simulation, list]:
+    model, layout, params, topology, workload, settings, backend_cls, tokens = prepare(spec)
+    sim = Simulation(workload, topology, backend_cls(topology, params),
+                     dataclasses.replace(settings, fast_forward=fast_forward))
+    return sim, sim.run()
+
+
+@pytest.mark.parametrize("model,topology,strategy,algorithm", CASES)
+def test_exact_fast_forward_matches_full_simulation(model, topology, strategy, algorithm):
+    spec = RunSpec(model, topology, strategy, algorithm, "ib_cc0", "flow")
+    fast, fast_ranks = run(spec, True)
+    _, full_ranks = run(spec, False)
+    assert fast.fast_forward_mode == "exact" and fast.fast_forwarded_layers > 10
+    for a, b in zip(fast_ranks, full_ranks, strict=True):
+        for x, y in ((a.wall_s, b.wall_s), (a.gpu_s, b.gpu_s), (a.comm_s, b.comm_s)):
+            assert abs(x - y) <= 1e-9 * y
