@@ -54,3 +54,20 @@ def register(app: typer.Typer) -> None:
                    f"   (bottleneck rank {result.bottleneck_rank})")
         typer.echo(f"  backend {result.backend}; congestion control: {result.cc_model}; policy: {result.cc_policy}")
         typer.echo(f"  simulated in {result.sim_wallclock_s:.2f} s (moesim {result.version})")
+
+    @app.command("export")
+    def export(
+        model: str = typer.Option(..., "--model"),
+        topology: str = typer.Option(..., "--topology"),
+        strategy: str = typer.Option(..., "--strategy"),
+        algorithm: str = typer.Option("ring_direct", "--algorithm"),
+        network: str = typer.Option("ib_cc0", "--network"),
+        set_: list[str] = typer.Option(None, "--set", help="parameter override key=value (repeatable)"),
+        out: str = typer.Option(..., "--out", help="output directory"),
+    ) -> None:
+        """Write one run as an ASTRA-sim 2.0 input directory (ET files, system/network configs, README)."""
+        from moesim.system.export import export_run
+        from moesim.system.spec import RunSpec
+
+        files = export_run(RunSpec(model, topology, strategy, algorithm, network, "flow", parse_set(set_)), out)
+        typer.echo(f"wrote {len(files)} files to {out} (see {out}/README.md for the ASTRA-sim command)")
