@@ -124,7 +124,8 @@ class _PathModel:
     "Bertsekas & Gallager, Data Networks, 6.5 (max-min fairness); REFERENCE_SEMANTICS.md A.1",
 )
 class FlowBackend(NetworkBackend):
-    """Max-min fair flow-level network."""
+    """Max-min fair flow-level network. Active flows live in flat arrays (one row per flow, link ids
+    and coefficients padded to a common width) so a reallocation is one numba call."""
 
     def __init__(self, topology: Topology, params: NetworkParams) -> None:
         super().__init__(topology, params)
@@ -132,12 +133,14 @@ class FlowBackend(NetworkBackend):
         self._cap = self._paths.bw_Bps
         self._now = 0.0
         self._t_ref = 0.0
-        # active (draining) flows, in start order
-        self._ids: list[int] = []
-        self._rem: np.ndarray = np.zeros(0)
-        self._rate: np.ndarray = np.zeros(0)
-        self._lat: list[float] = []
-        self._inc: list[tuple[np.ndarray, np.ndarray]] = []
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._rem = np.zeros(0)
+        self._rate = np.zeros(0)
+        self._lat = np.zeros(0)
+        self._width = 1
+        self._links = np.zeros((0, 1), dtype=np.int64)
+        self._coefs = np.zeros((0, 1))
+        self._hops = np.zeros(0, dtype=np.int64)
         self._dirty = False
         self._pending: list[tuple[int, float, float, np.ndarray, np.ndarray]] = []  # started since last reallocation
         self._done: list[tuple[float, int, int]] = []  # (completion time, seq, flow id)
@@ -164,35 +167,43 @@ class FlowBackend(NetworkBackend):
 
     def _sync(self, t: float) -> None:
         """Bring remaining bytes to time ``t`` (rates are constant since ``_t_ref``)."""
-        if t > self._t_ref and self._ids:
+        if t > self._t_ref and len(self._ids):
             self._rem = self._rem - self._rate * (t - self._t_ref)
         self._t_ref = max(self._t_ref, t)
         self._now = max(self._now, t)
+
+    def _merge_pending(self) -> None:
+        pend = self._pending
+        self._pending = []
+        width = max(self._width, max(len(p[3]) for p in pend))
+        if width > self._width:
+            pad = width - self._width
+            self._links = np.pad(self._links, ((0, 0), (0, pad)))
+            self._coefs = np.pad(self._coefs, ((0, 0), (0, pad)))
+            self._width = width
+        links = np.zeros((len(pend), width), dtype=np.int64)
+        coefs = np.zeros((len(pend), width))
+        for i, p in enumerate(pend):
+            links[i, : len(p[3])] = p[3]
+            coefs[i, : len(p[4])] = p[4]
+        self._ids = np.concatenate([self._ids, [p[0] for p in pend]]).astype(np.int64)
+        self._rem = np.concatenate([self._rem, [p[1] for p in pend]])
+        self._lat = np.concatenate([self._lat, [p[2] for p in pend]])
+        self._hops = np.concatenate([self._hops, [len(p[3]) for p in pend]]).astype(np.int64)
+        self._links = np.concatenate([self._links, links])
+        self._coefs = np.concatenate([self._coefs, coefs])
 
     def _reallocate(self) -> None:
         if not self._dirty:
             return
         self._dirty = False
         if self._pending:
-            self._ids.extend(p[0] for p in self._pending)
-            self._rem = np.concatenate([self._rem, [p[1] for p in self._pending]])
-            self._lat.extend(p[2] for p in self._pending)
-            self._inc.extend((p[3], p[4]) for p in self._pending)
-            self._pending = []
-        if not self._ids:
-            return
-        n = len(self._ids)
-        hops = np.fromiter((len(r) for r, _ in self._inc), dtype=np.int64, count=n)
-        width = int(hops.max())
-        links = np.zeros((n, width), dtype=np.int64)
-        coefs = np.zeros((n, width))
-        for i, (r, c) in enumerate(self._inc):
-            links[i, : len(r)] = r
-            coefs[i, : len(c)] = c
-        self._rate = _waterfill(links, coefs, hops, self._cap)
+            self._merge_pending()
+        if len(self._ids):
+            self._rate = _waterfill(self._links, self._coefs, self._hops, self._cap)
 
     def _next_drain(self) -> float:
-        if not self._ids:
+        if not len(self._ids):
             return math.inf
         return self._t_ref + float(np.min(self._rem / self._rate))
 
@@ -205,21 +216,18 @@ class FlowBackend(NetworkBackend):
 
     def advance_to(self, t_s: float) -> list[int]:
         self._reallocate()
-        while self._ids:
+        while len(self._ids):
             td = self._next_drain()
             if td > t_s:
                 break
             self._sync(td)
             drain_t = self._rem / self._rate
-            drained = np.flatnonzero(drain_t <= 1e-15 * max(td, 1e-9) + 1e-3 / self._rate)
-            keep = np.ones(len(self._ids), dtype=bool)
-            for i in drained:
-                self._push_done(td + self._lat[i], self._ids[i])
-                keep[i] = False
-            self._ids = [f for f, k in zip(self._ids, keep, strict=True) if k]
-            self._lat = [x for x, k in zip(self._lat, keep, strict=True) if k]
-            self._inc = [x for x, k in zip(self._inc, keep, strict=True) if k]
-            self._rem, self._rate = self._rem[keep], self._rate[keep]
+            drained = drain_t <= 1e-15 * max(td, 1e-9) + 1e-3 / self._rate
+            for i in np.flatnonzero(drained):
+                self._push_done(td + float(self._lat[i]), int(self._ids[i]))
+            keep = ~drained
+            self._ids, self._rem, self._rate, self._lat = self._ids[keep], self._rem[keep], self._rate[keep], self._lat[keep]
+            self._links, self._coefs, self._hops = self._links[keep], self._coefs[keep], self._hops[keep]
             self._dirty = True
             self._reallocate()
         self._sync(t_s)
