@@ -1,0 +1,260 @@
+"""Figures of the study (STUDY.md section 7), drawn with matplotlib's Agg canvas.
+
+Deterministic output: fixed rcParams, a fixed SVG hash salt and no dates in the metadata, so the
+same data gives byte-identical PNG and SVG files. Figures are built on ``matplotlib.figure.Figure``
+directly (no pyplot global state) and returned, so callers and tests can inspect their artists.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from matplotlib import rc_context
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from moesim.analysis.fileio import atomic_write
+from moesim.analysis.results import MODEL, levels, natural_key, where
+from moesim.analysis.stats import GridView, RatioView, group_means
+
+RC: dict[str, Any] = {
+    "font.family": "DejaVu Sans", "font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8,
+    "legend.fontsize": 7, "xtick.labelsize": 7, "ytick.labelsize": 7, "figure.dpi": 100, "savefig.dpi": 100,
+    "svg.hashsalt": "moesim", "svg.fonttype": "path", "axes.grid": True, "grid.alpha": 0.3,
+    "axes.axisbelow": True, "image.cmap": "viridis", "path.simplify": True,
+}
+# Colour-blind-friendly categorical palette (Okabe–Ito, then Tableau), fixed so colours mean the same in every figure.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
+           "#8c564b", "#7f7f7f", "#bcbd22", "#17becf")
+GPU_COLOR = "#4d4d4d"
+METADATA = {"png": {"Software": "moesim"}, "svg": {"Date": None, "Creator": "moesim"}}
+
+
+def _rc() -> Any:
+    """The fixed rcParams as a context (matplotlib's stubs only accept literal keys)."""
+    return rc_context(RC)  # type: ignore[arg-type]
+
+
+def color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def new_figure(width_in: float, height_in: float) -> Figure:
+    with _rc():
+        fig = Figure(figsize=(width_in, height_in), layout="constrained")
+        FigureCanvasAgg(fig)
+    return fig
+
+
+def render(fig: Figure, fmt: str) -> bytes:
+    """The figure as PNG or SVG bytes (deterministic)."""
+    buf = io.BytesIO()
+    with _rc():
+        fig.savefig(buf, format=fmt, metadata=METADATA[fmt])
+    return buf.getvalue()
+
+
+def save(fig: Figure, stem: str | Path) -> tuple[Path, Path]:
+    """Write ``stem.png`` and ``stem.svg`` atomically."""
+    stem = Path(stem)
+    return (atomic_write(stem.with_suffix(".png"), render(fig, "png")),
+            atomic_write(stem.with_suffix(".svg"), render(fig, "svg")))
+
+
+def _levels_or_blank(table: pa.Table, column: str | None) -> tuple[str, ...]:
+    return levels(table, column) if column and column in table.column_names else ("",)
+
+
+# --- all runs of one model -----------------------------------------------------------------------
+
+def runs_figure(table: pa.Table, model: str, panel_rows: str = "algorithm", panel_cols: str = "network",
+                group: str = "strategy", bar: str = "topology") -> Figure:
+    """Stacked GPU + communication bars of every run of ``model``.
+
+    Panels = ``panel_rows`` × ``panel_cols`` levels, x groups = ``group`` levels, one bar per ``bar``
+    level (coloured by it). Factors beyond these four are averaged over.
+    """
+    t = where(table, include={MODEL: (model,)})
+    dims = [d for d in (panel_rows, panel_cols, group, bar) if d in t.column_names]
+    g = group_means(t, dims, ("gpu_s", "comm_s"))
+    cells = {tuple(r.get(d, "") if d in dims else "" for d in (panel_rows, panel_cols, group, bar)): (r["gpu_s"], r["comm_s"])
+             for r in g.to_pylist()}
+    rl, cl, gl, bl = (_levels_or_blank(t, d) for d in (panel_rows, panel_cols, group, bar))
+    with _rc():
+        fig = new_figure(3.2 * len(cl) + 1.0, 2.6 * len(rl) + 0.6)
+        axes = fig.subplots(len(rl), len(cl), squeeze=False, sharey=True)
+        width = 0.8 / len(bl)
+        x = np.arange(len(gl))
+        for i, rv in enumerate(rl):
+            for j, cv in enumerate(cl):
+                ax = axes[i][j]
+                for k, bv in enumerate(bl):
+                    vals = [cells.get((rv, cv, gv, bv), (np.nan, np.nan)) for gv in gl]
+                    gpu = np.array([v[0] for v in vals])
+                    comm = np.array([v[1] for v in vals])
+                    pos = x - 0.4 + width * (k + 0.5)
+                    ax.bar(pos, gpu, width, color=GPU_COLOR, label="GPU compute" if k == 0 else None)
+                    ax.bar(pos, comm, width, bottom=gpu, color=color(k), label=f"{bar} {bv}".strip())
+                ax.set_xticks(x, gl)
+                ax.set_xlabel(group)
+                ax.set_title(" · ".join(v for v in (rv, cv) if v) or model)
+                if j == 0:
+                    ax.set_ylabel("time (s)")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside right center")
+        fig.suptitle(f"{model}: all runs, GPU + communication time of the bottleneck rank")
+    return fig
+
+
+# --- interaction views ---------------------------------------------------------------------------
+
+def grid_figure(result: pa.Table, view: GridView) -> Figure:
+    """One panel per model: x groups = ``view.cols`` levels, one bar per ``view.rows`` level (normalised)."""
+    ms = levels(result, MODEL)
+    rl, cl = levels(result, view.rows), levels(result, view.cols)
+    cells = {(r[MODEL], r[view.rows], r[view.cols]): r["normalized"] for r in result.to_pylist()}
+    with _rc():
+        fig = new_figure(3.4 * len(ms) + 1.0, 3.0)
+        axes = fig.subplots(1, len(ms), squeeze=False, sharey=True)[0]
+        width = 0.8 / max(len(rl), 1)
+        x = np.arange(len(cl))
+        for ax, m in zip(axes, ms, strict=True):
+            for k, rv in enumerate(rl):
+                ax.bar(x - 0.4 + width * (k + 0.5), [cells.get((m, rv, cv), np.nan) for cv in cl], width,
+                       color=color(k), label=f"{view.rows} {rv}")
+            ax.axhline(1.0, color="black", lw=0.8)
+            ax.set_xticks(x, cl)
+            ax.set_xlabel(view.cols)
+            ax.set_title(m)
+        axes[0].set_ylabel(f"{view.by_metric} / baseline")
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside right center")
+        fig.suptitle(view.title)
+    return fig
+
+
+def ratio_figure(result: pa.Table, view: RatioView) -> Figure:
+    """x groups = ``view.by`` levels, one bar per model: the numerator/denominator ratio."""
+    ms = levels(result, MODEL)
+    bl = levels(result, view.by)
+    cells = {(r[MODEL], r[view.by]): r["ratio"] for r in result.to_pylist()}
+    with _rc():
+        fig = new_figure(1.2 * len(bl) + 3.0, 3.0)
+        ax = fig.subplots()
+        width = 0.8 / max(len(ms), 1)
+        x = np.arange(len(bl))
+        for k, m in enumerate(ms):
+            ax.bar(x - 0.4 + width * (k + 0.5), [cells.get((m, b), np.nan) for b in bl], width, color=color(k), label=m)
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_xticks(x, bl)
+        ax.set_xlabel(view.by)
+        ax.set_ylabel(f"{view.numerator} / {view.denominator}")
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside right center")
+        ax.set_title(view.title)
+    return fig
+
+
+# --- architecture --------------------------------------------------------------------------------
+
+def architecture_figure(arch: pa.Table) -> Figure:
+    """Grouped bars: x = architecture parameter, one bar per model, value / max over models."""
+    ps = list(dict.fromkeys(arch.column("parameter").to_pylist()))
+    ms = list(dict.fromkeys(arch.column(MODEL).to_pylist()))
+    cells = {(r["parameter"], r[MODEL]): r["normalized"] for r in arch.to_pylist()}
+    with _rc():
+        fig = new_figure(1.0 * len(ps) + 2.5, 3.2)
+        ax = fig.subplots()
+        width = 0.8 / max(len(ms), 1)
+        x = np.arange(len(ps))
+        for k, m in enumerate(ms):
+            ax.bar(x - 0.4 + width * (k + 0.5), [cells.get((p, m), np.nan) for p in ps], width, color=color(k), label=m)
+        ax.set_xticks(x, ps, rotation=30, ha="right")
+        ax.set_ylabel("value / largest model value")
+        ax.set_ylim(0, 1.05)
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside right center")
+        ax.set_title("Architecture parameters and communication proxies, normalised")
+    return fig
+
+
+# --- diagnostics -----------------------------------------------------------------------------------
+
+def link_bytes_figure(runs: Sequence[tuple[str, pa.Table]]) -> Figure:
+    """Heat map of bytes per link: one row per selected run, one column per link (union over runs)."""
+    links = sorted({str(v) for _, t in runs for v in t.column("link").to_pylist()}, key=natural_key)
+    col = {lk: i for i, lk in enumerate(links)}
+    data = np.full((len(runs), len(links)), np.nan)
+    for i, (_, t) in enumerate(runs):
+        for lk, b in zip(t.column("link").to_pylist(), t.column("bytes").to_pylist(), strict=True):
+            data[i, col[str(lk)]] = np.nansum([data[i, col[str(lk)]], float(b)])
+    with _rc():
+        fig = new_figure(min(max(7.0, 3.5 + 0.15 * len(links)), 18.0), 2.4 + 0.3 * len(runs))
+        ax = fig.subplots()
+        im = ax.imshow(data / 1e9, aspect="auto", interpolation="nearest")
+        ax.set_yticks(range(len(runs)), [label for label, _ in runs])
+        step = max(1, len(links) // 60)
+        ax.set_xticks(range(0, len(links), step), links[::step], rotation=90)
+        ax.grid(False)
+        fig.colorbar(im, ax=ax, label="GB carried")
+        ax.set_title("Bytes per link")
+    return fig
+
+
+def timeline_figure(runs: Sequence[tuple[str, pa.Table]], value: str | None, title: str, max_series: int = 8) -> Figure:
+    """One panel per run: a line per port over time (``value`` column), or PFC events as a raster (value None).
+
+    Each table has ``time_s`` and a ``port`` (or ``link``) column; only the ``max_series`` ports with
+    the largest peak (or most events) are drawn, to keep the panel readable.
+    """
+    with _rc():
+        fig = new_figure(8.0, 1.0 + 2.0 * len(runs))
+        axes = fig.subplots(len(runs), 1, squeeze=False)[:, 0]
+        for ax, (label, t) in zip(axes, runs, strict=True):
+            port_col = "port" if "port" in t.column_names else "link"
+            ports = [str(p) for p in t.column(port_col).to_pylist()]
+            times = np.asarray(t.column("time_s").to_pylist(), dtype=float)
+            scale, unit = (1e6, "µs") if times.size and times.max() < 1e-3 else (1e3, "ms")
+            times = times * scale
+            vals = np.asarray(t.column(value).to_pylist(), dtype=float) if value else np.ones(len(ports))
+            score: dict[str, float] = {}
+            for p, v in zip(ports, vals, strict=True):
+                score[p] = max(score.get(p, 0.0), v) if value else score.get(p, 0.0) + 1
+            top = sorted(score, key=lambda p: (-score[p], natural_key(p)))[:max_series]
+            for k, p in enumerate(sorted(top, key=natural_key)):
+                sel = np.array([q == p for q in ports])
+                if value:
+                    order = np.argsort(times[sel], kind="stable")
+                    ax.plot(times[sel][order], vals[sel][order] / 1e3, color=color(k), lw=0.9, label=p)
+                else:
+                    ax.plot(times[sel], np.full(int(sel.sum()), k), "|", color=color(k), ms=8, label=p)
+            ax.set_title(label)
+            ax.set_xlabel(f"time ({unit})")
+            ax.set_ylabel("queue (KB)" if value else "port")
+            if not value:
+                ax.set_yticks(range(len(top)), sorted(top, key=natural_key))
+            elif top:
+                ax.legend(loc="upper right", ncols=2)
+        fig.suptitle(title)
+    return fig
+
+
+# --- comparison against a reference --------------------------------------------------------------
+
+def comparison_figure(title: str, labels: Sequence[str], ours: Sequence[float], reference: Sequence[float],
+                      ylabel: str = "time (s)") -> Figure:
+    """Side by side: our value and the reference value for each label."""
+    with _rc():
+        fig = new_figure(max(4.0, 0.7 * len(labels) + 2.0), 3.0)
+        ax = fig.subplots()
+        x = np.arange(len(labels))
+        ax.bar(x - 0.2, ours, 0.4, color=color(0), label="moesim")
+        ax.bar(x + 0.2, reference, 0.4, color=color(1), label="reference")
+        ax.set_xticks(x, labels, rotation=30 if len(labels) > 4 else 0, ha="right" if len(labels) > 4 else "center")
+        ax.set_ylabel(ylabel)
+        ax.legend(loc="best")
+        ax.set_title(title)
+    return fig

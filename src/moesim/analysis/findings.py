@@ -1,0 +1,212 @@
+"""Findings: short sentences generated from the numbers of an ``Analysis`` (never hand-written).
+
+Each function reads one part of the analysis and states what wins, by how much, and where a
+ranking reverses. Relative overhead is (B − A) / A (STUDY.md section 7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from moesim.analysis.results import MODEL, level_key
+from moesim.analysis.stats import GridView
+from moesim.analysis.study import Analysis
+
+
+@dataclass(frozen=True)
+class Finding:
+    topic: str
+    text: str
+
+
+def _s(x: float) -> str:
+    return f"{x:.4g} s"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _span(lo: float, hi: float, fmt=_pct) -> str:
+    return fmt(lo) if abs(hi - lo) <= 1e-12 * max(abs(hi), 1.0) else f"{fmt(lo)}–{fmt(hi)}"
+
+
+def _x(x: float) -> str:
+    return f"{x:.2f}×"
+
+
+def _models_phrase(ms: list[str], n_all: int) -> str:
+    if len(ms) == n_all:
+        return "every model" if n_all > 1 else ms[0]
+    return ", ".join(ms)
+
+
+def overall_findings(a: Analysis) -> list[Finding]:
+    out = []
+    for r in a.overall.to_pylist():
+        if r["subset"] != "S_full":
+            continue
+        out.append(Finding("overall", (
+            f"{r[MODEL]}: mean wall {_s(r['wall_mean_s'])} over {r['n']} runs; communication is "
+            f"{_pct(r['comm_fraction_aggregate'])} of it (mean comm / mean wall; {_pct(r['comm_fraction_mean'])} "
+            f"as the mean of per-run fractions). Fastest {_s(r['wall_min_s'])} at {r['wall_min_at']}; slowest "
+            f"{_s(r['wall_max_s'])} at {r['wall_max_at']}: a {_x(r['sensitivity'])} spread.")))
+    return out
+
+
+def factor_findings(a: Analysis) -> list[Finding]:
+    """Per factor (over its calibration subset): the best level per model and the cost of the others."""
+    out = []
+    for f in a.factors:
+        m = a.marginal(f)
+        if m is None:
+            continue
+        rows = m.table.to_pylist()
+        best: dict[str, str] = {}
+        worst: dict[str, tuple[str, float]] = {}
+        order: dict[str, list[str]] = {}
+        for r in sorted(rows, key=lambda r: (r["rank"], level_key(f, r[f]))):
+            best.setdefault(r[MODEL], r[f])
+            order.setdefault(r[MODEL], []).append(r[f])
+            worst[r[MODEL]] = (r[f], r["vs_best"])
+        bests = set(best.values())
+        n = len(best)
+        if len(bests) == 1:
+            (b,) = bests
+            worst_levels = sorted({w[0] for w in worst.values()}, key=lambda v: level_key(f, v))
+            lo = min(w[1] for w in worst.values())
+            hi = max(w[1] for w in worst.values())
+            text = (f"{f} ({m.subset}): {b} is fastest for {_models_phrase(list(best), n)}; the slowest level "
+                    f"({'/'.join(worst_levels)}) adds {_span(lo, hi)} of mean wall time over it.")
+        else:
+            text = f"{f} ({m.subset}): the fastest level depends on the model: " + \
+                "; ".join(f"{k} → {v}" for k, v in best.items()) + "."
+        orders = {" < ".join(v) for v in order.values()}
+        if n > 1 and len(bests) == 1:
+            text += (f" The ranking {next(iter(orders))} is the same for every model." if len(orders) == 1 else
+                     " The full ranking differs between models: " + "; ".join(f"{k}: {' < '.join(v)}"
+                                                                              for k, v in order.items()) + ".")
+        out.append(Finding(f, text))
+    return out
+
+
+def reversal_findings(a: Analysis) -> list[Finding]:
+    """Where the best level of one factor changes with the level of another ("rankings reverse")."""
+    out = []
+    rows = a.orders.to_pylist()
+    pairs = dict.fromkeys((r["factor"], r["given"]) for r in rows)
+    for f, g in pairs:
+        per_model: dict[str, list[tuple[str, str]]] = {}
+        for r in rows:
+            if r["factor"] == f and r["given"] == g:
+                per_model.setdefault(r[MODEL], []).append((r["given_level"], r["best"]))
+        changing = {m: v for m, v in per_model.items() if len({b for _, b in v}) > 1}
+        if not changing:
+            continue
+        groups: dict[str, list[str]] = {}
+        for m, v in changing.items():
+            key = ", ".join(f"{gl} → {b}" for gl, b in sorted(v, key=lambda x: level_key(g, x[0])))
+            groups.setdefault(key, []).append(m)
+        detail = "; ".join(f"{' & '.join(ms)}: {key}" for key, ms in groups.items())
+        out.append(Finding("reversals", f"The best {f} depends on the {g} (best {f} per {g}): {detail}."))
+    return out
+
+
+def _grouped(per_model: dict[str, str]) -> str:
+    """Join per-model phrases, naming models that share a phrase together."""
+    groups: dict[str, list[str]] = {}
+    for m, text in per_model.items():
+        groups.setdefault(text, []).append(m)
+    return "; ".join(f"{', '.join(ms)}: {text}" for text, ms in groups.items())
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+
+
+def interaction_findings(a: Analysis) -> list[Finding]:
+    out = []
+    for it in a.interactions:
+        v, t = it.view, it.table
+        if t is None or not t.num_rows:
+            continue
+        rows = [r for r in t.to_pylist() if r.get("normalized", r.get("ratio")) == r.get("normalized", r.get("ratio"))]
+        per_model: dict[str, str] = {}
+        if isinstance(v, GridView):
+            for m in a.models:
+                mine = [r for r in rows if r[MODEL] == m]
+                if not mine:
+                    continue
+                hi = max(mine, key=lambda r: r["normalized"])
+                lo = min(mine, key=lambda r: r["normalized"])
+                text = f"slowest {_x(hi['normalized'])} at {v.rows} {hi[v.rows]} / {hi[v.cols]}"
+                if lo["normalized"] < 1 and not _same(lo["normalized"], 1.0):
+                    text += f", fastest {_x(lo['normalized'])} at {v.rows} {lo[v.rows]} / {lo[v.cols]}"
+                else:
+                    text += ", none faster than the baseline"
+                per_model[m] = text
+            out.append(Finding(v.name, f"{v.title}: {_grouped(per_model)}."))
+            continue
+        ratios = [r["ratio"] for r in rows]
+        lo, hi = min(ratios), max(ratios)
+        side = (f"{v.numerator} is slower than {v.denominator} at every {v.by} for every model" if lo > 1 else
+                f"{v.numerator} is faster than {v.denominator} at every {v.by} for every model" if hi < 1 else
+                f"the ratio crosses 1: whether {v.numerator} or {v.denominator} is faster depends on the {v.by}")
+        for m in a.models:
+            mine = [r for r in rows if r[MODEL] == m]
+            if not mine:
+                continue
+            mn = min(mine, key=lambda r: r["ratio"])
+            mx = max(mine, key=lambda r: r["ratio"])
+            per_model[m] = (f"{_x(mn['ratio'])} at every {v.by}" if _same(mn["ratio"], mx["ratio"]) else
+                            f"from {_x(mn['ratio'])} at {mn[v.by]} to {_x(mx['ratio'])} at {mx[v.by]}")
+        out.append(Finding(v.name, f"{v.title}: {side}; {_grouped(per_model)}."))
+    return out
+
+
+def matched_findings(a: Analysis) -> list[Finding]:
+    if len(a.models) < 2 or not a.ranks.num_rows:
+        return []
+    dist = a.rank_distribution.to_pylist()
+    n = dist[0]["configs"]
+    top = max(dist, key=lambda r: (r["rank_1"], -r["mean_rank"]))
+    order = sorted(dist, key=lambda r: r["mean_rank"])
+    out = [Finding("matched", (
+        f"Over {n} matched configurations, {top[MODEL]} is fastest in {top['rank_1']} ({_pct(top['rank_1'] / n)}); "
+        "mean rank " + ", ".join(f"{r[MODEL]} {r['mean_rank']:.2f}" for r in order) + "."))]
+    split = [w for w in a.pairwise.to_pylist() if w["wins_a"] and w["wins_b"]]
+    if split:
+        out.append(Finding("matched", "Pairs without a consistent winner: " + "; ".join(
+            f"{w['model_a']} beats {w['model_b']} in {w['wins_a']} of {w['configs']}, loses {w['wins_b']}"
+            for w in split) + "."))
+    for c in a.conditionals:
+        for r in c.reversals.to_pylist():
+            out.append(Finding("matched", (
+                f"Conditional reversal by {c.factor}: {r['model_a']} beats {r['model_b']} in most configurations at "
+                f"{c.factor} {r['a_wins_at']} but loses at {r['b_wins_at']} (wins {r['wins_a_b']}).")))
+    return out
+
+
+def _order(table: pa.Table, col: str) -> str:
+    rows = [r for r in table.to_pylist() if r[col] == r[col]]
+    return " > ".join(r[MODEL] for r in sorted(rows, key=lambda r: -r[col]))
+
+
+def architecture_findings(a: Analysis) -> list[Finding]:
+    p = a.proxies
+    if p is None or p.num_rows < 2:
+        return []
+    tp, ep, comm = _order(p, "tp_proxy"), _order(p, "ep_proxy"), _order(p, "comm_mean_s")
+    agree = [name for name, o in (("TP proxy", tp), ("EP proxy", ep)) if o == comm]
+    verdict = f"the {' and '.join(agree)} order{'s' if len(agree) == 1 else ''} the models as measured" if agree else \
+        "neither proxy orders the models as measured"
+    return [Finding("architecture", f"Largest first: TP proxy (h × layers) {tp}; EP proxy (h × top-k × MoE layers) "
+                                    f"{ep}; mean communication time {comm}: {verdict}.")]
+
+
+def findings(a: Analysis) -> list[Finding]:
+    """All findings, in report order."""
+    return (overall_findings(a) + factor_findings(a) + interaction_findings(a) + reversal_findings(a)
+            + matched_findings(a) + architecture_findings(a))
