@@ -1,0 +1,51 @@
+"""Time the study matrix on the flow backend with a local process pool (no store: pure simulation).
+
+    python benchmarks/bench_study_flow.py [--models deepseek-v4-flash,...] [--workers 2] [--backend flow]
+
+Prints total wall-clock, the median and slowest run, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+from moesim.models.catalog import STUDY_MODELS
+from moesim.network.params import NETWORK_MODES
+from moesim.system.run import simulate_run
+from moesim.system.spec import ALGORITHMS, RunSpec
+
+STRATEGIES = ("TP2EP16", "TP4EP8", "TP8EP4", "TP16EP2")
+
+
+def one(spec: RunSpec) -> tuple[RunSpec, float, float, str]:
+    t0 = time.perf_counter()
+    r = simulate_run(spec)
+    return spec, time.perf_counter() - t0, r.wall_s, r.parameters["fast_forward_mode"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=",".join(STUDY_MODELS))
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--backend", default="flow")
+    args = ap.parse_args()
+    specs = [RunSpec(m, t, s, a, n, args.backend) for m, t, s, a, n in itertools.product(
+        args.models.split(","), "123456", STRATEGIES, ALGORITHMS, NETWORK_MODES)]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(args.workers) as pool:
+        results = list(pool.map(one, specs, chunksize=1))
+    total = time.perf_counter() - t0
+    times = sorted(r[1] for r in results)
+    slow = max(results, key=lambda r: r[1])
+    modes = {m: sum(1 for r in results if r[3] == m) for m in ("exact", "approximate", "none")}
+    print(f"{len(specs)} runs on {args.workers} workers: {total:.1f} s total; per run median {statistics.median(times):.2f} s, "
+          f"p90 {times[int(0.9 * len(times))]:.2f} s, max {slow[1]:.1f} s ({slow[0].model} T{slow[0].topology} "
+          f"{slow[0].strategy} {slow[0].algorithm} {slow[0].network}); fast-forward {modes}")
+
+
+if __name__ == "__main__":
+    main()
