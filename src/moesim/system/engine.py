@@ -93,6 +93,7 @@ class _Instance:
     issue_time: dict[int, float] = field(default_factory=dict)
     node_of: dict[int, int] = field(default_factory=dict)
     finished: int = 0
+    flows_started: int = 0
 
 
 @dataclass
@@ -153,6 +154,7 @@ class Simulation:
         self.events = EventQueue()
         self.ranks = [_Rank(g.nodes) for g in workload.graphs]
         self.instances: dict[tuple[tuple[int, ...], int], _Instance] = {}
+        self.current: dict[int, tuple[tuple[tuple[int, ...], int], _Instance, int]] = {}  # rank → its collective
         self.flows: dict[int, tuple[_Instance, int, int]] = {}
         self._next_flow = 0
         self._plans: dict[tuple[Any, ...], _PlanIndex] = {}
@@ -268,6 +270,7 @@ class Simulation:
         m = members.index(r)
         inst.issue_time[m] = self.now
         inst.node_of[m] = i
+        self.current[r] = (key, inst, m)
         if len(members) == 1 or not inst.chunk_bytes:
             self._member_finished(key, inst, m)
             return
@@ -326,6 +329,7 @@ class Simulation:
         fid = self._next_flow
         self._next_flow += 1
         self.flows[fid] = (inst, c, j)
+        inst.flows_started += 1
         cc = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
         self.backend.start_flow(Flow(fid, src, dst, t.size_bytes, cc), self.now)
 
@@ -350,6 +354,7 @@ class Simulation:
         r = inst.members[m]
         st = self.ranks[r]
         st.comm_busy = False
+        del self.current[r]
         st.comm_s += self.now - inst.issue_time[m]
         inst.finished += 1
         if inst.finished == len(inst.members):
@@ -391,18 +396,32 @@ class _FastForward:
             self.layer_sig.append(sigs)
 
     def observe(self) -> None:
+        """At a quiet point (no flow in flight, no transfer or exit pending, every rank inside one compute
+        node or waiting in a collective that has sent nothing yet), record the relative state."""
         sim = self.sim
-        if not self.enabled or sim.instances or sim.flows or sim.backend.active_flows:
+        if not self.enabled or sim.flows or sim.backend.active_flows:
+            return
+        if any(inst.flows_started for inst in sim.instances.values()):
+            return
+        if any(item[3] != sim._compute_done for item in sim.events.items()):
             return
         offsets, layers, rels = [], [], []
         for r, st in enumerate(sim.ranks):
-            i = st.gpu_busy
-            if i is None or st.ready or st.comm_busy or st.completed != i:
-                return  # not a clean point: every rank must be inside its one in-flight compute node
+            if st.ready:
+                return
+            if st.gpu_busy is not None and not st.comm_busy and st.completed == st.gpu_busy:
+                i, kind, rel = st.gpu_busy, "compute", st.gpu_end - sim.now
+            elif st.comm_busy and st.gpu_busy is None and r in sim.current:
+                _, inst, m = sim.current[r]
+                i, kind, rel = inst.node_of[m], "waiting", inst.issue_time[m] - sim.now
+                if st.completed != i:
+                    return
+            else:
+                return
             L = st.nodes[i].layer
-            offsets.append(i - self.layer_first[r][L])
+            offsets.append((kind, i - self.layer_first[r][L]))
             layers.append(L)
-            rels.append(st.gpu_end - sim.now)
+            rels.append(rel)
         key = (tuple(offsets), tuple(L - layers[0] for L in layers))
         snap = (sim.now, tuple(layers), tuple(rels), [(st.gpu_s, st.comm_s, st.wall_s) for st in sim.ranks],
                 [dict(st.group_seq) for st in sim.ranks])
@@ -462,24 +481,42 @@ class _FastForward:
         shift = m * period
         moved: dict[tuple[int, int], tuple[int, int]] = {}
         for r, st in enumerate(sim.ranks):
-            i = st.gpu_busy
-            assert i is not None
             L = layers[r]
-            new_i = i + self.layer_first[r][L + m] - self.layer_first[r][L]
+            stride = self.layer_first[r][L + m] - self.layer_first[r][L]
+            waiting = st.gpu_busy is None
+            i = sim.current[r][1].node_of[sim.current[r][2]] if waiting else st.gpu_busy
+            assert i is not None
+            new_i = i + stride
             for k in range(i, new_i):
                 st.done[k] = True
             st.completed = new_i
             for k in range(new_i, len(st.nodes)):
                 st.deps_left[k] = sum(1 for d in st.nodes[k].deps if not st.done[st.index[d]])
-            st.gpu_busy = new_i
-            st.gpu_end += shift
+            if waiting:
+                _, inst, mem = sim.current[r]
+                inst.node_of[mem] = new_i
+                inst.issue_time[mem] += shift
+            else:
+                st.gpu_busy = new_i
+                st.gpu_end += shift
+                moved[(r, i)] = (r, new_i)
             g0, c0, w0 = stats0[r]
             st.gpu_s += m * (st.gpu_s - g0) / periods_back
             st.comm_s += m * (st.comm_s - c0) / periods_back
             st.wall_s += m * period
             for grp, n in list(st.group_seq.items()):
                 st.group_seq[grp] = n + m * (n - counters0[r].get(grp, 0)) // periods_back
-            moved[(r, i)] = (r, new_i)
+        # collectives some ranks already entered move to the sequence number of their new layer
+        rekeyed: dict[tuple[tuple[int, ...], int], _Instance] = {}
+        for (members, seq), inst in sim.instances.items():
+            r0 = members[0]
+            per = (sim.ranks[r0].group_seq[members] - counters0[r0].get(members, 0)) // (periods_back + m)
+            new_key = (members, seq + m * per)
+            rekeyed[new_key] = inst
+            for r in members:
+                if r in sim.current and sim.current[r][1] is inst:
+                    sim.current[r] = (new_key, inst, sim.current[r][2])
+        sim.instances = rekeyed
         items = []
         for time_s, prio, seq, action, args in sim.events.items():
             if action == sim._compute_done and args in moved:
