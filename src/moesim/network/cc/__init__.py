@@ -1,1 +1,6 @@
-"""moesim.network.cc layer."""
+"""Congestion-control algorithms as pure per-flow state machines (one module each), and their registry."""
+
+from moesim.network.cc import dcqcn, hpcc, none  # noqa: F401  (registration)
+from moesim.network.cc.base import CC_ALGORITHMS, CcAlgorithm, FlowCc, algorithm_for_mode
+
+__all__ = ["CC_ALGORITHMS", "CcAlgorithm", "FlowCc", "algorithm_for_mode"]

@@ -1,0 +1,148 @@
+"""Per-flow congestion-control state and the registry of algorithms (REFERENCE_SEMANTICS.md A.1.1–A.1.3).
+
+An algorithm is a pure state machine over one flow's state: a float64 vector (slots named by the
+algorithm module; slot 0 is the current sending rate, slot 1 the line rate) plus, for INT-based
+algorithms, a per-hop table. Its functions are numba-compiled and take no network objects, so the
+same code runs inside the packet kernel and, through ``FlowCc``, in unit tests and other backends:
+
+* ``init(st, hops, p, line_rate_bps)`` resets the state;
+* ``on_ack(st, hops, p, now_ns, ack_seq, snd_nxt, cnp, ints, nhop, win_bytes, base_rtt_ns) -> flags``
+  reacts to one ACK/NACK (``cnp``: the ACK carried the CNP flag; ``ints``: the INT hop records
+  ``[time_ns, tx_bytes, qlen_bytes, line_rate_bps]`` copied from the data packet);
+* ``on_timer(st, p, now_ns, timer_id) -> flags`` fires a timer (ignored when stale);
+* ``timer_time(st, timer_id) -> float`` is a timer's armed time in ns (-1: not armed).
+
+``flags``: bit ``i`` (i < 8) = timer ``i`` was (re)armed; ``FLAG_RATE_SHIFT`` = the rate changed
+through HPCC's ``ChangeRate`` (the pacing deadline moves by the tx-time difference of the last packet);
+other rate changes take effect from the next packet. Times are integer ns held in float64 (exact
+below 2^53 ns). Adding an algorithm: one module with these functions, registered in ``CC_ALGORITHMS``,
+and one branch in ``moesim.network.packet.ccdispatch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from moesim.network.params import NetworkParams
+from moesim.registry import Registry
+
+RATE = 0
+"""Slot of the current sending rate (b/s): the reference's ``m_rate``."""
+MAX_RATE = 1
+"""Slot of the line rate (b/s): ``m_max_rate``."""
+
+MAX_SLOTS = 16
+"""Width of the per-flow state vector every algorithm fits in."""
+HOP_FIELDS = 6
+"""Columns of the per-hop table: time, bytes, qlen of the last INT record, then per-hop u, rate, stage."""
+INT_FIELDS = 4
+"""Columns of an INT record: time_ns, tx_bytes, qlen_bytes, line_rate_bps."""
+
+FLAG_RATE_SHIFT = 1 << 8
+
+
+@dataclass(frozen=True)
+class CcAlgorithm:
+    """One congestion-control algorithm: its reference CC_MODE, state layout and compiled functions."""
+
+    name: str
+    mode: int
+    slots: dict[str, int]
+    timers: tuple[str, ...]
+    pack_params: Callable[[NetworkParams], np.ndarray]
+    init: Callable[..., None]
+    on_ack: Callable[..., int]
+    on_timer: Callable[..., int]
+    timer_time: Callable[..., float]
+    uses_int: bool = False
+    param_names: tuple[str, ...] = field(default=())
+
+    def used_params(self, params: NetworkParams) -> dict[str, Any]:
+        """The parameter values this algorithm reads (recorded with every result)."""
+        return {name: getattr(params, name) for name in self.param_names}
+
+
+CC_ALGORITHMS: Registry[CcAlgorithm] = Registry("congestion-control algorithm")
+
+
+def algorithm_for_mode(cc_mode: int) -> CcAlgorithm:
+    """The algorithm of a reference CC_MODE; any mode without one means no congestion control (A.1.3)."""
+    for entry in CC_ALGORITHMS:
+        if entry.obj.mode == cc_mode:
+            return entry.obj
+    return CC_ALGORITHMS.get("none")
+
+
+def cached(fn: Any) -> Any:
+    """A cached twin of a compiled CC function, for callers in Python (the packet kernel compiles the
+    uncached original into itself so that it can be inlined)."""
+    return njit(cache=True, _nrt=False)(fn.py_func)
+
+
+def ns(seconds: float) -> float:
+    """Seconds → integer ns (round to nearest, as ns-3 ``MicroSeconds(double)`` does)."""
+    return float(round(seconds * 1e9))
+
+
+class FlowCc:
+    """One flow's congestion-control state driven without a network: feed ACKs, let timers fire.
+
+    Timers fire in (time, arming order), which is the order the packet kernel's event queue gives.
+    """
+
+    def __init__(self, algorithm: CcAlgorithm | str, params: NetworkParams, line_rate_bps: float,
+                 max_hops: int = 8) -> None:
+        self.algorithm = CC_ALGORITHMS.get(algorithm) if isinstance(algorithm, str) else algorithm
+        self.p = self.algorithm.pack_params(params)
+        self.st = np.zeros(MAX_SLOTS)
+        self.hops = np.zeros((max_hops, HOP_FIELDS))
+        self.algorithm.init(self.st, self.hops, self.p, float(line_rate_bps))
+        self.now_ns = 0
+        self._armed: dict[int, int] = {}
+        self._arm_seq = 0
+
+    def __getitem__(self, slot: str) -> float:
+        return float(self.st[self.algorithm.slots[slot]])
+
+    @property
+    def rate_bps(self) -> float:
+        return float(self.st[RATE])
+
+    def _note(self, flags: int) -> None:
+        for tid in range(len(self.algorithm.timers)):
+            if flags & (1 << tid):
+                self._armed[tid] = self._arm_seq
+                self._arm_seq += 1
+
+    def advance(self, now_ns: int) -> None:
+        """Fire every armed timer due at or before ``now_ns``, in time then arming order."""
+        while True:
+            due = []
+            for tid, seq in self._armed.items():
+                t = self.algorithm.timer_time(self.st, tid)
+                if 0 <= t <= now_ns:
+                    due.append((t, seq, tid))
+            if not due:
+                break
+            t, _, tid = min(due)
+            del self._armed[tid]
+            self.now_ns = int(t)
+            self._note(self.algorithm.on_timer(self.st, self.p, np.int64(t), tid))
+        self.now_ns = now_ns
+
+    def ack(self, now_ns: int, *, ack_seq: int = 0, snd_nxt: int = 0, cnp: bool = False,
+            ints: np.ndarray | None = None, win_bytes: int = 0, base_rtt_ns: int = 0) -> int:
+        """Deliver one ACK at ``now_ns`` (timers due before it fire first); returns the flags."""
+        self.advance(now_ns)
+        rec = np.zeros((1, INT_FIELDS), dtype=np.int64) if ints is None else np.asarray(ints, dtype=np.int64)
+        nhop = 0 if ints is None else rec.shape[0]
+        flags = self.algorithm.on_ack(self.st, self.hops, self.p, np.int64(now_ns), np.int64(ack_seq),
+                                      np.int64(snd_nxt), bool(cnp), rec, nhop, np.int64(win_bytes),
+                                      np.int64(base_rtt_ns))
+        self._note(flags)
+        return int(flags)

@@ -1,0 +1,49 @@
+"""No congestion control (CC_MODE 0 and every unhandled mode, incl. ASTRA-sim's shipped 12).
+
+The rate stays at line rate; CNP flags and INT records are ignored (REFERENCE_SEMANTICS.md A.1.3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from moesim.network.cc.base import CC_ALGORITHMS, MAX_RATE, RATE, CcAlgorithm, cached
+from moesim.network.params import NetworkParams
+
+
+def pack_params(params: NetworkParams) -> np.ndarray:
+    return np.zeros(1)
+
+
+@njit(_nrt=False)
+def init(st, hops, p, line_rate):
+    st[:] = 0.0
+    st[RATE] = line_rate
+    st[MAX_RATE] = line_rate
+
+
+@njit(_nrt=False)
+def on_ack(st, hops, p, now, ack_seq, snd_nxt, cnp, ints, nhop, win, base_rtt):
+    return 0
+
+
+@njit(_nrt=False)
+def on_timer(st, p, now, timer_id):
+    return 0
+
+
+@njit(_nrt=False)
+def timer_time(st, timer_id):
+    return -1.0
+
+
+ALGORITHM = CcAlgorithm(
+    name="none", mode=0, slots={"rate": RATE, "max_rate": MAX_RATE}, timers=(),
+    pack_params=pack_params, init=cached(init), on_ack=cached(on_ack), on_timer=cached(on_timer),
+    timer_time=cached(timer_time),
+)
+CC_ALGORITHMS.register(
+    "none", "No congestion control: line rate, bounded only by the BDP window and PFC",
+    "REFERENCE_SEMANTICS.md A.1.3 (CC_MODE 0 / 12)",
+)(ALGORITHM)

@@ -1,0 +1,376 @@
+"""The packet-level RDMA backend ("packet"): NS-3 RDMA semantics, compiled event loop.
+
+Protocol with the event loop: ``advance_to(t)`` simulates until ``t`` or until a batch of flows
+completes (all at one ns), whichever comes first, and returns the completed ids; ``now_s`` is where
+it stopped. ``next_completion_s()`` simulates ahead to the next completion batch and keeps it
+pending, so it is only safe when no flow will be started before that time; an event loop with its
+own timers should call ``advance_to(next own event)`` instead. Starting a flow in the simulated past
+is a ``MoesimError``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from moesim.errors import MoesimError
+from moesim.network.base import BACKENDS, Flow, NetworkBackend
+from moesim.network.cc import algorithm_for_mode
+from moesim.network.diagnostics import SCHEMAS, DiagnosticsSpec, RowLog
+from moesim.network.packet import build
+from moesim.network.packet.kernel import push_event, run
+from moesim.network.packet.layout import (
+    C_STALL_NS,
+    EV_SAMPLE,
+    G_ACTIVE,
+    G_DATA_PKTS,
+    G_DELIVERED,
+    G_DROPS,
+    G_EV_USED,
+    G_EVENTS,
+    G_NCOMP,
+    G_NOW,
+    G_NPFC,
+    G_NQLEN,
+    G_NSTART,
+    G_OVF_N,
+    G_PAUSES,
+    G_PFC_ON,
+    G_PK_USED,
+    G_QP_FREE,
+    G_SAMPLE_ON,
+    QP_ACTIVE,
+    QP_PENDING,
+    RUN_COMPLETION,
+    RUN_DEADLOCK,
+    RUN_DRAIN,
+    RUN_GROW,
+    RUN_IDLE,
+    RUN_REACHED,
+    RUN_STALL,
+    T_INF,
+    State,
+)
+from moesim.network.params import CC_HPCC, NetworkParams
+from moesim.topology.model import Topology
+
+DEFAULT_STALL_S = 0.05
+LOG_ROWS = 65536
+
+
+def _ns(t_s: float) -> int:
+    return int(T_INF) if math.isinf(t_s) else int(round(t_s * 1e9))
+
+
+@BACKENDS.register(
+    "packet", "Packet-level RDMA network: NIC pacing, BDP windows, ACKs, shared-buffer switches, PFC, ECN, INT, CC",
+    "REFERENCE_SEMANTICS.md part A (the NS-3 RDMA model of ASTRA-sim / HPCC)",
+)
+class PacketBackend(NetworkBackend):
+    """Packet-level simulation of the RDMA fabric; one queue pair per flow."""
+
+    def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None,
+                 seed: int = 1, stall_s: float = DEFAULT_STALL_S) -> None:
+        super().__init__(topology, params)
+        self.cc = algorithm_for_mode(params.cc_mode)
+        self.spec = diagnostics or dict(params.extra).get("diagnostics") or DiagnosticsSpec()
+        self.fabric = build.Fabric(topology, params)
+        sample = None
+        if self.spec.qlen:
+            t0, t1 = (_ns(x) for x in self.spec.qlen_window_s)
+            sample = (max(1, _ns(self.spec.qlen_interval_s)), t1, self.spec.qlen_min_bytes)
+        self.S: State = build.new_state(self.fabric, params, self.cc, stall_ns=_ns(stall_s), seed=seed,
+                                        sample=sample, log_rows=LOG_ROWS)
+        self.S.g[G_PFC_ON] = int(self.spec.pfc)
+        self.S.g[G_SAMPLE_ON] = int(self.spec.qlen)
+        if sample is not None:
+            push_event(self.S, np.int64(t0), EV_SAMPLE, 0, np.int64(0))
+        self._global = self.fabric.max_rtt_bdp() if params.global_t else None
+        self._int_bytes = params.int_header_bytes if params.cc_mode == CC_HPCC else 0
+        self._slot_flow: dict[int, tuple[Flow, build.Path, int]] = {}
+        self._sport: dict[tuple[int, int], int] = {}
+        self._pending: _Batch | None = None
+        self._snapshot: _Snapshot | None = None
+        self._now_ns = 0
+        self._logs = {name: RowLog(self.spec.max_rows) for name in ("fct", "pfc", "qlen")}
+        self.wallclock_s = 0.0
+        self.completed = 0
+        self.rollbacks = 0
+
+    # ---------------------------------------------------------------- the NetworkBackend interface
+    @property
+    def now_s(self) -> float:
+        """Time reached by ``advance_to`` (s): the completion time after an early return."""
+        return self._now_ns * 1e-9
+
+    @property
+    def active_flows(self) -> int:
+        return int(self.S.g[G_ACTIVE] + self.S.g[G_NSTART])
+
+    def start_flow(self, flow: Flow, now_s: float) -> None:
+        t = _ns(now_s)
+        if t < self.S.g[G_NOW]:
+            if self._snapshot is None or t < self._snapshot.now_ns:
+                raise MoesimError(
+                    f"packet backend: flow {flow.flow_id} started at {t} ns, before the simulated time "
+                    f"{int(self.S.g[G_NOW])} ns (advance_to the start time first)")
+            self._rollback()
+        self._snapshot = None
+        self._now_ns = max(self._now_ns, t)
+        path = self.fabric.path(flow.src_gpu, flow.dst_gpu, flow.flow_id)
+        S = self.S
+        if self.fabric.rt is not S.rt:
+            S = S._replace(rt=self.fabric.rt)
+        if self._int_bytes and len(path.links) > S.pk_int.shape[1]:
+            S = build.grow_int_hops(S, len(path.links))
+        if S.g[G_QP_FREE] == 0:
+            S = build.grow_qps(S)
+        self.S = S
+        top = int(S.g[G_QP_FREE]) - 1
+        q = int(S.qp_free[top])
+        S.g[G_QP_FREE] = top
+        p = self.params
+        cc_on = bool(flow.cc)
+        int_bytes = self._int_bytes if cc_on else 0
+        rtt, bdp = self._global if self._global is not None else (path.rtt_ns, path.bdp_bytes)
+        rec = S.qp[q]
+        rec["state"] = QP_PENDING
+        rec["cc_on"] = cc_on
+        rec["port"] = path.links[0]
+        rec["fwd"], rec["rev"] = path.fwd_row, path.rev_row
+        rec["size"] = max(0, int(flow.size_bytes))
+        rec["snd_nxt"] = rec["snd_una"] = 0
+        rec["win"] = bdp if p.has_win else 0
+        rec["bdp"] = bdp
+        rec["base_rtt"] = rtt
+        rec["data_hdr"] = p.data_header_bytes + int_bytes
+        rec["ack_wire"] = build.ack_wire_bytes(p, int_bytes)
+        rec["inflight"] = 0
+        rec["start_ns"] = t
+        rec["done_ns"] = -1
+        rec["rx_expected"] = 0
+        rec["rx_nack_timer"] = 0
+        rec["rx_last_nack"] = -1
+        pair = (flow.src_gpu, flow.dst_gpu)
+        sport = self._sport.get(pair, 10000)
+        self._sport[pair] = sport + 1
+        self._slot_flow[q] = (flow, path, sport)
+        n = int(S.g[G_NSTART])
+        S.starts[n] = q
+        S.g[G_NSTART] = n + 1
+
+    def next_completion_s(self, horizon_s: float = math.inf) -> float:
+        """Time of the next completion batch, simulating ahead to find it.
+
+        With a finite ``horizon_s`` (the caller's next own event) the kernel never passes it and
+        ``math.inf`` means "none up to the horizon". Without one, the state before the look-ahead is
+        kept so that a flow started earlier than the batch can still be simulated exactly (rollback).
+        """
+        if self._pending is None:
+            if self.active_flows == 0:
+                return math.inf
+            horizon = _ns(horizon_s)
+            if horizon >= T_INF and self._snapshot is None:
+                self._snapshot = self._take_snapshot()
+            self._pending = self._run(horizon)
+            if self._pending is None:
+                return math.inf
+        return self._pending.time_ns * 1e-9
+
+    def advance_to(self, t_s: float) -> list[int]:
+        t = _ns(t_s)
+        if self._pending is None:
+            if self.active_flows == 0 and t < T_INF:
+                if t > self.S.g[G_NOW]:
+                    self._run(t)
+            elif self.active_flows:
+                self._pending = self._run(t)
+        if self._pending is not None and self._pending.time_ns <= t:
+            batch, self._pending = self._pending, None
+            self._snapshot = None
+            self._now_ns = max(self._now_ns, batch.time_ns)
+            return self._deliver(batch)
+        if t < T_INF:
+            self._now_ns = max(self._now_ns, t)
+        return []
+
+    # ---------------------------------------------------------------- driving the kernel
+    def _run(self, t_stop: int) -> _Batch | None:
+        """Run the kernel to ``t_stop`` or the next completion batch (returned, not yet delivered)."""
+        t0 = time.perf_counter()
+        try:
+            while True:
+                status = run(self.S, np.int64(t_stop), True)
+                if status == RUN_GROW:
+                    self._grow()
+                elif status == RUN_DRAIN:
+                    self._drain_logs()
+                elif status == RUN_COMPLETION:
+                    return self._collect()
+                elif status in (RUN_REACHED, RUN_IDLE):
+                    return None
+                elif status in (RUN_DEADLOCK, RUN_STALL):
+                    raise MoesimError(self._stuck_message(status))
+                else:  # pragma: no cover - defensive
+                    raise MoesimError(f"packet backend: unexpected kernel status {status}")
+        finally:
+            self.wallclock_s += time.perf_counter() - t0
+
+    def _take_snapshot(self) -> _Snapshot:
+        arrays = {name: getattr(self.S, name).copy() for name in MUTABLE}
+        marks = {name: log.mark() for name, log in self._logs.items()}
+        return _Snapshot(int(self.S.g[G_NOW]), arrays, marks)
+
+    def _rollback(self) -> None:
+        snap = self._snapshot
+        assert snap is not None
+        self.S = self.S._replace(**snap.arrays)
+        for name, mark in snap.marks.items():
+            self._logs[name].rollback(mark)
+        self._pending = None
+        self._snapshot = None
+        self.rollbacks += 1
+
+    def _grow(self) -> None:
+        S = self.S
+        if S.pk.shape[0] - S.g[G_PK_USED] < 64:
+            S = build.grow_packets(S)
+        if S.ev.shape[0] - S.g[G_EV_USED] < 64 or S.ovf.shape[0] - S.g[G_OVF_N] < 64:
+            S = build.grow_events(S)
+        self.S = S
+
+    def _drain_logs(self) -> None:
+        S = self.S
+        n = int(S.g[G_NPFC])
+        if n:
+            rows = S.pfc_log[:n]
+            links = rows["link"]
+            kinds = self.fabric.node["is_host"][rows["node"]]
+            if not self._logs["pfc"].add({
+                "time_ns": rows["time_ns"], "node": rows["node"], "node_type": np.where(kinds, 0, 1),
+                "if_index": self.fabric.link["if_index"][links], "link": links, "type": rows["type"],
+            }):
+                S.g[G_PFC_ON] = 0
+            S.g[G_NPFC] = 0
+        n = int(S.g[G_NQLEN])
+        if n:
+            rows = S.qlen_log[:n]
+            links = rows["link"]
+            if not self._logs["qlen"].add({
+                "time_ns": rows["time_ns"], "node": self.fabric.link["src"][links],
+                "if_index": self.fabric.link["if_index"][links], "link": links, "bytes": rows["bytes"],
+            }):
+                S.g[G_SAMPLE_ON] = 0
+            S.g[G_NQLEN] = 0
+
+    def _collect(self) -> _Batch:
+        S = self.S
+        n = int(S.g[G_NCOMP])
+        slots = S.comp[:n].tolist()
+        S.g[G_NCOMP] = 0
+        rows: list[tuple[int, ...]] = []
+        if self.spec.fct:
+            mtu = self.params.packet_payload_bytes
+            for q in slots:
+                flow, path, sport = self._slot_flow[q]
+                rec = S.qp[q]
+                size = int(rec["size"])
+                total = size + math.ceil(size / mtu) * build.STANDALONE_HEADER_BYTES
+                alone = path.rtt_ns + int(total * 8e9 / path.bw_bps)
+                rows.append((flow.flow_id, flow.src_gpu, flow.dst_gpu, sport, 100, size, int(rec["start_ns"]),
+                             int(rec["done_ns"] - rec["start_ns"]), alone))
+        return _Batch(int(S.g[G_NOW]), slots, rows)
+
+    def _deliver(self, batch: _Batch) -> list[int]:
+        ids = [self._slot_flow.pop(q)[0].flow_id for q in batch.slots]
+        if batch.fct_rows:
+            cols = list(zip(*batch.fct_rows, strict=True))
+            self._logs["fct"].add({f.name: np.array(c) for f, c in zip(FCT_FIELDS, cols, strict=True)})
+        self.completed += len(ids)
+        return ids
+
+    def _stuck_message(self, status: int) -> str:
+        S = self.S
+        active = int(S.g[G_ACTIVE])
+        drops = int(S.g[G_DROPS])
+        why = ("no event left" if status == RUN_DEADLOCK
+               else f"no delivery progress for {S.cfg[C_STALL_NS] * 1e-9 * 1e3:g} ms")
+        cause = (f"{drops} packets were dropped at full switch buffers and the reference model has no "
+                 "retransmission timeout; enable the window (has_win) or enlarge buffer_bytes/headroom_factor"
+                 if drops else "PFC deadlock or permanently paused ports")
+        return (f"packet network cannot complete: {active} flows stuck at t={int(S.g[G_NOW])} ns ({why}); {cause}")
+
+    # ---------------------------------------------------------------- results
+    def stats(self) -> dict[str, Any]:
+        """Counters of the run so far (packets, events, drops, pauses, wall-clock)."""
+        g = self.S.g
+        return {
+            "data_packets": int(g[G_DATA_PKTS]), "events": int(g[G_EVENTS]), "drops": int(g[G_DROPS]),
+            "pauses": int(g[G_PAUSES]), "delivered_bytes": int(g[G_DELIVERED]), "completed_flows": self.completed,
+            "wallclock_s": self.wallclock_s,
+            "packets_per_s": int(g[G_DATA_PKTS]) / self.wallclock_s if self.wallclock_s > 0 else 0.0,
+        }
+
+    def flow_progress(self) -> dict[int, tuple[int, float]]:
+        """Active flows: id → (bytes acknowledged, current sending rate in b/s)."""
+        S = self.S
+        return {flow.flow_id: (int(S.qp[q]["snd_una"]), float(S.qp_cc[q, 0]))
+                for q, (flow, _, _) in self._slot_flow.items() if S.qp[q]["state"] == QP_ACTIVE}
+
+    def parameters(self) -> dict[str, Any]:
+        """The exact parameter values of this run (recorded with every result)."""
+        p = self.params
+        return {
+            "backend": "packet", "network": p.as_dict(), "cc_algorithm": self.cc.name,
+            "cc_parameters": self.cc.used_params(p),
+            "cc_policy": "intra-server flows without CC" if not p.intra_server_cc else "all flows with CC",
+        }
+
+    def tables(self) -> dict[str, pa.Table]:
+        """The requested diagnostics as Arrow tables (see ``moesim.network.diagnostics``)."""
+        self._drain_logs()
+        out: dict[str, pa.Table] = {}
+        for name in ("fct", "pfc", "qlen"):
+            if getattr(self.spec, name):
+                out[name] = self._logs[name].table(SCHEMAS[name])
+        if self.spec.port_bytes:
+            lk = self.topology.links
+            out["port_bytes"] = pa.table({
+                "link": pa.array([link.id for link in lk], pa.int32()),
+                "src": [link.src for link in lk], "dst": [link.dst for link in lk],
+                "bytes": pa.array(self.S.port["tx_bytes"][[link.id for link in lk]], pa.int64()),
+            }, schema=SCHEMAS["port_bytes"])
+        return out
+
+    def diagnostics(self) -> dict[str, Any]:
+        """Bytes sent per link (wire bytes incl. ACKs and PFC frames), parameters, counters and the
+        requested tables (``moesim.network.diagnostics.write_diagnostics`` writes them out)."""
+        return {"link_bytes": self.S.port["tx_bytes"].copy(), "parameters": self.parameters(),
+                "stats": self.stats(), **self.tables()}
+
+
+FCT_FIELDS = SCHEMAS["fct"]
+MUTABLE = ("port", "node", "pk", "pk_int", "qp", "qp_cc", "qp_hop", "qp_free", "ev", "wheel", "ovf", "g", "rng",
+           "starts", "comp", "pfc_log", "qlen_log")
+"""State arrays the kernel writes (copied for a look-ahead that may be rolled back)."""
+
+
+@dataclass
+class _Batch:
+    """Flows completed at one ns, not yet handed to the caller."""
+
+    time_ns: int
+    slots: list[int]
+    fct_rows: list[tuple[int, ...]]
+
+
+@dataclass
+class _Snapshot:
+    now_ns: int
+    arrays: dict[str, np.ndarray]
+    marks: dict[str, tuple[int, int, bool]]

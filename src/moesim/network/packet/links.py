@@ -1,0 +1,99 @@
+"""Packets, egress FIFO queues and store-and-forward links (REFERENCE_SEMANTICS.md A.1 "Links").
+
+A port serialises one packet at a time for ``round(bytes·8/bps)`` ns (ns-3 rounds the transmit time
+to the nearest ns, so a 1036 B packet at 400 Gb/s takes 21 ns); the packet reaches the far node
+``tx + propagation delay`` after it starts (whole-packet store and forward, no processing delay).
+A port schedules its "transmit complete" event only while it has more to send; a packet enqueued
+at an idle-but-busy port schedules it then, which is equivalent and saves an event per packet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from moesim.network.packet.events import ev_push
+from moesim.network.packet.jit import helper
+from moesim.network.packet.layout import EV_ARRIVE, EV_TXDONE, G_PK_FREE, G_PK_USED, NIL
+
+
+@helper
+def pk_alloc(S):
+    p = S.g[G_PK_FREE]
+    S.g[G_PK_FREE] = S.pk[p].nxt
+    S.g[G_PK_USED] += 1
+    S.pk[p].nxt = NIL
+    S.pk[p].nhop = 0
+    S.pk[p].ecn = False
+    return p
+
+
+@helper
+def pk_free(S, p):
+    S.pk[p].nxt = S.g[G_PK_FREE]
+    S.g[G_PK_FREE] = p
+    S.g[G_PK_USED] -= 1
+
+
+@helper
+def tx_ns(ns_per_byte, wire):
+    """Serialisation time in integer ns, rounded to nearest (ns-3 ``CalculateBytesTxTime``)."""
+    return np.int64(np.floor(wire * ns_per_byte + 0.5))
+
+
+@helper
+def q_push(S, link, qi, p):
+    port = S.port[link]
+    S.pk[p].nxt = NIL
+    if qi == 0:
+        if port.q0_tail == NIL:
+            port.q0_head = p
+        else:
+            S.pk[port.q0_tail].nxt = p
+        port.q0_tail = p
+        port.q0_bytes += S.pk[p].wire
+    else:
+        if port.q1_tail == NIL:
+            port.q1_head = p
+        else:
+            S.pk[port.q1_tail].nxt = p
+        port.q1_tail = p
+        port.q1_bytes += S.pk[p].wire
+
+
+@helper
+def q_pop(S, link, qi):
+    port = S.port[link]
+    if qi == 0:
+        p = port.q0_head
+        port.q0_head = S.pk[p].nxt
+        if port.q0_head == NIL:
+            port.q0_tail = NIL
+        port.q0_bytes -= S.pk[p].wire
+    else:
+        p = port.q1_head
+        port.q1_head = S.pk[p].nxt
+        if port.q1_head == NIL:
+            port.q1_tail = NIL
+        port.q1_bytes -= S.pk[p].wire
+    S.pk[p].nxt = NIL
+    return p
+
+
+@helper
+def start_tx(S, link, p, now):
+    """Put packet ``p`` on the wire of ``link`` at ``now``; it arrives after tx + propagation."""
+    wire = S.pk[p].wire
+    tx = tx_ns(S.link[link].ns_per_byte, wire)
+    port = S.port[link]
+    port.busy_until = now + tx
+    port.tx_bytes += wire
+    ev_push(S, now + tx + S.link[link].delay_ns, EV_ARRIVE, p, link)
+
+
+@helper
+def ensure_txdone(S, link):
+    """Make sure the port looks for its next packet when the current one is serialised."""
+    port = S.port[link]
+    if not port.txdone_pending:
+        port.txdone_pending = True
+        ev_push(S, port.busy_until, EV_TXDONE, link, 0)

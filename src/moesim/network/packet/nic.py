@@ -1,0 +1,214 @@
+"""Host NIC: the sender (RP) and receiver (NP) of the RDMA model (REFERENCE_SEMANTICS.md A.1).
+
+Egress: the ACK queue has strict priority (blocked by a data-class PAUSE unless ACK_HIGH_PRIO), then
+round-robin over the port's QPs from the one after the last served, taking the first that is not
+paused, has bytes left, is not window-bound and whose pacing deadline has passed; with none
+eligible the port wakes at the earliest pacing deadline. A data packet carries up to
+PACKET_PAYLOAD_SIZE bytes; the next deadline is ``now + wire·8/rate``. Receiver: per-packet ACKs
+(cumulative, CNP flag = the packet's ECN mark, INT copied), NACK on a gap (rate-limited), drop of
+duplicates. Sender: cumulative ACK, go-back-N on NACK, then the flow's congestion control.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from moesim.network.cc.base import FLAG_RATE_SHIFT, MAX_RATE, RATE
+from moesim.network.packet.ccdispatch import arm_timers, cc_init, cc_on_ack
+from moesim.network.packet.events import ev_push
+from moesim.network.packet.jit import helper, inline_helper
+from moesim.network.packet.layout import (
+    C_ACK_HIGH_PRIO,
+    C_ACK_INTERVAL,
+    C_BACK_TO_ZERO,
+    C_CC_MODE,
+    C_CHUNK,
+    C_MTU,
+    C_NACK_NS,
+    C_RATE_BOUND,
+    C_VAR_WIN,
+    EV_WAKE,
+    G_ACTIVE,
+    G_DATA_PKTS,
+    G_DELIVERED,
+    G_LAST_PROGRESS,
+    NIL,
+    PK_ACK,
+    PK_DATA,
+    PK_NACK,
+    QP_ACTIVE,
+    T_INF,
+)
+from moesim.network.packet.links import ensure_txdone, pk_alloc, pk_free, q_pop, q_push, start_tx
+from moesim.network.packet.qps import qp_complete, qp_packet_gone, rr_insert
+
+
+@helper
+def pacing_ns(wire, rate):
+    return np.int64(np.floor(wire * 8e9 / rate + 0.5))
+
+
+@helper
+def win_bound(S, q):
+    qp = S.qp[q]
+    if qp.win == 0:
+        return False
+    w = qp.win
+    if S.cfg[C_VAR_WIN] != 0:
+        st = S.qp_cc[q]
+        w = np.int64(np.floor(qp.win * st[RATE] / st[MAX_RATE]))
+        if w < 1:
+            w = 1
+    return qp.snd_nxt - qp.snd_una >= w
+
+
+@inline_helper
+def qp_start(S, q, now):
+    qp = S.qp[q]
+    qp.state = QP_ACTIVE
+    qp.next_avail = now
+    mode = S.cfg[C_CC_MODE] if qp.cc_on else 0
+    cc_init(mode, S.qp_cc[q], S.qp_hop[q], S.ccp, S.link[qp.port].rate_bps)
+    S.g[G_ACTIVE] += 1
+    S.g[G_LAST_PROGRESS] = now
+    rr_insert(S, qp.port, q)
+    if qp.size <= 0:
+        qp_complete(S, q, now)
+    return qp.port
+
+
+@inline_helper
+def _send_data(S, link, q, now):
+    qp = S.qp[q]
+    payload = min(S.cfg[C_MTU], qp.size - qp.snd_nxt)
+    p = pk_alloc(S)
+    pk = S.pk[p]
+    pk.kind = PK_DATA
+    pk.qp = q
+    pk.seq = qp.snd_nxt
+    pk.payload = payload
+    pk.wire = payload + qp.data_hdr
+    pk.hop = 0
+    qp.snd_nxt += payload
+    qp.inflight += 1
+    st = S.qp_cc[q]
+    rate = st[RATE] if S.cfg[C_RATE_BOUND] != 0 else st[MAX_RATE]
+    qp.next_avail = now + pacing_ns(pk.wire, rate)
+    qp.last_pkt = pk.wire
+    S.port[link].rr_last = q
+    S.g[G_DATA_PKTS] += 1
+    start_tx(S, link, p, now)
+
+
+@inline_helper
+def nic_transmit(S, link, now):
+    """DequeueAndTransmit of a host port: ACK queue, else the next eligible QP, else a pacing wake-up."""
+    port = S.port[link]
+    if port.busy_until > now:
+        if port.q1_head != NIL or port.n_qp > 0:
+            ensure_txdone(S, link)
+        return
+    if port.q1_head != NIL and (not port.paused or S.cfg[C_ACK_HIGH_PRIO] != 0):
+        p = q_pop(S, link, 1)
+        start_tx(S, link, p, now)
+        if port.q1_head != NIL or port.n_qp > 0:
+            ensure_txdone(S, link)
+        return
+    n = port.n_qp
+    if n == 0:
+        return
+    if not port.paused:
+        q = port.qp_head if port.rr_last == NIL else S.qp[port.rr_last].rr_next
+        for _ in range(n):
+            qp = S.qp[q]
+            if qp.snd_nxt < qp.size and qp.next_avail <= now and not win_bound(S, q):
+                _send_data(S, link, q, now)
+                ensure_txdone(S, link)
+                return
+            q = qp.rr_next
+    # nothing eligible: wake at the earliest pacing deadline of a QP with bytes left
+    t = T_INF
+    q = port.qp_head
+    for _ in range(n):
+        qp = S.qp[q]
+        if qp.snd_nxt < qp.size and qp.next_avail < t:
+            t = qp.next_avail
+        q = qp.rr_next
+    if not port.wake_pending and now < t < T_INF:
+        port.wake_pending = True
+        ev_push(S, t, EV_WAKE, link, 0)
+
+
+@inline_helper
+def rx_data(S, link, p, now):
+    """A data packet reaches its destination host: ACK, NACK or discard (ReceiverCheckSeq)."""
+    pk = S.pk[p]
+    q = pk.qp
+    qp = S.qp[q]
+    expected = qp.rx_expected
+    kind = -1
+    if pk.seq == expected:
+        expected += pk.payload
+        qp.rx_expected = expected
+        S.g[G_DELIVERED] += pk.payload
+        S.g[G_LAST_PROGRESS] = now
+        if expected >= S.cfg[C_ACK_INTERVAL] or expected % S.cfg[C_CHUNK] == 0:
+            kind = PK_ACK
+    elif pk.seq > expected:
+        if now >= qp.rx_nack_timer or qp.rx_last_nack != expected:
+            qp.rx_nack_timer = now + S.cfg[C_NACK_NS]
+            qp.rx_last_nack = expected
+            if S.cfg[C_BACK_TO_ZERO] != 0:
+                qp.rx_expected = expected // S.cfg[C_CHUNK] * S.cfg[C_CHUNK]
+            kind = PK_NACK
+    if kind < 0:
+        pk_free(S, p)
+        qp_packet_gone(S, q)
+        return NIL
+    # the data packet turns into its ACK/NACK: INT records and the ECN mark (→ CNP flag) carry over
+    pk.kind = kind
+    pk.seq = qp.rx_expected
+    pk.payload = 0
+    pk.wire = qp.ack_wire
+    pk.hop = 0
+    out = S.rt[qp.rev, 0]
+    q_push(S, out, 1, p)
+    return out
+
+
+@inline_helper
+def rx_ack(S, link, p, now):
+    """An ACK/NACK reaches the sender: advance snd_una, complete, go back N, run CC, transmit."""
+    pk = S.pk[p]
+    q = pk.qp
+    qp = S.qp[q]
+    if qp.state != QP_ACTIVE:
+        pk_free(S, p)
+        qp_packet_gone(S, q)
+        return NIL
+    seq = pk.seq
+    if S.cfg[C_BACK_TO_ZERO] != 0:
+        seq = seq // S.cfg[C_CHUNK] * S.cfg[C_CHUNK]
+    if seq > qp.snd_una:
+        qp.snd_una = seq
+        S.g[G_LAST_PROGRESS] = now
+    port_link = qp.port
+    if qp.snd_una >= qp.size:
+        pk_free(S, p)
+        qp.inflight -= 1
+        qp_complete(S, q, now)
+        return port_link
+    if pk.kind == PK_NACK:
+        qp.snd_nxt = qp.snd_una
+    if qp.cc_on:
+        mode = S.cfg[C_CC_MODE]
+        st = S.qp_cc[q]
+        old_rate = st[RATE]
+        flags = cc_on_ack(mode, st, S.qp_hop[q], S.ccp, now, pk.seq, qp.snd_nxt, pk.ecn, S.pk_int[p],
+                          pk.nhop, qp.bdp, qp.base_rtt)
+        if flags & FLAG_RATE_SHIFT and st[RATE] != old_rate:
+            qp.next_avail += pacing_ns(qp.last_pkt, st[RATE]) - pacing_ns(qp.last_pkt, old_rate)
+        arm_timers(S, mode, q, flags)
+    pk_free(S, p)
+    qp_packet_gone(S, q)
+    return port_link
