@@ -18,7 +18,7 @@ from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from moesim.analysis.fileio import atomic_write
+from moesim.fileio import atomic_write
 from moesim.analysis.results import MODEL, levels, natural_key, where
 from moesim.analysis.stats import GridView, RatioView, group_means
 

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import yaml
 
 from moesim.analysis import figures as figs
-from moesim.analysis.fileio import atomic_write
+from moesim.fileio import atomic_write
 from moesim.analysis.results import METRICS, MODEL, candidate_factors, load_results, where
 from moesim.analysis.stats import SUBSETS, TIE_RTOL, group_means, overall, ranking, subset
 from moesim.errors import MoesimError, input_error

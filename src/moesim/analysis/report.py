@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from moesim.analysis import figures as figs
 from moesim.analysis.diagnostics import name_links, read_diagnostics
-from moesim.analysis.fileio import atomic_write
+from moesim.fileio import atomic_write
 from moesim.analysis.findings import Finding, findings
 from moesim.analysis.results import MODEL, levels, load_results
 from moesim.analysis.stats import SUBSETS, GridView

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from moesim.analysis.fileio import atomic_write
+from moesim.fileio import atomic_write
 
 
 def fmt(value: Any, digits: int = 6) -> str:

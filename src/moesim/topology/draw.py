@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 
 from moesim.errors import MoesimError
-from moesim.topology.fileio import atomic_write
+from moesim.fileio import atomic_write
 from moesim.topology.model import NodeKind, Topology
 from moesim.topology.units import human_bandwidth, human_delay
 

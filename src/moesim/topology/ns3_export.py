@@ -20,7 +20,7 @@ from pathlib import Path
 import networkx as nx
 
 from moesim.errors import MoesimError
-from moesim.topology.fileio import atomic_write
+from moesim.fileio import atomic_write
 from moesim.topology.model import NodeKind, Topology
 from moesim.topology.placement import Placement, contiguous_placement
 

@@ -12,7 +12,6 @@ import heapq
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from google.protobuf.message import DecodeError, Message
 
 from moesim.errors import MoesimError
+from moesim.fileio import atomic_write
 from moesim.workload import et_def_pb2 as pb
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 
@@ -60,19 +60,6 @@ def _varint(value: int) -> bytes:
         else:
             out.append(byte)
             return bytes(out)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same directory, then rename over ``path``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _node_message(node: Node) -> pb.Node:
@@ -136,16 +123,16 @@ def write_et(workload: Workload, out_dir: str | Path, prefix: str) -> list[Path]
         if id(graph.nodes) not in encoded:
             encoded[id(graph.nodes)] = _encode_file(workload, graph)
         path = et_path(out, prefix, rank)
-        _atomic_write(path, encoded[id(graph.nodes)])
+        atomic_write(path, encoded[id(graph.nodes)])
         paths.append(path)
     for stale in out.glob(f"{glob_escape(prefix)}.*.et"):
         m = _ET_NAME.match(stale.name)
         if m and m["prefix"] == prefix and int(m["rank"]) >= workload.num_ranks:
             stale.unlink()
     groups = {str(gid): list(members) for gid, members in workload.comm_groups}
-    _atomic_write(comm_groups_path(out, prefix), (json.dumps(groups, indent=1) + "\n").encode())
+    atomic_write(comm_groups_path(out, prefix), (json.dumps(groups, indent=1) + "\n").encode())
     dims = {"logical-dims": [str(d) for d in workload.logical_dims]}
-    _atomic_write(logical_topology_path(out, prefix), (json.dumps(dims) + "\n").encode())
+    atomic_write(logical_topology_path(out, prefix), (json.dumps(dims) + "\n").encode())
     return paths
 
 

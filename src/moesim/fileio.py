@@ -1,4 +1,4 @@
-"""Atomic writes for topology outputs: write a temp file in the same folder, then ``os.replace``."""
+"""Atomic file writes shared by every layer: write a temp file in the same folder, then ``os.replace``."""
 
 from __future__ import annotations
 
