@@ -18,9 +18,9 @@ from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from moesim.fileio import atomic_write
 from moesim.analysis.results import MODEL, levels, natural_key, where
 from moesim.analysis.stats import GridView, RatioView, group_means
+from moesim.fileio import atomic_write
 
 RC: dict[str, Any] = {
     "font.family": "DejaVu Sans", "font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8,

@@ -20,10 +20,10 @@ import pyarrow.compute as pc
 import yaml
 
 from moesim.analysis import figures as figs
-from moesim.fileio import atomic_write
 from moesim.analysis.results import METRICS, MODEL, candidate_factors, load_results, where
 from moesim.analysis.stats import SUBSETS, TIE_RTOL, group_means, overall, ranking, subset
 from moesim.errors import MoesimError, input_error
+from moesim.fileio import atomic_write
 
 OVERALL_KEYS = ("wall_mean_s", "gpu_mean_s", "comm_mean_s", "wall_min_s", "wall_max_s")
 BUILTIN = {"v4_flash": "v4_flash.yaml"}

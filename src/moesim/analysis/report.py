@@ -19,13 +19,13 @@ from matplotlib.figure import Figure
 
 from moesim.analysis import figures as figs
 from moesim.analysis.diagnostics import name_links, read_diagnostics
-from moesim.fileio import atomic_write
 from moesim.analysis.findings import Finding, findings
 from moesim.analysis.results import MODEL, levels, load_results
 from moesim.analysis.stats import SUBSETS, GridView
 from moesim.analysis.study import Analysis, analyse
 from moesim.analysis.tables import to_html, write_table
 from moesim.errors import MoesimError
+from moesim.fileio import atomic_write
 
 MAX_DIAGNOSTIC_RUNS = 12
 

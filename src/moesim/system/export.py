@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from moesim.fileio import atomic_write
 from moesim.network.params import CC_NONE, NetworkParams
 from moesim.system.engine import SystemSettings
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
-from moesim.fileio import atomic_write
 from moesim.topology.model import Topology
-from moesim.topology.ns3_export import format_ns3_rate, write_ns3_topology
+from moesim.topology.ns3_export import write_ns3_topology
 from moesim.workload.chakra import write_et
 
 _ASTRA_IMPL = {"ring": "ring", "dbt": "doubleBinaryTree", "doubleBinaryTree": "doubleBinaryTree",

@@ -29,10 +29,10 @@ from typing import Any
 import yaml
 
 from moesim.errors import MoesimError, input_error
+from moesim.fileio import atomic_write
 from moesim.topology.builder import CableSpec, ClusterSpec, GpuSpec, ServerTemplate, check_template
 from moesim.topology.fabrics import FABRICS
 from moesim.topology.fabrics.base import check_keys
-from moesim.fileio import atomic_write
 from moesim.topology.units import format_bandwidth, format_delay, parse_bandwidth_bps, parse_delay_s
 
 _TOP_KEYS = ("name", "description", "servers", "server", "fabric")
