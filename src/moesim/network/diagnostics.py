@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from moesim.errors import MoesimError
-from moesim.topology.fileio import atomic_write
+from moesim.fileio import atomic_write
 
 TABLES = ("fct", "pfc", "qlen", "port_bytes")
 

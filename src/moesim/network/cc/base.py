@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from moesim.errors import MoesimError
 from moesim.network.params import NetworkParams
 from moesim.registry import Registry
 
@@ -70,18 +71,41 @@ class CcAlgorithm:
 CC_ALGORITHMS: Registry[CcAlgorithm] = Registry("congestion-control algorithm")
 
 
+UNIMPLEMENTED_MODES = {7: "TIMELY", 8: "DCTCP", 10: "HPCC-PINT"}
+
+
 def algorithm_for_mode(cc_mode: int) -> CcAlgorithm:
-    """The algorithm of a reference CC_MODE; any mode without one means no congestion control (A.1.3)."""
+    """The algorithm of a reference CC_MODE; a mode the reference does not handle (e.g. ASTRA-sim's
+    shipped 12) means no congestion control (A.1.3). Modes the reference runs but moesim lacks are errors."""
+    if cc_mode in UNIMPLEMENTED_MODES:
+        known = sorted(e.obj.mode for e in CC_ALGORITHMS)
+        raise MoesimError(
+            f"network parameters: field 'cc_mode': {cc_mode} ({UNIMPLEMENTED_MODES[cc_mode]}) is not implemented "
+            f"(allowed: {', '.join(map(str, known))}, or any other value for no congestion control)")
     for entry in CC_ALGORITHMS:
         if entry.obj.mode == cc_mode:
             return entry.obj
     return CC_ALGORITHMS.get("none")
 
 
+def _refcount_free_supported() -> bool:
+    try:
+        njit(_nrt=False)(lambda x: x + 1)(1)  # type: ignore[call-overload]
+    except Exception:  # pragma: no cover - numba dropped the private option: correct but slower
+        return False
+    return True
+
+
+USE_NRT = not _refcount_free_supported()
+"""False: compiled without numba's reference counting (the kernel never allocates; see packet/jit.py)."""
+
+compiled: Callable[..., Any] = njit(_nrt=USE_NRT)  # type: ignore[call-overload]
+"""Decorator of the CC functions: uncached, so the packet kernel compiles (and inlines) them."""
+
+
 def cached(fn: Any) -> Any:
-    """A cached twin of a compiled CC function, for callers in Python (the packet kernel compiles the
-    uncached original into itself so that it can be inlined)."""
-    return njit(cache=True, _nrt=False)(fn.py_func)
+    """A cached twin of a compiled CC function, for callers in Python."""
+    return njit(cache=True, _nrt=USE_NRT)(fn.py_func)  # type: ignore[call-overload]
 
 
 def ns(seconds: float) -> float:

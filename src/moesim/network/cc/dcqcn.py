@@ -11,9 +11,8 @@ Rate changes assign the rate directly (no pacing shift).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from moesim.network.cc.base import CC_ALGORITHMS, MAX_RATE, RATE, CcAlgorithm, cached, ns
+from moesim.network.cc.base import CC_ALGORITHMS, MAX_RATE, RATE, CcAlgorithm, cached, compiled, ns
 from moesim.network.params import NetworkParams
 
 # state slots (RATE = Rc, MAX_RATE = line rate)
@@ -37,7 +36,7 @@ def pack_params(params: NetworkParams) -> np.ndarray:
     ])
 
 
-@njit(_nrt=False)
+@compiled
 def init(st, hops, p, line_rate):
     st[:] = 0.0
     st[RATE] = line_rate
@@ -50,7 +49,7 @@ def init(st, hops, p, line_rate):
     st[T_INC] = -1.0
 
 
-@njit(_nrt=False)
+@compiled
 def on_ack(st, hops, p, now, ack_seq, snd_nxt, cnp, ints, nhop, win, base_rtt):
     """A CNP-flagged ACK raises both 'CNP arrived' flags; the first CNP also starts the timers."""
     if not cnp:
@@ -69,7 +68,7 @@ def on_ack(st, hops, p, now, ack_seq, snd_nxt, cnp, ints, nhop, win, base_rtt):
     return (1 << TIMER_ALPHA) | (1 << TIMER_DEC)
 
 
-@njit(_nrt=False)
+@compiled
 def on_timer(st, p, now, timer_id):
     if timer_id == TIMER_ALPHA:
         if st[T_ALPHA] != now:
@@ -108,7 +107,7 @@ def on_timer(st, p, now, timer_id):
     return 0
 
 
-@njit(_nrt=False)
+@compiled
 def timer_time(st, timer_id):
     if timer_id == TIMER_ALPHA:
         return st[T_ALPHA]

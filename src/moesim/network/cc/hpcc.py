@@ -18,9 +18,16 @@ units of 128·INT_MULTI B and queue lengths in units of 80·INT_MULTI B.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from moesim.network.cc.base import CC_ALGORITHMS, FLAG_RATE_SHIFT, MAX_RATE, RATE, CcAlgorithm, cached
+from moesim.network.cc.base import (
+    CC_ALGORITHMS,
+    FLAG_RATE_SHIFT,
+    MAX_RATE,
+    RATE,
+    CcAlgorithm,
+    cached,
+    compiled,
+)
 from moesim.network.params import NetworkParams
 
 # state slots (RATE = m_rate, MAX_RATE = R_nic)
@@ -46,7 +53,7 @@ def pack_params(params: NetworkParams) -> np.ndarray:
     ])
 
 
-@njit(_nrt=False)
+@compiled
 def init(st, hops, p, line_rate):
     st[:] = 0.0
     st[RATE] = line_rate
@@ -59,7 +66,7 @@ def init(st, hops, p, line_rate):
         hops[i, H_RATE] = line_rate
 
 
-@njit(_nrt=False)
+@compiled
 def _rule(p, cur_rate, u, stage, max_rate):
     """The rate rule: multiplicative towards η (or additive below MI_THRESH stages), clamped."""
     k = u / p[P_ETA]
@@ -72,7 +79,7 @@ def _rule(p, cur_rate, u, stage, max_rate):
     return min(max(new_rate, p[P_MIN_RATE]), max_rate), new_stage
 
 
-@njit(_nrt=False)
+@compiled
 def _update(st, hops, p, ints, nhop, fast, win, base_rtt):
     max_rate = st[MAX_RATE]
     ub = 128.0 * p[P_INT_MULTI]
@@ -130,7 +137,7 @@ def _update(st, hops, p, ints, nhop, fast, win, base_rtt):
     return FLAG_RATE_SHIFT
 
 
-@njit(_nrt=False)
+@compiled
 def on_ack(st, hops, p, now, ack_seq, snd_nxt, cnp, ints, nhop, win, base_rtt):
     """Full update once per RTT, fast react in between; the first ACK only stores the INT records."""
     if st[LAST_UPDATE_SEQ] == 0.0:
@@ -149,12 +156,12 @@ def on_ack(st, hops, p, now, ack_seq, snd_nxt, cnp, ints, nhop, win, base_rtt):
     return 0
 
 
-@njit(_nrt=False)
+@compiled
 def on_timer(st, p, now, timer_id):
     return 0
 
 
-@njit(_nrt=False)
+@compiled
 def timer_time(st, timer_id):
     return -1.0
 

@@ -6,9 +6,8 @@ The rate stays at line rate; CNP flags and INT records are ignored (REFERENCE_SE
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from moesim.network.cc.base import CC_ALGORITHMS, MAX_RATE, RATE, CcAlgorithm, cached
+from moesim.network.cc.base import CC_ALGORITHMS, MAX_RATE, RATE, CcAlgorithm, cached, compiled
 from moesim.network.params import NetworkParams
 
 
@@ -16,24 +15,24 @@ def pack_params(params: NetworkParams) -> np.ndarray:
     return np.zeros(1)
 
 
-@njit(_nrt=False)
+@compiled
 def init(st, hops, p, line_rate):
     st[:] = 0.0
     st[RATE] = line_rate
     st[MAX_RATE] = line_rate
 
 
-@njit(_nrt=False)
+@compiled
 def on_ack(st, hops, p, now, ack_seq, snd_nxt, cnp, ints, nhop, win, base_rtt):
     return 0
 
 
-@njit(_nrt=False)
+@compiled
 def on_timer(st, p, now, timer_id):
     return 0
 
 
-@njit(_nrt=False)
+@compiled
 def timer_time(st, timer_id):
     return -1.0
 

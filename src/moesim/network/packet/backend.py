@@ -2,10 +2,11 @@
 
 Protocol with the event loop: ``advance_to(t)`` simulates until ``t`` or until a batch of flows
 completes (all at one ns), whichever comes first, and returns the completed ids; ``now_s`` is where
-it stopped. ``next_completion_s()`` simulates ahead to the next completion batch and keeps it
-pending, so it is only safe when no flow will be started before that time; an event loop with its
-own timers should call ``advance_to(next own event)`` instead. Starting a flow in the simulated past
-is a ``MoesimError``.
+it stopped. ``next_completion_s(horizon_s)`` simulates ahead to the next completion batch, never past
+the caller's next own event when given; without a horizon it keeps a copy of the state and rolls back
+if a flow is then started before that batch. Flows started at time t start after the network's own
+events at t, whichever path led there, so results never depend on the protocol. Starting a flow
+before the simulated time otherwise is a ``MoesimError``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from moesim.network.packet.layout import (
     G_QP_FREE,
     G_SAMPLE_ON,
     QP_ACTIVE,
+    QP_DTYPE,
     QP_PENDING,
     RUN_COMPLETION,
     RUN_DEADLOCK,
@@ -110,6 +112,11 @@ class PacketBackend(NetworkBackend):
 
     @property
     def active_flows(self) -> int:
+        """Flows started and not yet reported complete."""
+        return self._running + (len(self._pending.slots) if self._pending is not None else 0)
+
+    @property
+    def _running(self) -> int:
         return int(self.S.g[G_ACTIVE] + self.S.g[G_NSTART])
 
     def start_flow(self, flow: Flow, now_s: float) -> None:
@@ -120,6 +127,9 @@ class PacketBackend(NetworkBackend):
                     f"packet backend: flow {flow.flow_id} started at {t} ns, before the simulated time "
                     f"{int(self.S.g[G_NOW])} ns (advance_to the start time first)")
             self._rollback()
+            # replay up to t so that the new flow starts after the network's own events at t, as it
+            # does when the caller advances first (no look-ahead): results never depend on the path
+            self._pending = self._run(t)
         self._snapshot = None
         self._now_ns = max(self._now_ns, t)
         path = self.fabric.path(flow.src_gpu, flow.dst_gpu, flow.flow_id)
@@ -138,24 +148,12 @@ class PacketBackend(NetworkBackend):
         cc_on = bool(flow.cc)
         int_bytes = self._int_bytes if cc_on else 0
         rtt, bdp = self._global if self._global is not None else (path.rtt_ns, path.bdp_bytes)
-        rec = S.qp[q]
-        rec["state"] = QP_PENDING
-        rec["cc_on"] = cc_on
-        rec["port"] = path.links[0]
-        rec["fwd"], rec["rev"] = path.fwd_row, path.rev_row
-        rec["size"] = max(0, int(flow.size_bytes))
-        rec["snd_nxt"] = rec["snd_una"] = 0
-        rec["win"] = bdp if p.has_win else 0
-        rec["bdp"] = bdp
-        rec["base_rtt"] = rtt
-        rec["data_hdr"] = p.data_header_bytes + int_bytes
-        rec["ack_wire"] = build.ack_wire_bytes(p, int_bytes)
-        rec["inflight"] = 0
-        rec["start_ns"] = t
-        rec["done_ns"] = -1
-        rec["rx_expected"] = 0
-        rec["rx_nack_timer"] = 0
-        rec["rx_last_nack"] = -1
+        S.qp[q] = _qp_record(
+            state=QP_PENDING, cc_on=cc_on, port=path.links[0], fwd=path.fwd_row, rev=path.rev_row,
+            size=max(0, int(flow.size_bytes)), win=bdp if p.has_win else 0, bdp=bdp, base_rtt=rtt,
+            data_hdr=p.data_header_bytes + int_bytes, ack_wire=build.ack_wire_bytes(p, int_bytes),
+            start_ns=t, done_ns=-1, rx_last_nack=-1,
+        )
         pair = (flow.src_gpu, flow.dst_gpu)
         sport = self._sport.get(pair, 10000)
         self._sport[pair] = sport + 1
@@ -172,7 +170,7 @@ class PacketBackend(NetworkBackend):
         kept so that a flow started earlier than the batch can still be simulated exactly (rollback).
         """
         if self._pending is None:
-            if self.active_flows == 0:
+            if self._running == 0:
                 return math.inf
             horizon = _ns(horizon_s)
             if horizon >= T_INF and self._snapshot is None:
@@ -185,10 +183,10 @@ class PacketBackend(NetworkBackend):
     def advance_to(self, t_s: float) -> list[int]:
         t = _ns(t_s)
         if self._pending is None:
-            if self.active_flows == 0 and t < T_INF:
+            if self._running == 0 and t < T_INF:
                 if t > self.S.g[G_NOW]:
                     self._run(t)
-            elif self.active_flows:
+            elif self._running:
                 self._pending = self._run(t)
         if self._pending is not None and self._pending.time_ns <= t:
             batch, self._pending = self._pending, None
@@ -222,6 +220,7 @@ class PacketBackend(NetworkBackend):
             self.wallclock_s += time.perf_counter() - t0
 
     def _take_snapshot(self) -> _Snapshot:
+        self._drain_logs()  # the log arrays then need no copy: the kernel only appends to them
         arrays = {name: getattr(self.S, name).copy() for name in MUTABLE}
         marks = {name: log.mark() for name, log in self._logs.items()}
         return _Snapshot(int(self.S.g[G_NOW]), arrays, marks)
@@ -355,9 +354,16 @@ class PacketBackend(NetworkBackend):
 
 
 FCT_FIELDS = SCHEMAS["fct"]
-MUTABLE = ("port", "node", "pk", "pk_int", "qp", "qp_cc", "qp_hop", "qp_free", "ev", "wheel", "ovf", "g", "rng",
-           "starts", "comp", "pfc_log", "qlen_log")
-"""State arrays the kernel writes (copied for a look-ahead that may be rolled back)."""
+MUTABLE = ("port", "node", "pk", "pk_int", "qp", "qp_cc", "qp_hop", "qp_free", "ev", "wheel", "ovf", "g", "rng")
+"""State arrays the kernel rewrites (copied for a look-ahead that may be rolled back; it only appends to
+the logs and the completion list, and only reads the start list)."""
+
+_QP_FIELDS: tuple[str, ...] = QP_DTYPE.names or ()
+
+
+def _qp_record(**values: object) -> tuple[object, ...]:
+    """A QP_DTYPE row: the given fields, zero elsewhere."""
+    return tuple(values.get(name, 0) for name in _QP_FIELDS)
 
 
 @dataclass

@@ -121,6 +121,8 @@ def ev_next_time(S, limit):
     g = S.g
     mask = S.wheel.shape[0] - 1
     cur = g[G_CUR]
+    if cur > limit:
+        return BEYOND
     while True:
         if g[G_WHEEL_N] > 0:
             if S.wheel[cur & mask, 0] != NIL:

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 from numba import njit
+
+from moesim.network.cc.base import USE_NRT
 
 _DIRS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent / "cc")
 
@@ -37,7 +40,7 @@ def _install_locator() -> bool:
     try:
         from numba.core import caching
 
-        impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+        impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # type: ignore[attr-defined]
         base = caching._CacheLocator
     except (ImportError, AttributeError):  # pragma: no cover - numba internals moved
         return False
@@ -45,7 +48,7 @@ def _install_locator() -> bool:
     dirs = tuple(str(d) for d in _DIRS)
 
     class KernelSourcesLocator(base):  # type: ignore[misc,valid-type]
-        def __init__(self, inner: object) -> None:
+        def __init__(self, inner: Any) -> None:
             self._inner = inner
 
         def ensure_cache_path(self) -> None:
@@ -77,22 +80,13 @@ def _install_locator() -> bool:
     return True
 
 
-def _refcount_free_supported() -> bool:
-    try:
-        njit(_nrt=False)(lambda x: x + 1)(1)
-    except Exception:  # pragma: no cover - numba dropped the option: correct but slower
-        return False
-    return True
-
-
 SOURCES_IN_CACHE_KEY = _install_locator()
-USE_NRT = not _refcount_free_supported()
 
-helper = njit(_nrt=USE_NRT)
+helper = njit(_nrt=USE_NRT)  # type: ignore[call-overload]
 """Decorator for kernel helpers: compiled into the entry point that calls them."""
 
-entry = njit(cache=True, _nrt=USE_NRT)
+entry = njit(cache=True, _nrt=USE_NRT)  # type: ignore[call-overload]
 """Decorator for functions called from Python: cached, keyed on every kernel source file."""
 
-inline_helper = njit(_nrt=USE_NRT, inline="always")
+inline_helper = njit(_nrt=USE_NRT, inline="always")  # type: ignore[call-overload]
 """For helpers with a single call site: numba pastes them into the caller (no call at all)."""

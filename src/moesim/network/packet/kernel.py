@@ -2,7 +2,8 @@
 
 ``run(S, t_stop, stop_on_completion)`` processes events in (time, insertion) order until the next
 event lies beyond ``t_stop`` (RUN_REACHED), or, after a batch of flow completions at one ns, before
-time moves on (RUN_COMPLETION), so the caller can start dependent flows. It returns early when a
+time moves on (RUN_COMPLETION), so the caller can start dependent flows. On return the wheel's cursor
+never lies beyond the simulated time, so the caller may schedule anything from then on. It returns early when a
 pool is nearly full (RUN_GROW: the caller enlarges the arrays and calls again) or a diagnostics log
 is (RUN_DRAIN), and it detects runs that cannot finish: active flows with no event left
 (RUN_DEADLOCK) or no delivery progress for ``stall`` ns (RUN_STALL, e.g. a lost last packet: the
@@ -28,6 +29,7 @@ from moesim.network.packet.layout import (
     EV_TXDONE,
     EV_WAKE,
     G_ACTIVE,
+    G_CUR,
     G_EV_USED,
     G_EVENTS,
     G_LAST_PROGRESS,
@@ -168,15 +170,17 @@ def run(S, t_stop, stop_on_completion):
     g[G_NCOMP] = 0
     n_links = S.link.shape[0]
     stall = S.cfg[C_STALL_NS]
+    mask = S.wheel.shape[0] - 1
     while True:
         if (S.pk.shape[0] - g[G_PK_USED] < MIN_FREE_PKTS or S.ev.shape[0] - g[G_EV_USED] < MIN_FREE_EVENTS
                 or S.ovf.shape[0] - g[G_OVF_N] < MIN_FREE_EVENTS):
             return RUN_GROW
         if S.pfc_log.shape[0] - g[G_NPFC] < 4 or S.qlen_log.shape[0] - g[G_NQLEN] < n_links:
             return RUN_DRAIN
-        t = ev_next_time(S, t_stop)
-        if g[G_NCOMP] > 0 and stop_on_completion and (t < 0 or t > g[G_NOW]):
+        if g[G_NCOMP] > 0 and stop_on_completion and S.wheel[g[G_CUR] & mask, 0] == NIL:
+            # no other event at the completion's ns: return before time (and the cursor) moves on
             return RUN_COMPLETION
+        t = ev_next_time(S, t_stop)
         if t == EMPTY:
             return RUN_DEADLOCK if g[G_ACTIVE] > 0 else RUN_IDLE
         if t < 0:

@@ -1,0 +1,177 @@
+"""`moesim sweep study|run` and `moesim results`: run a matrix of simulations into a store, query it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from moesim.errors import MoesimError
+
+sweep_app = typer.Typer(
+    help="Run a matrix of simulations into DIR/results.duckdb (resumable: a rerun finishes what is missing).",
+    no_args_is_help=True,
+)
+
+_FACTOR_HELP = "comma-separated levels (replace the matrix's)"
+Models = Annotated[str | None, typer.Option("--models", "--model", help=f"models: {_FACTOR_HELP}")]
+Topologies = Annotated[str | None, typer.Option("--topologies", "--topology", help=f"topologies: {_FACTOR_HELP}")]
+Strategies = Annotated[str | None, typer.Option("--strategies", "--strategy", help=f"strategies: {_FACTOR_HELP}")]
+Algorithms = Annotated[str | None, typer.Option("--algorithms", "--algorithm", help=f"algorithms: {_FACTOR_HELP}")]
+Networks = Annotated[str | None, typer.Option("--networks", "--network", help=f"network modes: {_FACTOR_HELP}")]
+Backends = Annotated[str | None, typer.Option("--backend", "--backends", help=f"network backends: {_FACTOR_HELP}")]
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", help="any factor or parameter override: NAME=LEVEL[,LEVEL...] (repeatable), e.g. tokens=2048,4096")]
+Preset = Annotated[str | None, typer.Option("--preset", help="a named preset of the matrix (e.g. flash, smoke)")]
+Out = Annotated[Path, typer.Option("--out", help="output folder (the store is DIR/results.duckdb)")]
+ExecutorOpt = Annotated[str, typer.Option("--executor", help="local (process pool) | ray | dask")]
+Workers = Annotated[int | None, typer.Option("--workers", help="worker processes (local: default one per CPU)")]
+Address = Annotated[str | None, typer.Option("--address", help="cluster address for ray/dask, e.g. 10.0.0.1:6379")]
+Diagnostics = Annotated[bool, typer.Option("--diagnostics", help="keep per-link bytes etc. as Parquet (slower)")]
+ProgressOpt = Annotated[str, typer.Option("--progress", help="auto | bar | plain | none")]
+Retries = Annotated[int, typer.Option("--max-retries", help="retries of a run whose worker dies")]
+Rerun = Annotated[bool, typer.Option("--rerun", help="run everything again, even runs found in the store")]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="check the matrix and print its size; run nothing")]
+
+
+def _split(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | None], sets: list[str] | None) -> Any:
+    """Preset first, then the per-factor options, then ``--set``; every level is validated."""
+    from moesim.experiments.factors import SPEC_FACTORS, canonical_level, check_factor_name
+
+    if preset:
+        matrix = matrix.with_preset(preset)
+    changes: list[tuple[str, str]] = [(f, v) for f, v in options.items() if v is not None]
+    for item in sets or []:
+        if "=" not in item:
+            raise MoesimError(f"command line: --set '{item}': expected NAME=LEVEL[,LEVEL...]")
+        name, raw = item.split("=", 1)
+        changes.append((check_factor_name(name.strip(), "command line --set"), raw))
+    for factor, raw in changes:
+        items = _split(raw)
+        if not items:
+            raise MoesimError(f"command line: factor '{factor}': needs at least one level")
+        values = items if factor in SPEC_FACTORS else [_parse_value(t) for t in items]
+        levels = [canonical_level(factor, v, "command line", Path.cwd()) for v in values]
+        matrix = matrix.with_levels(factor, levels)
+    return matrix
+
+
+def _run(matrix: Any, out: Path, executor: str, workers: int | None, address: str | None, diagnostics: bool,
+         progress: str, max_retries: int, dry_run: bool, rerun: bool) -> None:
+    from moesim.experiments.inputs import plan_runs
+    from moesim.experiments.runner import run_sweep
+
+    specs = matrix.runs()
+    if dry_run:
+        plan_runs(specs, diagnostics or matrix.diagnostics, matrix.source)
+        factors = ", ".join(f"{f} ({len(v)})" for f, v in matrix.factors)
+        typer.echo(f"matrix {matrix.name}: {len(specs)} runs, all valid; factors: {factors}")
+        return
+    summary = run_sweep(specs, out, executor=executor, workers=workers, address=address,
+                        diagnostics=diagnostics or matrix.diagnostics, progress=progress, max_retries=max_retries,
+                        source=matrix.source, rerun=rerun)
+    for line in summary.lines():
+        typer.echo(line)
+    if summary.failures:
+        raise SystemExit(1)  # not typer.Exit: cli.main runs the app with standalone_mode=False
+
+
+@sweep_app.command("study")
+def study_cmd(
+    out: Out, models: Models = None, topologies: Topologies = None, strategies: Strategies = None,
+    algorithms: Algorithms = None, networks: Networks = None, backend: Backends = None, set_: SetOpt = None,
+    preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
+    diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
+    rerun: Rerun = False, dry_run: DryRun = False,
+) -> None:
+    """The study of STUDY.md (768 runs), or the part selected by the options."""
+    from moesim.experiments.matrix import study_matrix
+
+    opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
+            "network": networks, "backend": backend}
+    matrix = _apply_options(study_matrix(), preset, opts, set_)
+    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun)
+
+
+@sweep_app.command("run")
+def run_cmd(
+    matrix_file: Annotated[Path, typer.Argument(help="a matrix YAML (see docs/experiments.md)")],
+    out: Out, models: Models = None, topologies: Topologies = None, strategies: Strategies = None,
+    algorithms: Algorithms = None, networks: Networks = None, backend: Backends = None, set_: SetOpt = None,
+    preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
+    diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
+    rerun: Rerun = False, dry_run: DryRun = False,
+) -> None:
+    """Run the matrix in MATRIX_FILE."""
+    from moesim.experiments.matrix import load_matrix
+
+    opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
+            "network": networks, "backend": backend}
+    matrix = _apply_options(load_matrix(matrix_file), preset, opts, set_)
+    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun)
+
+
+SUMMARY_COLUMNS = ("model", "topology", "strategy", "algorithm", "network", "backend", "status",
+                   "wall_s", "gpu_s", "comm_s", "bottleneck_rank")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6f}"
+    return str(value).splitlines()[0] if isinstance(value, str) else str(value)
+
+
+def results_cmd(
+    directory: Annotated[Path, typer.Argument(help="an output folder of `moesim sweep`")],
+    sql: Annotated[str | None, typer.Option("--sql", help="a SQL query on table `runs` (read-only)")] = None,
+    export: Annotated[str | None, typer.Option("--export", help="parquet | csv: write the result to --to")] = None,
+    to: Annotated[Path | None, typer.Option("--to", help="the file --export writes")] = None,
+) -> None:
+    """Show or export the results store of DIR (default: the main columns of every run)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from moesim.experiments.store import export_results, query_results
+
+    if export is not None or to is not None:
+        if export is None or to is None:
+            raise MoesimError("command line: --export and --to go together (e.g. --export csv --to runs.csv)")
+        n = export_results(directory, to, export, sql)
+        typer.echo(f"wrote {n} rows to {to}")
+        return
+    table = query_results(directory, sql)
+    columns = table.column_names if sql else [c for c in SUMMARY_COLUMNS if c in table.column_names] + [
+        c for c in table.column_names if c not in _HIDDEN and c not in SUMMARY_COLUMNS]
+    view = Table(title=None if sql else f"{directory}: {table.num_rows} runs")
+    for c in columns:
+        view.add_column(c, justify="right" if c.endswith("_s") else "left")
+    data = {c: table.column(c).to_pylist() for c in columns}
+    for i in range(table.num_rows):
+        view.add_row(*(_cell(data[c][i]) for c in columns))
+    Console(width=None if sys.stdout.isatty() else 200).print(view)
+
+
+_HIDDEN = {"run_id", "spec_key", "tp", "ep", "overrides_json", "cc_model", "cc_policy", "error", "version",
+           "params_json", "input_hash", "diagnostics_path", "sim_wallclock_s", "finished_at"}
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``moesim sweep ...`` and ``moesim results``."""
+    app.add_typer(sweep_app, name="sweep")
+    app.command("results")(results_cmd)

@@ -1,0 +1,38 @@
+"""The executor interface and its registry: how a sweep's runs reach workers and come back.
+
+An executor takes the planned runs and yields one ``RunOutcome`` per run as soon as it finishes, in
+completion order; the runner writes each to the store before asking for the next. Adding an executor
+= one module here registering a subclass in ``EXECUTORS``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Generator, Sequence
+
+from moesim.experiments.inputs import PlannedRun
+from moesim.experiments.worker import RunOutcome
+from moesim.registry import Registry
+
+DEFAULT_MAX_RETRIES = 3
+
+
+class Executor(ABC):
+    """Runs planned runs somewhere; ``workers``/``address`` mean what each executor says they mean."""
+
+    def __init__(self, workers: int | None = None, address: str | None = None,
+                 max_retries: int = DEFAULT_MAX_RETRIES) -> None:
+        self.workers = workers
+        self.address = address
+        self.max_retries = max_retries
+
+    @abstractmethod
+    def execute(self, runs: Sequence[PlannedRun], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
+        """Yield one outcome per run as each finishes. Closing the iterator stops outstanding work."""
+
+    def describe(self) -> str:
+        """One line for the sweep's header, e.g. ``local: 2 worker processes``."""
+        return type(self).__name__
+
+
+EXECUTORS: Registry[type[Executor]] = Registry("executor")

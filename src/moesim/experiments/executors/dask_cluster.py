@@ -1,0 +1,58 @@
+"""Run a sweep on a Dask cluster (``--executor dask [--address tcp://HOST:PORT]``), if dask is installed.
+
+moesim does not depend on dask; without ``dask.distributed`` this executor is a clear error. Each run
+is one ``client.submit(run_one, ...)`` future (``retries=max_retries``), streamed back with
+``as_completed``. Without ``--address`` a local cluster with ``--workers`` processes is started.
+The Dask workers must have moesim installed (it is not shipped to them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+
+from moesim.errors import MoesimError
+from moesim.experiments.executors.base import EXECUTORS, Executor
+from moesim.experiments.inputs import PlannedRun
+from moesim.experiments.worker import RunOutcome, error_text, run_one
+
+
+@EXECUTORS.register("dask", "futures on a Dask cluster (needs dask.distributed, not a moesim dependency)",
+                    "dask.distributed Client.submit + as_completed")
+class DaskExecutor(Executor):
+    """Dask cluster."""
+
+    def __init__(self, workers: int | None = None, address: str | None = None, max_retries: int = 3) -> None:
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:
+            raise MoesimError("--executor dask: dask is not installed (pip install 'dask[distributed]'), "
+                              "or use --executor local|ray") from None
+        super().__init__(workers, address, max_retries)
+
+    def describe(self) -> str:
+        return f"dask: cluster at {self.address}" if self.address else "dask: a local cluster"
+
+    def execute(self, runs: Sequence[PlannedRun], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
+        from dask.distributed import Client, as_completed
+
+        if not runs:
+            return
+        if self.address:
+            client = Client(self.address)
+        else:
+            client = Client(n_workers=self.workers or None, threads_per_worker=1, processes=True)
+        futures = {}
+        try:
+            for run in runs:
+                fut = client.submit(run_one, run.run_id, run.spec, diagnostics, pure=False, retries=self.max_retries)
+                futures[fut.key] = (fut, run)
+            for fut in as_completed([f for f, _ in futures.values()]):
+                _, run = futures.pop(fut.key)
+                try:
+                    yield fut.result()
+                except Exception as exc:  # noqa: BLE001 - a lost worker after all retries: this run fails
+                    yield RunOutcome(run.run_id, run.spec, error=error_text(exc))
+        finally:
+            for fut, _ in futures.values():
+                fut.cancel()
+            client.close()

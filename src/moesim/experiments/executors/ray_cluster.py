@@ -1,0 +1,115 @@
+"""Run a sweep as Ray tasks on a cluster (``--executor ray [--address HOST:PORT]``).
+
+Each run is one ``@ray.remote`` task wrapping ``run_one``; the moesim package is shipped to the
+workers with the job's runtime environment (``py_modules``), so a cluster only needs moesim's
+dependencies installed. Results stream back with ``ray.wait`` as tasks finish. A task whose worker
+process or node dies is retried by Ray (``max_retries``); one that still fails is recorded as failed.
+Without ``--address`` Ray starts a local instance with ``--workers`` CPUs.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Generator, Sequence
+from pathlib import Path
+from typing import Any
+
+from moesim.errors import MoesimError
+from moesim.experiments.executors.base import EXECUTORS, Executor
+from moesim.experiments.inputs import PlannedRun
+from moesim.experiments.worker import RunOutcome, run_one
+
+BATCH = 64  # outcomes collected per ray.wait call at most
+
+
+def package_dir() -> Path:
+    """The folder of the moesim package the driver runs (shipped to the workers as a py_module)."""
+    import moesim
+
+    return Path(moesim.__file__).resolve().parent
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast (before the store is opened) when nothing listens at ``HOST:PORT`` or ``ray://HOST:PORT``;
+    ``ray.init`` itself would wait minutes for an unreachable cluster."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return  # "auto" or a form we do not parse: let Ray resolve it
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise MoesimError(f"--address {address}: no Ray cluster reachable there ({exc.strerror or exc})") from None
+
+
+def runtime_env() -> dict[str, Any]:
+    return {"py_modules": [str(package_dir())], "excludes": ["__pycache__", "*.pyc"]}
+
+
+@EXECUTORS.register("ray", "Ray tasks on a cluster (--address) or a local Ray instance",
+                    "ray.remote tasks with max_retries, results streamed with ray.wait")
+class RayExecutor(Executor):
+    """Ray cluster."""
+
+    def __init__(self, workers: int | None = None, address: str | None = None, max_retries: int = 3) -> None:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise MoesimError("--executor ray: ray is not installed (pip install 'moesim[ray]')") from None
+        if workers is not None and workers < 1:
+            raise MoesimError(f"--workers: must be ≥ 1, got {workers}")
+        if address:
+            check_reachable(address)
+        super().__init__(workers, address, max_retries)
+
+    def describe(self) -> str:
+        return f"ray: cluster at {self.address}" if self.address else "ray: a local Ray instance"
+
+    def _init(self) -> bool:
+        """Connect (or start a local instance); returns whether this executor must shut Ray down."""
+        import ray
+
+        if ray.is_initialized():
+            return False
+        kwargs: dict[str, Any] = {"runtime_env": runtime_env(), "log_to_driver": False,
+                                  "include_dashboard": False, "configure_logging": False}
+        if self.address:
+            kwargs["address"] = self.address
+            kwargs.pop("include_dashboard")
+        elif self.workers:
+            kwargs["num_cpus"] = self.workers
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            where = self.address or "a local instance"
+            raise MoesimError(f"--executor ray: cannot connect to {where} ({str(exc).splitlines()[0]})") from None
+        return True
+
+    def execute(self, runs: Sequence[PlannedRun], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
+        import ray
+
+        if not runs:
+            return
+        owns = self._init()
+        task = ray.remote(num_cpus=1, max_retries=self.max_retries, retry_exceptions=False)(run_one)
+        pending: dict[Any, PlannedRun] = {}
+        try:
+            for run in runs:
+                pending[task.remote(run.run_id, run.spec, diagnostics)] = run  # type: ignore[call-arg]
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=min(BATCH, len(pending)), timeout=0.5,
+                                    fetch_local=True)
+                if not ready:
+                    ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    run = pending.pop(ref)
+                    try:
+                        yield ray.get(ref)
+                    except ray.exceptions.RayError as exc:  # the worker died more than max_retries times, ...
+                        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                        yield RunOutcome(run.run_id, run.spec, error=f"{type(exc).__name__}: {first}")
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            if owns:
+                ray.shutdown()

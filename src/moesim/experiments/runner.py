@@ -1,0 +1,100 @@
+"""The sweep runner: check every run, skip those already in the store, execute the rest, store each result.
+
+``run_sweep`` is resumable by construction: a run's key is its input hash, so rerunning the same
+sweep (after it finished, failed or was killed) executes only what the store lacks. A run that raises
+is recorded with its error and the sweep goes on; failed runs are tried again by the next sweep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from moesim.experiments.executors import DEFAULT_MAX_RETRIES, EXECUTORS
+from moesim.experiments.inputs import code_hash, plan_runs, run_label
+from moesim.experiments.matrix import Matrix
+from moesim.experiments.progress import make_progress
+from moesim.experiments.store import ResultsStore
+from moesim.system.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What a sweep did: runs in the matrix, found in the store, executed now, and the failures."""
+
+    store: Path
+    executor: str
+    total: int
+    cached: int
+    ran: int
+    failures: tuple[tuple[str, str], ...]
+    elapsed_s: float
+
+    @property
+    def succeeded(self) -> int:
+        return self.ran - len(self.failures)
+
+    def lines(self) -> list[str]:
+        out = [f"{self.total} runs: {self.cached} already in the store, {self.succeeded} done now, "
+               f"{len(self.failures)} failed ({self.elapsed_s:.1f} s, {self.executor})",
+               f"results: {self.store}"]
+        if self.failures:
+            out.append("failed runs (tried again by the next sweep):")
+            out += [f"  {label}: {error}" for label, error in self.failures]
+        return out
+
+
+def run_sweep(
+    specs: Sequence[RunSpec],
+    out_dir: str | Path,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    diagnostics: bool = False,
+    progress: str = "auto",
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    source: str = "sweep",
+    stream: TextIO | None = None,
+    rerun: bool = False,
+) -> SweepSummary:
+    """Run ``specs`` into the store in ``out_dir``; every run is checked before anything is simulated.
+
+    Runs whose input hash is already in the store with status 'ok' are skipped, unless ``rerun``.
+    """
+    t0 = time.monotonic()
+    exe = EXECUTORS.get(executor)(workers, address, max_retries)
+    display = make_progress(progress, stream)
+    planned = plan_runs(specs, diagnostics, source)
+    code_hash()  # hash the simulator's files once, now, for the rows' provenance
+    failures: list[tuple[str, str]] = []
+    with ResultsStore(out_dir) as store:
+        store.add_factor_columns(name for spec in specs for name, _ in spec.overrides)
+        store.forget_stale({p.spec.key(): p.run_id for p in planned})
+        store.remove_orphans()
+        done = set() if rerun else store.completed_ids()
+        todo = [p for p in planned if p.run_id not in done]
+        header = (f"sweep {source}: {len(planned)} runs, {len(planned) - len(todo)} already in {store.path}; "
+                  f"{exe.describe()}")
+        display.start(len(planned), len(planned) - len(todo), header)
+        try:
+            with contextlib.closing(exe.execute(todo, diagnostics)) as outcomes:
+                for outcome in outcomes:
+                    store.record(outcome)
+                    display.advance(outcome)
+                    if not outcome.ok:
+                        failures.append((run_label(outcome.spec), (outcome.error or "").splitlines()[0]))
+        finally:
+            display.close()
+    return SweepSummary(store=Path(out_dir) / store.path.name, executor=exe.describe(), total=len(planned),
+                        cached=len(planned) - len(todo), ran=len(todo), failures=tuple(failures),
+                        elapsed_s=time.monotonic() - t0)
+
+
+def run_matrix(matrix: Matrix, out_dir: str | Path, **kwargs: object) -> SweepSummary:
+    """``run_sweep`` over a matrix's runs (diagnostics on if the matrix asks for them)."""
+    diagnostics = bool(kwargs.pop("diagnostics", False)) or matrix.diagnostics
+    return run_sweep(matrix.runs(), out_dir, diagnostics=diagnostics, source=matrix.source, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,315 @@
+"""The results store: one row per run in ``DIR/results.duckdb`` (table ``runs``), diagnostics as Parquet.
+
+Only the sweep driver writes, one transaction per finished run, so a sweep killed at any moment
+(even ``kill -9``) leaves complete rows only; DuckDB replays its write-ahead log on the next open.
+A run's diagnostics are written to ``DIR/diagnostics/<run_id>/*.parquet`` through a temporary folder
+renamed into place *before* the row that references them is committed. Rows are keyed by
+``run_id`` (the input hash, see ``moesim.experiments.inputs``); ``spec_key`` (the canonical RunSpec)
+has one row at most: a run redone with changed inputs replaces the old row.
+
+Columns: the RunSpec factors (model, topology, strategy, tp, ep, algorithm, network, backend,
+overrides_json), the bottleneck rank's wall_s / gpu_s / comm_s, bottleneck_rank, cc_model, cc_policy,
+status ('ok' | 'error'), error, version, params_json, input_hash, diagnostics_path, sim_wallclock_s,
+finished_at, and one text column per parameter override a sweep varies (e.g. ``tokens``), so the
+analysis sees those as factors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from moesim import __version__
+from moesim.errors import MoesimError
+from moesim.experiments.factors import SPEC_FACTORS, level_label
+from moesim.experiments.inputs import code_hash
+from moesim.experiments.worker import RunOutcome
+
+DB_NAME = "results.duckdb"
+DIAGNOSTICS_DIR = "diagnostics"
+SCHEMA_VERSION = "1"
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR PRIMARY KEY"),
+    ("spec_key", "VARCHAR NOT NULL"),
+    ("model", "VARCHAR"),
+    ("topology", "VARCHAR"),
+    ("strategy", "VARCHAR"),
+    ("tp", "INTEGER"),
+    ("ep", "INTEGER"),
+    ("algorithm", "VARCHAR"),
+    ("network", "VARCHAR"),
+    ("backend", "VARCHAR"),
+    ("overrides_json", "VARCHAR"),
+    ("wall_s", "DOUBLE"),
+    ("gpu_s", "DOUBLE"),
+    ("comm_s", "DOUBLE"),
+    ("bottleneck_rank", "INTEGER"),
+    ("cc_model", "VARCHAR"),
+    ("cc_policy", "VARCHAR"),
+    ("status", "VARCHAR NOT NULL"),
+    ("error", "VARCHAR"),
+    ("version", "VARCHAR"),
+    ("params_json", "VARCHAR"),
+    ("input_hash", "VARCHAR NOT NULL"),
+    ("diagnostics_path", "VARCHAR"),
+    ("sim_wallclock_s", "DOUBLE"),
+    ("finished_at", "TIMESTAMP"),
+)
+BASE_COLUMNS = tuple(name for name, _ in COLUMNS)
+ORDER_BY = "model, topology, tp, ep, algorithm, network, backend, overrides_json, run_id"
+DEFAULT_QUERY = f"SELECT * FROM runs ORDER BY {ORDER_BY}"
+
+
+def _connect(db: Path, read_only: bool) -> Any:
+    import duckdb
+
+    try:
+        return duckdb.connect(str(db), read_only=read_only)
+    except duckdb.IOException as exc:
+        first = str(exc).splitlines()[0]
+        if "lock" in first.lower():
+            pid = re.search(r"PID (\d+)", first)
+            who = f" (process {pid.group(1)})" if pid else ""
+            raise MoesimError(f"{db}: the results store is in use by a running sweep{who}; "
+                              "try again when it has finished") from None
+        raise MoesimError(f"{db}: cannot open the results store ({first})") from None
+    except duckdb.Error as exc:
+        raise MoesimError(f"{db}: not a readable results store ({str(exc).splitlines()[0]})") from None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+def row_for(outcome: RunOutcome, diagnostics_path: str | None, finished_at: dt.datetime) -> dict[str, Any]:
+    """The store row of one outcome (a failed run keeps its factors and its error, no figures)."""
+    from moesim.workload.layout import ParallelLayout
+
+    spec = outcome.spec
+    layout = ParallelLayout.parse(spec.strategy)
+    row: dict[str, Any] = {
+        "run_id": outcome.run_id, "spec_key": spec.key(), "model": spec.model, "topology": spec.topology,
+        "strategy": spec.strategy, "tp": layout.tp, "ep": layout.ep, "algorithm": spec.algorithm,
+        "network": spec.network, "backend": spec.backend, "overrides_json": _json(spec.override_dict()),
+        "input_hash": outcome.run_id, "finished_at": finished_at, "diagnostics_path": diagnostics_path,
+    }
+    if outcome.result is not None:
+        s = outcome.result.summary()
+        row.update(
+            wall_s=float(s["wall_s"]), gpu_s=float(s["gpu_s"]), comm_s=float(s["comm_s"]),
+            bottleneck_rank=int(s["bottleneck_rank"]), cc_model=s["cc_model"], cc_policy=s["cc_policy"],
+            backend=s["backend"], status="ok", error=None, version=s["version"],
+            params_json=_json({**s["parameters"], "source_sha256": code_hash()}), sim_wallclock_s=float(outcome.result.sim_wallclock_s),
+        )
+    else:
+        row.update(status="error", error=outcome.error or "unknown error", version=__version__)
+    for name, value in spec.overrides:
+        row[name] = level_label(value)
+    return row
+
+
+def diagnostics_tables(diagnostics: dict[str, Any]) -> dict[str, pa.Table]:
+    """Diagnostics → one Arrow table each: 1-D arrays get an index column (``link_id`` for ``link_*``),
+    2-D arrays one column per axis-1 entry, lists of records or dicts of columns map directly;
+    scalars are gathered in one ``scalars`` table."""
+    tables: dict[str, pa.Table] = {}
+    scalars: dict[str, list[Any]] = {}
+    for name, value in diagnostics.items():
+        if isinstance(value, pa.Table):
+            tables[name] = value
+        elif isinstance(value, np.ndarray) and value.ndim == 1:
+            index = "link_id" if name.startswith("link_") else "index"
+            tables[name] = pa.table({index: np.arange(len(value)), name: value})
+        elif isinstance(value, np.ndarray) and value.ndim == 2:
+            tables[name] = pa.table({f"c{j}": value[:, j] for j in range(value.shape[1])})
+        elif isinstance(value, dict):
+            tables[name] = pa.table({str(k): np.asarray(v) for k, v in value.items()})
+        elif isinstance(value, list | tuple) and value and isinstance(value[0], dict):
+            tables[name] = pa.Table.from_pylist(list(value))
+        elif isinstance(value, list | tuple):
+            tables[name] = pa.table({"index": np.arange(len(value)), name: np.asarray(value)})
+        else:
+            scalars[name] = [value.item() if isinstance(value, np.generic) else value]
+    if scalars:
+        tables["scalars"] = pa.table(scalars)
+    return tables
+
+
+class ResultsStore:
+    """The writable store of one output folder (use as a context manager; one writer at a time)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MoesimError(f"{self.directory}: cannot create the output folder ({exc})") from None
+        self.path = self.directory / DB_NAME
+        self.con = _connect(self.path, read_only=False)
+        cols = ", ".join(f'"{n}" {t}' for n, t in COLUMNS)
+        self.con.execute(f"CREATE TABLE IF NOT EXISTS runs ({cols})")
+        self.con.execute("CREATE TABLE IF NOT EXISTS store_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        self.con.execute("INSERT OR IGNORE INTO store_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+        self._columns = self._existing_columns()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        if self.con is not None:
+            self.con.close()
+            self.con = None
+
+    def __enter__(self) -> ResultsStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _existing_columns(self) -> list[str]:
+        return [r[0] for r in self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs' ORDER BY ordinal_position"
+        ).fetchall()]
+
+    # ------------------------------------------------------------------ preparation
+
+    def add_factor_columns(self, names: Iterable[str]) -> None:
+        """One text column per override factor (``tokens``, ``buffer_bytes``, ...)."""
+        for name in sorted(set(names)):
+            if name in BASE_COLUMNS or name in SPEC_FACTORS:
+                raise MoesimError(f"override '{name}' clashes with the results-store column of the same name")
+            if name not in self._columns:
+                self.con.execute(f'ALTER TABLE runs ADD COLUMN "{name}" VARCHAR')
+        self._columns = self._existing_columns()
+
+    def forget_stale(self, planned: dict[str, str]) -> int:
+        """Delete rows of the planned specs (spec_key → run_id) whose inputs changed; returns how many."""
+        rows = self.con.execute("SELECT run_id, spec_key, diagnostics_path FROM runs").fetchall()
+        stale = [(rid, diag) for rid, key, diag in rows if key in planned and planned[key] != rid]
+        if stale:
+            self.con.execute("BEGIN TRANSACTION")
+            self.con.executemany("DELETE FROM runs WHERE run_id = ?", [[rid] for rid, _ in stale])
+            self.con.execute("COMMIT")
+            for _, diag in stale:
+                if diag:
+                    shutil.rmtree(self.directory / diag, ignore_errors=True)
+        return len(stale)
+
+    def remove_orphans(self) -> None:
+        """Drop diagnostics folders no row references (left by a sweep killed between write and commit)."""
+        root = self.directory / DIAGNOSTICS_DIR
+        if not root.is_dir():
+            return
+        used = {r[0] for r in self.con.execute(
+            "SELECT diagnostics_path FROM runs WHERE diagnostics_path IS NOT NULL").fetchall()}
+        for entry in root.iterdir():
+            if f"{DIAGNOSTICS_DIR}/{entry.name}" not in used:
+                shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+
+    def completed_ids(self) -> set[str]:
+        """run_ids of successful runs (failed runs are tried again by the next sweep)."""
+        return {r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE status = 'ok'").fetchall()}
+
+    # ------------------------------------------------------------------ writing
+
+    def _write_diagnostics(self, run_id: str, diagnostics: dict[str, Any]) -> str:
+        import pyarrow.parquet as pq
+
+        root = self.directory / DIAGNOSTICS_DIR
+        root.mkdir(exist_ok=True)
+        tmp = root / f".tmp-{run_id}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        for name, table in diagnostics_tables(diagnostics).items():
+            pq.write_table(table, tmp / f"{name}.parquet")
+        final = root / run_id
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        return f"{DIAGNOSTICS_DIR}/{run_id}"
+
+    def record(self, outcome: RunOutcome) -> None:
+        """Write one finished run: diagnostics files first, then its row in one transaction."""
+        diag = None
+        if outcome.result is not None and outcome.result.diagnostics:
+            diag = self._write_diagnostics(outcome.run_id, outcome.result.diagnostics)
+        row = row_for(outcome, diag, dt.datetime.now(dt.UTC).replace(tzinfo=None))
+        missing = [k for k in row if k not in self._columns]
+        if missing:
+            self.add_factor_columns(missing)
+        names = list(row)
+        cols = ", ".join(f'"{n}"' for n in names)
+        marks = ", ".join("?" for _ in names)
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.execute("DELETE FROM runs WHERE spec_key = ? AND run_id <> ?", [row["spec_key"], row["run_id"]])
+            self.con.execute(f"INSERT OR REPLACE INTO runs ({cols}) VALUES ({marks})", [row[n] for n in names])
+            self.con.execute("COMMIT")
+        except BaseException:  # also Ctrl-C: never leave half a run behind
+            with contextlib.suppress(Exception):  # nothing to roll back if COMMIT already went through
+                self.con.execute("ROLLBACK")
+            raise
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def store_path(directory: str | Path) -> Path:
+    db = Path(directory) / DB_NAME
+    if not db.is_file():
+        raise MoesimError(f"{directory}: no results store ({DB_NAME}); run `moesim sweep ... --out {directory}` first")
+    return db
+
+
+def query_results(directory: str | Path, sql: str | None = None) -> pa.Table:
+    """Run ``sql`` (default: every row, ordered by the factors) on a read-only connection."""
+    import duckdb
+
+    con = _connect(store_path(directory), read_only=True)
+    try:
+        try:
+            rel = con.sql(sql or DEFAULT_QUERY)
+            if rel is None:  # a statement without a result
+                return pa.table({})
+            return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+        except duckdb.Error as exc:
+            raise MoesimError(f"--sql: {str(exc).splitlines()[0]}") from None
+    finally:
+        con.close()
+
+
+EXPORT_FORMATS = ("parquet", "csv")
+
+
+def export_results(directory: str | Path, to: str | Path, fmt: str, sql: str | None = None) -> int:
+    """Write the query result to ``to`` as Parquet or CSV (atomically); returns the number of rows."""
+    if fmt not in EXPORT_FORMATS:
+        raise MoesimError(f"--export: unknown format '{fmt}' (allowed: {', '.join(EXPORT_FORMATS)})")
+    table = query_results(directory, sql)
+    target = Path(to)
+    if target.parent and not target.parent.is_dir():
+        raise MoesimError(f"--to: folder {target.parent} does not exist")
+    tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, tmp)
+        else:
+            import pyarrow.csv as pcsv
+
+            pcsv.write_csv(table, tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return table.num_rows
