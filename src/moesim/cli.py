@@ -24,7 +24,9 @@ for _module in COMMAND_MODULES:
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except MoesimError as exc:
         print(f"moesim: error: {exc}", file=sys.stderr)
         sys.exit(2)

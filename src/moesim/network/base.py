@@ -40,8 +40,10 @@ class NetworkBackend(ABC):
         """Inject ``flow`` at time ``now_s`` (never earlier than the last ``advance_to``)."""
 
     @abstractmethod
-    def next_completion_s(self) -> float:
-        """Time of the next flow completion given the flows started so far (``math.inf`` if none)."""
+    def next_completion_s(self, horizon_s: float = math.inf) -> float:
+        """Time of the next backend event (a flow completion or an internal rate change) given the flows
+        started so far; ``math.inf`` if none. ``horizon_s`` (the engine's next own event) lets a backend
+        stop looking ahead past it."""
 
     @abstractmethod
     def advance_to(self, t_s: float) -> list[int]:

@@ -109,7 +109,7 @@ class _PathModel:
         int_bytes = p.int_bytes if flow.cc else 0
         payload = p.packet_payload_bytes
         data_coef = (payload + p.data_header_bytes + int_bytes) / payload
-        ack_bytes = p.ack_bytes + int_bytes
+        ack_bytes = p.ack_bytes + max(0, int_bytes - 14)  # INT fills the ACK's padding first
         ack_coef = ack_bytes / payload
         last_pkt = min(payload, max(flow.size_bytes, 1)) + p.data_header_bytes + int_bytes
         lat = float(self.delay_s[list(fwd)].sum() + self.delay_s[list(rev)].sum())
@@ -207,7 +207,7 @@ class FlowBackend(NetworkBackend):
             return math.inf
         return self._t_ref + float(np.min(self._rem / self._rate))
 
-    def next_completion_s(self) -> float:
+    def next_completion_s(self, horizon_s: float = math.inf) -> float:
         self._reallocate()
         t = self._next_drain()
         if self._done:
@@ -266,7 +266,7 @@ class AnalyticalBackend(NetworkBackend):
         heapq.heappush(self._done, (t, self._seq, flow.flow_id))
         self._seq += 1
 
-    def next_completion_s(self) -> float:
+    def next_completion_s(self, horizon_s: float = math.inf) -> float:
         return self._done[0][0] if self._done else math.inf
 
     def advance_to(self, t_s: float) -> list[int]:

@@ -89,7 +89,8 @@ class NetworkParams:
 
     @property
     def ack_packet_bytes(self) -> int:
-        return self.ack_bytes + self.int_bytes
+        """ACK wire bytes: the INT header first fills the ACK's 14 B of padding (48 B → 76 B with HPCC)."""
+        return self.ack_bytes + max(0, self.int_bytes - 14)
 
     @property
     def cc_name(self) -> str:

@@ -172,7 +172,7 @@ class Simulation:
             self._dispatch(r)
         while True:
             te = self.events.next_time()
-            tn = self.backend.next_completion_s()
+            tn = self.backend.next_completion_s(te)
             if te == math.inf and tn == math.inf:
                 break
             if tn <= te:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import time
 from typing import Any
 
@@ -10,6 +11,7 @@ from moesim import __version__
 from moesim.errors import MoesimError
 from moesim.models.catalog import get_model
 from moesim.network import BACKENDS
+from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.params import NetworkParams, network_mode
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RunResult, RunSpec
@@ -66,7 +68,10 @@ def simulate_run(spec: RunSpec, diagnostics: bool = False) -> RunResult:
     model, layout, params, topology, workload, settings, backend_cls, tokens = prepare(spec)
     if diagnostics:
         settings = dataclasses.replace(settings, fast_forward=False)
-    backend = backend_cls(topology, params)
+    if diagnostics and "diagnostics" in inspect.signature(backend_cls).parameters:
+        backend = backend_cls(topology, params, diagnostics=DiagnosticsSpec.everything())
+    else:
+        backend = backend_cls(topology, params)
     sim = Simulation(workload, topology, backend, settings)
     ranks = sim.run()
     bottleneck = max(range(len(ranks)), key=lambda r: (ranks[r].wall_s, -r))
@@ -79,6 +84,7 @@ def simulate_run(spec: RunSpec, diagnostics: bool = False) -> RunResult:
         "topology_gpus": topology.num_gpus,
         "fast_forwarded_layers": sim.fast_forwarded_layers,
         "fast_forward_mode": sim.fast_forward_mode,
+        "backend": backend.parameters() if hasattr(backend, "parameters") else {},
     }
     return RunResult(
         spec=spec, ranks=tuple(ranks), bottleneck_rank=bottleneck, backend=spec.backend, cc_model=cc_model,
