@@ -159,8 +159,8 @@ def test_gpu_count_must_match_rank_count(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text,pattern", [
-    ("servers: 2\nservers: 3\n", r"invalid YAML at line 2, column 1: duplicate key 'servers'"),
-    ("servers: [1, 2\n", r"invalid YAML at line 2"),
+    ("servers: 2\nservers: 3\n", r"not valid YAML at line 2, column 1: duplicate key 'servers'"),
+    ("servers: [1, 2\n", r"not valid YAML at line 2"),
     ("- just\n- a list\n", r"field '\(top level\)': expected a mapping"),
 ])
 def test_malformed_yaml(tmp_path: Path, text: str, pattern: str) -> None:

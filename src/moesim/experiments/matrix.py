@@ -29,10 +29,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from moesim.errors import MoesimError, input_error
 from moesim.experiments.factors import SPEC_FACTORS, Level, canonical_level, check_factor_name
+from moesim.fileio import load_yaml_strict
 from moesim.system.spec import RunSpec
 
 Levels = tuple[tuple[str, tuple[Level, ...]], ...]
@@ -149,33 +148,6 @@ def _matches(spec: RunSpec, entry: dict[str, tuple[Level, ...]]) -> bool:
 # ---------------------------------------------------------------------------------------------- parsing
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last one)."""
-
-
-def _mapping_no_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_no_duplicates)
-
-
-def _parse_yaml(text: str, source: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise MoesimError(f"{source}: not valid YAML{where}: {problem}") from None
-
-
 def _check_keys(data: Any, allowed: tuple[str, ...], source: str, what: str) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise MoesimError(f"{source}: {what} must be a mapping, got {type(data).__name__}")
@@ -257,10 +229,10 @@ def load_matrix(path: str | Path) -> Matrix:
         raise MoesimError(f"{p}: matrix file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MoesimError(f"{p}: cannot read matrix file: {exc}") from None
-    return parse_matrix(_parse_yaml(text, str(p)), str(p), base_dir=p.resolve().parent, default_name=p.stem)
+    return parse_matrix(load_yaml_strict(text, str(p)), str(p), base_dir=p.resolve().parent, default_name=p.stem)
 
 
 def study_matrix() -> Matrix:
     """The built-in study matrix (STUDY.md section 1): 4 models × 6 topologies × 4 strategies × 2 × 4."""
     text = (resources.files("moesim.experiments") / "study.yaml").read_text(encoding="utf-8")
-    return parse_matrix(_parse_yaml(text, STUDY_SOURCE), STUDY_SOURCE, default_name="study")
+    return parse_matrix(load_yaml_strict(text, STUDY_SOURCE), STUDY_SOURCE, default_name="study")

@@ -11,41 +11,13 @@ import os
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from moesim.errors import MoesimError, input_error
+from moesim.fileio import load_yaml_strict
 from moesim.models.schema import spec_from_mapping
 from moesim.models.spec import ModelSpec
 
 STUDY_MODELS: tuple[str, ...] = ("kimi-k3", "glm-5.3", "deepseek-v4-pro", "deepseek-v4-flash")
 """Keys of the four study models, in the order of STUDY.md section 2."""
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last one)."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[object, object]:
-    seen: set[object] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _parse_yaml(text: str, source: str) -> object:
-    try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise MoesimError(f"{source}: not valid YAML{where}: {problem}") from None
 
 
 def load_model_file(path: str | os.PathLike[str]) -> ModelSpec:
@@ -57,7 +29,7 @@ def load_model_file(path: str | os.PathLike[str]) -> ModelSpec:
         raise MoesimError(f"{p}: model file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MoesimError(f"{p}: cannot read model file: {exc}") from None
-    return spec_from_mapping(_parse_yaml(text, str(p)), str(p))
+    return spec_from_mapping(load_yaml_strict(text, str(p)), str(p))
 
 
 @functools.cache
@@ -68,7 +40,7 @@ def _builtin() -> dict[str, ModelSpec]:
         if not entry.name.endswith(".yaml"):
             continue
         source = f"moesim/models/data/{entry.name}"
-        spec = spec_from_mapping(_parse_yaml(entry.read_text(encoding="utf-8"), source), source)
+        spec = spec_from_mapping(load_yaml_strict(entry.read_text(encoding="utf-8"), source), source)
         stem = entry.name[: -len(".yaml")]
         if spec.key != stem:
             raise input_error(source, "key", f"must equal the file name '{stem}', got '{spec.key}'")

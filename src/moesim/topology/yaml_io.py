@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from moesim.errors import MoesimError, input_error
-from moesim.fileio import atomic_write
+from moesim.fileio import atomic_write, load_yaml_strict
 from moesim.topology.builder import CableSpec, ClusterSpec, GpuSpec, ServerTemplate, check_template
 from moesim.topology.fabrics import FABRICS
 from moesim.topology.fabrics.base import check_keys
@@ -39,24 +39,6 @@ _TOP_KEYS = ("name", "description", "servers", "server", "fabric")
 _SERVER_KEYS = ("cpus", "pcie_switches", "gpus", "nics", "links")
 _LINK_KEYS = ("a", "b", "bandwidth", "delay", "kind")
 _GPU_KEYS = ("name", "nic")
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """A safe loader that rejects duplicate mapping keys (PyYAML silently keeps the last one)."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def _mapping(value: Any, source: str, field: str) -> Mapping[str, Any]:
@@ -152,13 +134,7 @@ def load_cluster_yaml(path: str | Path) -> ClusterSpec:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise MoesimError(f"{source}: cannot read the topology file ({exc.strerror or exc})") from None
-    try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise MoesimError(f"{source}: invalid YAML{where}: {problem}") from None
+    data = load_yaml_strict(text, source)
     return cluster_from_dict(data, source, default_name=path.stem)
 
 
