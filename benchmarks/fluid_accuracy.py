@@ -1,0 +1,129 @@
+"""Accuracy of the fluid backend against the packet backend (docs/network-fluid.md, issue "Fast
+congestion-aware tier").
+
+The validation set is a fixed, deterministic list of study configurations (V4 Flash): twelve
+(topology, strategy) cells — every topology twice, every strategy three times — each with four runs:
+ring/roce_hpcc, ring/roce_dcqcn, dbt/roce_hpcc and one no-CC or IB run (ib_cc0 / ib_hpcc,
+alternating, on ring or dbt). That gives per-configuration wall-time errors plus the DCQCN/HPCC ratio
+(ring, RoCE) and the DBT/Ring ratio (roce_hpcc) per cell.
+
+    python benchmarks/fluid_accuracy.py --tokens 256   # 48 configurations (doc table)
+    python benchmarks/fluid_accuracy.py --quick    # 4 configurations, tokens=256 (CI)
+
+Prints the table and the median / worst relative wall-time error; exits 1 when the median exceeds
+--median-target (3 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from moesim.system.run import simulate_run
+from moesim.system.spec import RunSpec
+
+MODEL = "deepseek-v4-flash"
+CELLS = (("1", "TP2EP16"), ("2", "TP4EP8"), ("3", "TP8EP4"), ("4", "TP16EP2"), ("5", "TP2EP16"), ("6", "TP4EP8"),
+         ("1", "TP8EP4"), ("2", "TP16EP2"), ("3", "TP2EP16"), ("4", "TP4EP8"), ("5", "TP8EP4"), ("6", "TP16EP2"))
+QUICK = (("3", "TP16EP2", "ring_direct", "roce_dcqcn"), ("3", "TP16EP2", "ring_direct", "roce_hpcc"),
+         ("1", "TP2EP16", "dbt_direct", "ib_cc0"), ("6", "TP8EP4", "ring_direct", "ib_hpcc"))
+
+
+def validation_set(n: int) -> list[tuple[str, str, str, str]]:
+    """The first ``n`` configurations of the fixed validation list (topology, strategy, algorithm, mode)."""
+    out = []
+    for i, (topo, strat) in enumerate(CELLS):
+        extra_alg = "ring_direct" if i % 2 == 0 else "dbt_direct"
+        extra_net = "ib_cc0" if (i // 2) % 2 == 0 else "ib_hpcc"
+        out += [(topo, strat, "ring_direct", "roce_hpcc"), (topo, strat, "ring_direct", "roce_dcqcn"),
+                (topo, strat, "dbt_direct", "roce_hpcc"), (topo, strat, extra_alg, extra_net)]
+    return out[:n]
+
+
+def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float]) -> dict[str, float]:
+    """Packet and fluid wall times of one configuration; packet results may come from ``cache``."""
+    topo, strat, alg, net = cfg
+    res = {}
+    for backend in ("packet", "fluid"):
+        key = f"{topo}/{strat}/{alg}/{net}/{tokens}"
+        if backend == "packet" and key in cache:
+            res["packet"], res["packet_cpu_s"] = cache[key], 0.0
+            continue
+        t0 = time.perf_counter()
+        r = simulate_run(RunSpec(MODEL, topo, strat, alg, net, backend, (("tokens", tokens),)))
+        res[backend] = r.wall_s
+        res[backend + "_cpu_s"] = time.perf_counter() - t0
+        if backend == "packet":
+            cache[key] = r.wall_s
+    return res
+
+
+def _ratio_errors(results: dict[tuple[str, str, str, str], dict[str, float]], num: tuple[str, str],
+                  den: tuple[str, str]) -> list[tuple[str, float, float, float]]:
+    """Per (topology, strategy): (label, packet ratio, fluid ratio, relative error) of num/den runs."""
+    out = []
+    for (topo, strat, alg, net), r in results.items():
+        if (alg, net) != num:
+            continue
+        d = results.get((topo, strat) + den)
+        if d is None:
+            continue
+        pr, fr = r["packet"] / d["packet"], r["fluid"] / d["fluid"]
+        out.append((f"{topo}/{strat}", pr, fr, fr / pr - 1.0))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--configs", type=int, default=48, help="how many configurations of the validation list")
+    ap.add_argument("--start", type=int, default=0, help="skip the first configurations (run a slice)")
+    ap.add_argument("--quick", action="store_true", help="the 4-configuration CI set at tokens=256")
+    ap.add_argument("--tokens", type=int, default=None, help="tokens override (default 1024, quick 256)")
+    ap.add_argument("--packet-cache", type=Path, default=None,
+                    help="JSON file of packet wall times (read, and updated atomically): the packet backend is slow")
+    ap.add_argument("--median-target", type=float, default=0.03)
+    ap.add_argument("--worst-target", type=float, default=0.10)
+    args = ap.parse_args(argv)
+    cfgs = list(QUICK) if args.quick else validation_set(args.configs)[args.start:]
+    tokens = args.tokens or (256 if args.quick else 1024)
+    cache = json.loads(args.packet_cache.read_text()) if args.packet_cache and args.packet_cache.exists() else {}
+    results = {}
+    print(f"{'topo':>4} {'strategy':>8} {'algorithm':>11} {'mode':>10} {'packet s':>10} {'fluid s':>10} "
+          f"{'err':>8} {'pkt cpu':>8} {'fl cpu':>7}")
+    for cfg in cfgs:
+        r = results[cfg] = run_pair(cfg, tokens, cache)
+        if args.packet_cache:
+            tmp = args.packet_cache.with_suffix(".tmp")
+            tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
+            os.replace(tmp, args.packet_cache)
+        err = r["fluid"] / r["packet"] - 1.0
+        print(f"{cfg[0]:>4} {cfg[1]:>8} {cfg[2]:>11} {cfg[3]:>10} {r['packet']:10.5f} {r['fluid']:10.5f} "
+              f"{err:+8.2%} {r['packet_cpu_s']:8.1f} {r['fluid_cpu_s']:7.1f}", flush=True)
+    errs = [abs(r["fluid"] / r["packet"] - 1.0) for r in results.values()]
+    for title, num, den in (("DCQCN/HPCC (ring, RoCE)", ("ring_direct", "roce_dcqcn"), ("ring_direct", "roce_hpcc")),
+                            ("DBT/Ring (roce_hpcc)", ("dbt_direct", "roce_hpcc"), ("ring_direct", "roce_hpcc"))):
+        rows = _ratio_errors(results, num, den)
+        if rows:
+            print(f"\n{title}: cell, packet ratio, fluid ratio, error")
+            for label, pr, fr, e in rows:
+                print(f"  {label:>12} {pr:8.4f} {fr:8.4f} {e:+8.2%}")
+            print(f"  median |error| {statistics.median(abs(x[3]) for x in rows):.2%}, "
+                  f"worst {max(abs(x[3]) for x in rows):.2%}")
+    med, worst = statistics.median(errs), max(errs)
+    print(f"\nwall time, {len(errs)} configurations (tokens={tokens}): median |error| {med:.2%}, worst {worst:.2%} "
+          f"(targets {args.median_target:.0%} / {args.worst_target:.0%})")
+    print(f"CPU: packet {sum(r['packet_cpu_s'] for r in results.values()):.0f} s, "
+          f"fluid {sum(r['fluid_cpu_s'] for r in results.values()):.0f} s")
+    if med > args.median_target:
+        print("FAIL: median wall-time error above target")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

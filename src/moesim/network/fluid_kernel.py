@@ -1,0 +1,197 @@
+"""Numba kernels of the fluid backend (docs/network-fluid.md): capped water-filling and one fluid step.
+
+The congestion-control reactions are the packet backend's own state machines (``moesim.network.cc``),
+called here on fluid signals instead of packets: a DCQCN flow receives a CNP-flagged ACK whenever its
+accumulated expected number of ECN-marked packets crosses one; an HPCC flow receives one ACK per step
+whose INT records are the fluid link counters (cumulative wire bytes, queue backlog, line rate).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from moesim.network.cc import dcqcn, hpcc
+from moesim.network.cc.base import INT_FIELDS, MAX_RATE, RATE
+
+MODE_NONE, MODE_DCQCN, MODE_HPCC = 0, 1, 3
+
+
+@njit(cache=True)
+def waterfill_capped(links, coefs, hops, cap, demand_cap, rates, bottleneck):
+    """Weighted progressive filling where flow f never exceeds ``demand_cap[f]`` (its CC/window rate).
+
+    Writes rates and, per flow, the link that froze it (-1 when its own cap did)."""
+    n, n_links = links.shape[0], cap.shape[0]
+    frozen = np.zeros(n, dtype=np.bool_)
+    used = np.zeros(n_links)
+    demand = np.zeros(n_links)
+    level = np.empty(n_links)
+    left = n
+    while left > 0:
+        demand[:] = 0.0
+        for f in range(n):
+            if not frozen[f]:
+                for h in range(hops[f]):
+                    demand[links[f, h]] += coefs[f, h]
+        x = np.inf
+        for k in range(n_links):
+            level[k] = (cap[k] - used[k]) / demand[k] if demand[k] > 0 else np.inf
+            if level[k] < x:
+                x = level[k]
+        for f in range(n):
+            if not frozen[f] and demand_cap[f] < x:
+                x = demand_cap[f]
+        if x < 0.0:
+            x = 0.0
+        threshold = x * (1.0 + 1e-12)
+        for f in range(n):
+            if frozen[f]:
+                continue
+            hit = -2
+            for h in range(hops[f]):
+                if level[links[f, h]] <= threshold:
+                    hit = links[f, h]
+                    break
+            if hit == -2 and demand_cap[f] <= threshold:
+                hit = -1
+            if hit != -2:
+                frozen[f] = True
+                rates[f] = min(x, demand_cap[f])
+                bottleneck[f] = hit
+                left -= 1
+                for h in range(hops[f]):
+                    used[links[f, h]] += coefs[f, h] * rates[f]
+
+
+@njit(cache=True)
+def _fire_dcqcn_timers(st, p, now_ns):
+    """Fire every DCQCN timer due at or before now (earliest first; ties in timer order)."""
+    for _ in range(1000000):
+        best, tid = np.inf, -1
+        for k in range(3):
+            t = dcqcn.timer_time(st, k)
+            if 0.0 <= t <= now_ns and t < best:
+                best, tid = t, k
+        if tid < 0:
+            return
+        dcqcn.on_timer(st, p, best, tid)
+
+
+@njit(cache=True)
+def fluid_step(dt, now_s, mode, qcn, has_win, var_win, payload,
+               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
+               st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
+               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
+    """Advance the fluid state by ``dt`` seconds from ``now_s`` (rates held constant over the step).
+
+    counters: [pause events, CNPs, HPCC updates]. Returns the largest relative change of a CC rate."""
+    n, n_links = links.shape[0], cap.shape[0]
+    # 1. offered rate: CC rate and window over the RTT including queueing delay
+    for f in range(n):
+        qd = 0.0
+        for h in range(nfwd[f]):
+            qd += q[links[f, h]] / cap[links[f, h]]
+        o = line_Bps[f]
+        if cc_on[f] and mode != MODE_NONE:
+            o = min(o, st[f, RATE] / 8.0 / dcoef[f])
+        if has_win and win[f] > 0:
+            w = win[f]
+            if var_win and cc_on[f] and mode != MODE_NONE:
+                w = max(np.floor(win[f] * st[f, RATE] / st[f, MAX_RATE]), 1.0)
+            o = min(o, w / (rtt0[f] + qd))
+        offered[f] = o
+    # 2. what the network delivers: max-min under the offered caps
+    waterfill_capped(links, coefs, hops, cap, offered, rates, bottleneck)
+    # 3. queues: beyond a bottleneck downstream of its own port, a flow sends its offer (window/CC
+    #    bound), limited by the spare capacity of its own port; the surplus over the delivered rate
+    #    builds that bottleneck's backlog. An unsaturated port drains its backlog.
+    load = np.zeros(n_links)
+    excess = np.zeros(n_links)
+    want = np.zeros(n_links)
+    for f in range(n):
+        for h in range(hops[f]):
+            load[links[f, h]] += coefs[f, h] * rates[f]
+        send[f] = rates[f]
+        b = bottleneck[f]
+        if b >= 0 and b != first_queued[f] and switch_egress[b] and offered[f] > rates[f]:
+            want[first_queued[f]] += coefs[f, 0] * (offered[f] - rates[f])
+    for f in range(n):
+        b = bottleneck[f]
+        if b >= 0 and b != first_queued[f] and switch_egress[b] and offered[f] > rates[f]:
+            k0 = first_queued[f]
+            scale = min(1.0, max(cap[k0] - load[k0], 0.0) / want[k0])
+            send[f] = rates[f] + scale * (offered[f] - rates[f])
+            for h in range(nfwd[f]):
+                if links[f, h] == b:
+                    excess[b] += coefs[f, h] * (send[f] - rates[f])
+    frac = np.ones(n_links)
+    for k in range(n_links):
+        tx_bytes[k] += load[k] * dt
+        if not switch_egress[k]:
+            continue
+        qn = q[k] + (excess[k] + load[k] - cap[k]) * dt if (q[k] > 0.0 or excess[k] > 0.0) else 0.0
+        if qn < 0.0:
+            qn = 0.0
+        if qn > q_pfc[k]:
+            # PFC: the port holds at the threshold; the surplus stays at the senders (lossless)
+            if q[k] < q_pfc[k]:
+                counters[0] += 1
+            frac[k] = max(0.0, 1.0 - (qn - q_pfc[k]) / (excess[k] * dt))
+            qn = q_pfc[k]
+        q[k] = qn
+    for f in range(n):
+        b = bottleneck[f]
+        if b >= 0 and frac[b] < 1.0:
+            send[f] = rates[f] + frac[b] * (send[f] - rates[f])
+    # 4. bytes and congestion-control reactions at the end of the step
+    t_end = now_s + dt
+    now_ns = np.floor(t_end * 1e9)
+    ints = np.zeros((hop_tab.shape[1], INT_FIELDS), dtype=np.int64)
+    change = 0.0
+    for f in range(n):
+        got = rates[f] * dt
+        rem[f] -= min(send[f] * dt, rem[f])
+        acked[f] += got
+        if not cc_on[f] or mode == MODE_NONE:
+            continue
+        r0 = st[f, RATE]
+        if mode == MODE_DCQCN:
+            if qcn:
+                pm = 0.0
+                for h in range(nfwd[f]):
+                    k = links[f, h]
+                    if switch_egress[k] and q[k] > kmin[k]:
+                        pk = pmax if q[k] < kmax[k] else 1.0
+                        if q[k] < kmax[k]:
+                            pk = pmax * (q[k] - kmin[k]) / (kmax[k] - kmin[k])
+                        pm = 1.0 - (1.0 - pm) * (1.0 - pk)
+                credit[f] += pm * got / payload
+            _fire_dcqcn_timers(st[f], ccp, now_ns)
+            if credit[f] >= 1.0:
+                credit[f] -= np.floor(credit[f])
+                dcqcn.on_ack(st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
+                counters[1] += 1
+        elif mode == MODE_HPCC:
+            m = 0
+            for h in range(nfwd[f]):
+                k = links[f, h]
+                if switch_egress[k] and m < ints.shape[0]:
+                    ints[m, 0] = np.int64(now_ns)
+                    ints[m, 1] = np.int64(tx_bytes[k])
+                    ints[m, 2] = np.int64(q[k])
+                    ints[m, 3] = np.int64(cap[k] * 8.0)
+                    m += 1
+            if m > 0:
+                qd = 0.0
+                for h in range(nfwd[f]):
+                    qd += q[links[f, h]] / cap[links[f, h]]
+                inflight = rates[f] * (rtt0[f] + qd)
+                hpcc.on_ack(st[f], hop_tab[f], ccp, now_ns, np.int64(acked[f]), np.int64(acked[f] + inflight + 1.0),
+                            False, ints, m, np.int64(win[f]), np.int64(rtt0[f] * 1e9))
+                counters[2] += 1
+        if r0 > 0.0:
+            c = abs(st[f, RATE] - r0) / r0
+            if c > change:
+                change = c
+    return change
