@@ -23,10 +23,11 @@ from moesim.topology.model import Topology
 
 
 @njit(cache=True)
-def _waterfill(links: np.ndarray, coefs: np.ndarray, hops: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """Weighted progressive filling over padded per-flow link rows (numba kernel of max_min_rates)."""
+def waterfill_capped(links, coefs, hops, cap, demand_cap, rates, bottleneck):
+    """Weighted progressive filling where flow f never exceeds ``demand_cap[f]`` (its CC/window rate).
+
+    Writes rates and, per flow, the link that froze it (-1 when its own cap did)."""
     n, n_links = links.shape[0], cap.shape[0]
-    rates = np.zeros(n)
     frozen = np.zeros(n, dtype=np.bool_)
     used = np.zeros(n_links)
     demand = np.zeros(n_links)
@@ -43,21 +44,36 @@ def _waterfill(links: np.ndarray, coefs: np.ndarray, hops: np.ndarray, cap: np.n
             level[k] = (cap[k] - used[k]) / demand[k] if demand[k] > 0 else np.inf
             if level[k] < x:
                 x = level[k]
+        for f in range(n):
+            if not frozen[f] and demand_cap[f] < x:
+                x = demand_cap[f]
+        if x < 0.0:
+            x = 0.0
         threshold = x * (1.0 + 1e-12)
-        newly = np.zeros(n, dtype=np.bool_)
         for f in range(n):
-            if not frozen[f]:
-                for h in range(hops[f]):
-                    if level[links[f, h]] <= threshold:
-                        newly[f] = True
-                        break
-        for f in range(n):
-            if newly[f]:
+            if frozen[f]:
+                continue
+            hit = -2
+            for h in range(hops[f]):
+                if level[links[f, h]] <= threshold:
+                    hit = links[f, h]
+                    break
+            if hit == -2 and demand_cap[f] <= threshold:
+                hit = -1
+            if hit != -2:
                 frozen[f] = True
-                rates[f] = x
+                rates[f] = min(x, demand_cap[f])
+                bottleneck[f] = hit
                 left -= 1
                 for h in range(hops[f]):
-                    used[links[f, h]] += coefs[f, h] * x
+                    used[links[f, h]] += coefs[f, h] * rates[f]
+
+
+def _waterfill(links: np.ndarray, coefs: np.ndarray, hops: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Uncapped progressive filling over padded per-flow link rows (the flow backend's allocation)."""
+    n = links.shape[0]
+    rates = np.zeros(n)
+    waterfill_capped(links, coefs, hops, cap, np.full(n, np.inf), rates, np.zeros(n, dtype=np.int64))
     return rates
 
 

@@ -13,55 +13,9 @@ from numba import njit
 
 from moesim.network.cc import dcqcn, hpcc
 from moesim.network.cc.base import INT_FIELDS, MAX_RATE, RATE
+from moesim.network.flow import waterfill_capped
 
 MODE_NONE, MODE_DCQCN, MODE_HPCC = 0, 1, 3
-
-
-@njit(cache=True)
-def waterfill_capped(links, coefs, hops, cap, demand_cap, rates, bottleneck):
-    """Weighted progressive filling where flow f never exceeds ``demand_cap[f]`` (its CC/window rate).
-
-    Writes rates and, per flow, the link that froze it (-1 when its own cap did)."""
-    n, n_links = links.shape[0], cap.shape[0]
-    frozen = np.zeros(n, dtype=np.bool_)
-    used = np.zeros(n_links)
-    demand = np.zeros(n_links)
-    level = np.empty(n_links)
-    left = n
-    while left > 0:
-        demand[:] = 0.0
-        for f in range(n):
-            if not frozen[f]:
-                for h in range(hops[f]):
-                    demand[links[f, h]] += coefs[f, h]
-        x = np.inf
-        for k in range(n_links):
-            level[k] = (cap[k] - used[k]) / demand[k] if demand[k] > 0 else np.inf
-            if level[k] < x:
-                x = level[k]
-        for f in range(n):
-            if not frozen[f] and demand_cap[f] < x:
-                x = demand_cap[f]
-        if x < 0.0:
-            x = 0.0
-        threshold = x * (1.0 + 1e-12)
-        for f in range(n):
-            if frozen[f]:
-                continue
-            hit = -2
-            for h in range(hops[f]):
-                if level[links[f, h]] <= threshold:
-                    hit = links[f, h]
-                    break
-            if hit == -2 and demand_cap[f] <= threshold:
-                hit = -1
-            if hit != -2:
-                frozen[f] = True
-                rates[f] = min(x, demand_cap[f])
-                bottleneck[f] = hit
-                left -= 1
-                for h in range(hops[f]):
-                    used[links[f, h]] += coefs[f, h] * rates[f]
 
 
 @njit(cache=True)
