@@ -2,13 +2,14 @@
 
     python benchmarks/bench_study_flow.py [--models deepseek-v4-flash,...] [--workers 2] [--backend flow]
 
-Prints total wall-clock, the median and slowest run, and writes nothing.
+Prints total wall-clock, the median and slowest run, a worker's peak memory, and writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import resource
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -45,6 +46,8 @@ def main() -> None:
     print(f"{len(specs)} runs on {args.workers} workers: {total:.1f} s total; per run median {statistics.median(times):.2f} s, "
           f"p90 {times[int(0.9 * len(times))]:.2f} s, max {slow[1]:.1f} s ({slow[0].model} T{slow[0].topology} "
           f"{slow[0].strategy} {slow[0].algorithm} {slow[0].network}); fast-forward {modes}")
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"peak RSS of a worker process {peak_mib:.0f} MiB")
 
 
 if __name__ == "__main__":

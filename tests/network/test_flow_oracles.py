@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from helpers import star
 
 from moesim.network.base import Flow
 from moesim.network.flow import FlowBackend, max_min_rates
 from moesim.network.params import REFERENCE_PRESETS
-
-import numpy as np
 
 P = REFERENCE_PRESETS["none"]
 BW_BPS, DELAY_S = 400e9, 500e-9
@@ -83,3 +82,25 @@ def test_flow_started_later_slows_the_first_only_while_both_run():
     # flow 0: remaining half at half rate → t_half + 2·t_half; flow 1: half at half rate, rest alone
     assert done[0] == pytest.approx(3 * t_half + latency(size), rel=1e-9)
     assert done[1] == pytest.approx(t_half + 2 * t_half + t_half + latency(size), rel=1e-9)
+
+
+def test_flow_state_and_shift_time_move_a_half_drained_incast_forward():
+    # two flows into one receiver, observed half-way: each has size/2 bytes left at rate C/(2·1.036);
+    # shifting time by Δ must move both completions by exactly Δ (layer fast-forward relies on it)
+    size, delta = 1_000_000, 0.25
+    twins = [FlowBackend(star(3), P), FlowBackend(star(3), P)]
+    t_half = size * DATA / C  # both flows share the link: half of each is drained by then
+    for b in twins:
+        for i in (0, 1):
+            b.start_flow(Flow(i, i + 1, 0, size), 0.0)
+        assert b.advance_to(t_half) == []
+    state = twins[1].flow_state(t_half)
+    assert sorted(state) == [0, 1]
+    for (lat_s,), (rem_bytes, rate_Bps) in (state[0], state[1]):
+        assert rem_bytes == pytest.approx(size / 2, rel=1e-12)
+        assert rate_Bps == pytest.approx(C / (2 * DATA), rel=1e-12)
+        assert lat_s == pytest.approx(latency(size), rel=1e-12)
+    twins[1].shift_time(delta)
+    t0, t1 = twins[0].next_completion_s(), twins[1].next_completion_s()
+    assert t1 - t0 == pytest.approx(delta, rel=1e-12)
+    assert twins[0].advance_to(t0 + 1e-3) == twins[1].advance_to(t1 + 1e-3) == [0, 1]

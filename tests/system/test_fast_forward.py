@@ -1,4 +1,8 @@
-"""Layer fast-forward must reproduce full simulation (relative difference < 1e-9) when it is exact."""
+"""Layer fast-forward must reproduce full simulation (relative difference < 1e-9) when it is exact.
+
+The DBT cases jump with flows in flight (their ranks never pause together); the ring cases mostly at
+moments when the network is idle.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,10 @@ CASES = [
     ("kimi-k3", "2", "TP2EP16", "ring_direct"),
     ("glm-5.3", "1", "TP4EP8", "ring_direct"),
     ("deepseek-v4-pro", "5", "TP2EP16", "ring_direct"),
+    ("kimi-k3", "3", "TP4EP8", "dbt_direct"),
+    ("glm-5.3", "1", "TP16EP2", "dbt_direct"),
+    ("deepseek-v4-pro", "4", "TP4EP8", "dbt_direct"),
+    ("deepseek-v4-flash", "4", "TP16EP2", "dbt_direct"),
 ]
 
 
@@ -36,3 +44,15 @@ def test_exact_fast_forward_matches_full_simulation(model, topology, strategy, a
     for a, b in zip(fast_ranks, full_ranks, strict=True):
         for x, y in ((a.wall_s, b.wall_s), (a.gpu_s, b.gpu_s), (a.comm_s, b.comm_s)):
             assert abs(x - y) <= 1e-9 * y
+
+
+def test_approximate_fast_forward_stays_within_two_percent():
+    """A run whose layers never repeat exactly (topology 6, TP8EP4: the ranks' offsets drift through a
+    long cycle) is extrapolated from stationary periods; docs/system.md gives the study-wide error."""
+    spec = RunSpec("deepseek-v4-flash", "6", "TP8EP4", "ring_direct", "ib_cc0", "flow")
+    fast, fast_ranks = run(spec, True)
+    _, full_ranks = run(spec, False)
+    assert fast.fast_forward_mode == "approximate" and fast.fast_forwarded_layers > 10
+    fast_wall, full_wall = max(r.wall_s for r in fast_ranks), max(r.wall_s for r in full_ranks)
+    assert fast_wall != full_wall
+    assert abs(fast_wall - full_wall) <= 0.02 * full_wall

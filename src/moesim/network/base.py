@@ -57,6 +57,17 @@ class NetworkBackend(ABC):
         """Optional per-run diagnostics (bytes per link, FCT records, PFC events, queue samples)."""
         return {}
 
+    def flow_state(self, now_s: float) -> dict[int, tuple[tuple[float, ...], tuple[float, ...]]] | None:
+        """Per flow the backend still holds: (durations in s relative to ``now_s``, magnitudes such as
+        bytes left and rate). Layer fast-forward compares these between layers; ``None`` means the
+        backend cannot describe its in-flight state, so fast-forward only jumps while it is idle."""
+        return {} if self.active_flows == 0 else None
+
+    def shift_time(self, delta_s: float) -> None:
+        """Move every absolute time the backend holds forward by ``delta_s`` (layer fast-forward)."""
+        if self.active_flows:
+            raise NotImplementedError(f"{type(self).__name__} cannot shift time with flows in flight")
+
 
 BACKENDS: Registry[type[NetworkBackend]] = Registry("network backend")
 

@@ -148,16 +148,17 @@ class FlowBackend(NetworkBackend):
         self._paths = _PathModel(topology, params)
         self._cap = self._paths.bw_Bps
         self._now = 0.0
-        self._t_ref = 0.0
-        self._ids = np.zeros(0, dtype=np.int64)
-        self._rem = np.zeros(0)
-        self._rate = np.zeros(0)
-        self._lat = np.zeros(0)
-        self._width = 1
-        self._links = np.zeros((0, 1), dtype=np.int64)
-        self._coefs = np.zeros((0, 1))
-        self._hops = np.zeros(0, dtype=np.int64)
+        self._t_ref = 0.0  # remaining bytes are exact at this time; rates are constant since
+        self._n = 0  # active flows occupy rows [0, n) of the arrays below (capacity grows by doubling)
+        self._ids = np.zeros(16, dtype=np.int64)
+        self._rem = np.zeros(16)
+        self._rate = np.zeros(16)
+        self._lat = np.zeros(16)
+        self._links = np.zeros((16, 1), dtype=np.int64)
+        self._coefs = np.zeros((16, 1))
+        self._hops = np.zeros(16, dtype=np.int64)
         self._dirty = False
+        self._drain_s = math.inf
         self._pending: list[tuple[int, float, float, np.ndarray, np.ndarray]] = []  # started since last reallocation
         self._done: list[tuple[float, int, int]] = []  # (completion time, seq, flow id)
         self._seq = 0
@@ -165,10 +166,10 @@ class FlowBackend(NetworkBackend):
 
     @property
     def active_flows(self) -> int:
-        return len(self._ids) + len(self._pending) + len(self._done)
+        return self._n + len(self._pending) + len(self._done)
 
     def start_flow(self, flow: Flow, now_s: float) -> None:
-        self._sync(now_s)
+        self._now = max(self._now, now_s)
         fwd, rev, dc, ac, lat, row, coef_row = self._paths.describe(flow)
         self.link_bytes[row] += flow.size_bytes * coef_row
         if flow.size_bytes <= 0:
@@ -183,74 +184,98 @@ class FlowBackend(NetworkBackend):
 
     def _sync(self, t: float) -> None:
         """Bring remaining bytes to time ``t`` (rates are constant since ``_t_ref``)."""
-        if t > self._t_ref and len(self._ids):
-            self._rem = self._rem - self._rate * (t - self._t_ref)
+        n = self._n
+        if t > self._t_ref and n:
+            self._rem[:n] -= self._rate[:n] * (t - self._t_ref)
         self._t_ref = max(self._t_ref, t)
-        self._now = max(self._now, t)
 
     def _merge_pending(self) -> None:
-        pend = self._pending
-        self._pending = []
-        width = max(self._width, max(len(p[3]) for p in pend))
-        if width > self._width:
-            pad = width - self._width
-            self._links = np.pad(self._links, ((0, 0), (0, pad)))
-            self._coefs = np.pad(self._coefs, ((0, 0), (0, pad)))
-            self._width = width
-        links = np.zeros((len(pend), width), dtype=np.int64)
-        coefs = np.zeros((len(pend), width))
-        for i, p in enumerate(pend):
-            links[i, : len(p[3])] = p[3]
-            coefs[i, : len(p[4])] = p[4]
-        self._ids = np.concatenate([self._ids, [p[0] for p in pend]]).astype(np.int64)
-        self._rem = np.concatenate([self._rem, [p[1] for p in pend]])
-        self._lat = np.concatenate([self._lat, [p[2] for p in pend]])
-        self._hops = np.concatenate([self._hops, [len(p[3]) for p in pend]]).astype(np.int64)
-        self._links = np.concatenate([self._links, links])
-        self._coefs = np.concatenate([self._coefs, coefs])
+        pend, self._pending = self._pending, []
+        n, k = self._n, len(pend)
+        width = max(self._links.shape[1], max(len(p[3]) for p in pend))
+        if n + k > len(self._ids) or width > self._links.shape[1]:
+            cap = max(2 * (n + k), len(self._ids))
+            for name in ("_ids", "_rem", "_rate", "_lat", "_hops"):
+                old = getattr(self, name)
+                new = np.zeros(cap, dtype=old.dtype)
+                new[:n] = old[:n]
+                setattr(self, name, new)
+            for name in ("_links", "_coefs"):
+                old = getattr(self, name)
+                new = np.zeros((cap, width), dtype=old.dtype)
+                new[:n, : old.shape[1]] = old[:n]
+                setattr(self, name, new)
+        for i, (fid, size, lat, row, coef_row) in enumerate(pend, start=n):
+            self._ids[i], self._rem[i], self._lat[i], self._hops[i] = fid, size, lat, len(row)
+            self._links[i, : len(row)] = row
+            self._links[i, len(row):] = 0
+            self._coefs[i, : len(row)] = coef_row
+            self._coefs[i, len(row):] = 0.0
+        self._n = n + k
 
     def _reallocate(self) -> None:
+        """Bring bytes to now, add the flows started since, share the links anew."""
         if not self._dirty:
             return
         self._dirty = False
+        self._sync(self._now)
         if self._pending:
             self._merge_pending()
-        if len(self._ids):
-            self._rate = _waterfill(self._links, self._coefs, self._hops, self._cap)
-
-    def _next_drain(self) -> float:
-        if not len(self._ids):
-            return math.inf
-        return self._t_ref + float(np.min(self._rem / self._rate))
+        n = self._n
+        if n:
+            self._rate[:n] = _waterfill(self._links[:n], self._coefs[:n], self._hops[:n], self._cap)
+            self._drain_s = self._t_ref + float(np.min(self._rem[:n] / self._rate[:n]))
+        else:
+            self._drain_s = math.inf
 
     def next_completion_s(self, horizon_s: float = math.inf) -> float:
         self._reallocate()
-        t = self._next_drain()
+        t = self._drain_s
         if self._done:
             t = min(t, self._done[0][0])
         return t
 
     def advance_to(self, t_s: float) -> list[int]:
         self._reallocate()
-        while len(self._ids):
-            td = self._next_drain()
-            if td > t_s:
-                break
+        while self._drain_s <= t_s:
+            td, n = self._drain_s, self._n
             self._sync(td)
-            drain_t = self._rem / self._rate
-            drained = drain_t <= 1e-15 * max(td, 1e-9) + 1e-3 / self._rate
+            rem, rate = self._rem[:n], self._rate[:n]
+            drained = rem / rate <= 1e-15 * max(td, 1e-9) + 1e-3 / rate
             for i in np.flatnonzero(drained):
                 self._push_done(td + float(self._lat[i]), int(self._ids[i]))
-            keep = ~drained
-            self._ids, self._rem, self._rate, self._lat = self._ids[keep], self._rem[keep], self._rate[keep], self._lat[keep]
-            self._links, self._coefs, self._hops = self._links[keep], self._coefs[keep], self._hops[keep]
+            keep = np.flatnonzero(~drained)
+            m = len(keep)
+            for arr in (self._ids, self._rem, self._rate, self._lat, self._hops, self._links, self._coefs):
+                arr[:m] = arr[keep]
+            self._n = m
+            self._now = max(self._now, td)
             self._dirty = True
             self._reallocate()
-        self._sync(t_s)
+        self._now = max(self._now, t_s)
         out = []
         while self._done and self._done[0][0] <= t_s:
             out.append(heapq.heappop(self._done)[2])
         return out
+
+    def flow_state(self, now_s: float) -> dict[int, tuple[tuple[float, ...], tuple[float, ...]]]:
+        """Active flows: (latency,), (bytes left now, rate); finished but unreported: (time to report,)."""
+        self._reallocate()
+        n = self._n
+        rem_now = self._rem[:n] - self._rate[:n] * (now_s - self._t_ref)
+        state: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {
+            fid: ((lat,), (rem, rate))
+            for fid, lat, rem, rate in zip(self._ids[:n].tolist(), self._lat[:n].tolist(), rem_now.tolist(),
+                                           self._rate[:n].tolist(), strict=True)
+        }
+        state.update((fid, ((t - now_s,), ())) for t, _, fid in self._done)
+        return state
+
+    def shift_time(self, delta_s: float) -> None:
+        self._t_ref += delta_s
+        self._now += delta_s
+        self._drain_s += delta_s
+        self._done = [(t + delta_s, seq, fid) for t, seq, fid in self._done]  # a uniform shift keeps heap order
 
     def diagnostics(self) -> dict[str, object]:
         return {"link_bytes": self.link_bytes.copy()}
@@ -290,6 +315,12 @@ class AnalyticalBackend(NetworkBackend):
         while self._done and self._done[0][0] <= t_s:
             out.append(heapq.heappop(self._done)[2])
         return out
+
+    def flow_state(self, now_s: float) -> dict[int, tuple[tuple[float, ...], tuple[float, ...]]]:
+        return {fid: ((t - now_s,), ()) for t, _, fid in self._done}
+
+    def shift_time(self, delta_s: float) -> None:
+        self._done = [(t + delta_s, seq, fid) for t, seq, fid in self._done]
 
     def diagnostics(self) -> dict[str, object]:
         return {"link_bytes": self.link_bytes.copy()}

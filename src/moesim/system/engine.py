@@ -215,12 +215,16 @@ class Simulation:
                         self._started[(r, i)] = self.now
                     st.gpu_s += dur
                     self.events.schedule(st.gpu_end, self._compute_done, r, i)
+                    if self._ff is not None:
+                        self._ff.node_started(r, i)
                 else:
                     still.append(i)
             elif not st.comm_busy:
                 st.comm_busy = True
                 if self.timeline is not None:
                     self._started[(r, i)] = self.now
+                if self._ff is not None:
+                    self._ff.node_started(r, i)
                 self._issue_collective(r, i)
             else:
                 still.append(i)
@@ -365,17 +369,30 @@ class Simulation:
         self._node_done(r, inst.node_of[m])
 
 
-_APPROX_PERIODS = 4  # periods that must agree before an approximate jump
+_APPROX_PERIODS = 8  # layer periods observed before an approximate jump
+_WINDOW_LAYERS = 2  # a snapshot covers each rank's current layer and the next one
 
 
 class _FastForward:
-    """Detects a repeating per-layer state while the network is idle and jumps over identical layers."""
+    """Detects a state that repeats one layer later and jumps over the identical layers ahead.
+
+    A snapshot is taken whenever rank 0 starts a layer. It describes, relative to the current time
+    and to each rank's current layer, everything that determines the future: per rank the done/
+    pending nodes of a two-layer window, busy GPU and collective; every collective instance in
+    progress with its chunk counters; every pending engine event; every flow in flight with the
+    backend's view of it (bytes left, rate). If the discrete part of two consecutive snapshots is
+    equal and their times and magnitudes agree (exactly, or within the tolerance over several
+    periods), every further identical layer costs the same period.
+    """
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self.history: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        self.history: dict[tuple[Any, ...], list[_Snapshot]] = {}
         self.layer_first: list[list[int]] = []
         self.layer_sig: list[list[tuple[Any, ...]]] = []
+        self.first_undone = [0] * len(sim.ranks)
+        self.recent: list[_Snapshot] = []  # the last snapshots, whatever their key (approximate mode)
+        self.due = False
         self.enabled = True
         for st in sim.ranks:
             layers = [n.layer for n in st.nodes]
@@ -395,123 +412,185 @@ class _FastForward:
             self.layer_first.append(first)
             self.layer_sig.append(sigs)
 
-    def observe(self) -> None:
-        """At a quiet point (no flow in flight, no transfer or exit pending, every rank inside one compute
-        node or waiting in a collective that has sent nothing yet), record the relative state."""
-        sim = self.sim
-        if not self.enabled or sim.flows or sim.backend.active_flows:
-            return
-        if any(inst.flows_started for inst in sim.instances.values()):
-            return
-        if any(item[3] != sim._compute_done for item in sim.events.items()):
-            return
-        offsets, layers, rels = [], [], []
-        for r, st in enumerate(sim.ranks):
-            if st.ready:
-                return
-            if st.gpu_busy is not None and not st.comm_busy and st.completed == st.gpu_busy:
-                i, kind, rel = st.gpu_busy, "compute", st.gpu_end - sim.now
-            elif st.comm_busy and st.gpu_busy is None and r in sim.current:
-                _, inst, m = sim.current[r]
-                i, kind, rel = inst.node_of[m], "waiting", inst.issue_time[m] - sim.now
-                if st.completed != i:
-                    return
-            else:
-                return
-            L = st.nodes[i].layer
-            offsets.append((kind, i - self.layer_first[r][L]))
-            layers.append(L)
-            rels.append(rel)
-        key = (tuple(offsets), tuple(L - layers[0] for L in layers))
-        snap = (sim.now, tuple(layers), tuple(rels), [(st.gpu_s, st.comm_s, st.wall_s) for st in sim.ranks],
-                [dict(st.group_seq) for st in sim.ranks])
-        hist = self.history.setdefault(key, [])
-        hist.append(snap)
-        if len(hist) < 2:
-            return
-        (t0, layers0, rels0, stats0, counters0), (t1, layers1, rels1, *_) = hist[-2], hist[-1]
-        if any(a != b + 1 for a, b in zip(layers1, layers0, strict=True)):
-            del hist[:-1]
-            return
-        period = t1 - t0
-        if period > 0 and all(abs(a - b) <= 1e-12 + 1e-9 * period for a, b in zip(rels1, rels0, strict=True)):
-            self._try_jump(layers, period, stats0, counters0, 1, "exact")
-            return
-        # Not exactly periodic (shared links make the ranks' offsets wander slightly from layer to
-        # layer). If the last few periods agree within the tolerance, extrapolate with their mean.
-        tol, k = sim.settings.fast_forward_tolerance, _APPROX_PERIODS
-        if tol <= 0 or len(hist) < k + 1:
-            return
-        window = hist[-(k + 1):]
-        if any(b[1][0] != a[1][0] + 1 for a, b in zip(window, window[1:], strict=False)):
-            return
-        periods = [b[0] - a[0] for a, b in zip(window, window[1:], strict=False)]
-        mean = sum(periods) / k
-        if mean <= 0 or max(abs(p - mean) for p in periods) > tol * mean:
-            return
-        if any(abs(a - b) > tol * mean for a, b in zip(window[-1][2], window[-2][2], strict=True)):
-            return
-        self._try_jump(layers, mean, window[0][3], window[0][4], k, "approximate")
+    def node_started(self, r: int, i: int) -> None:
+        """Called by the engine for every node it starts: rank 0 entering a layer makes a snapshot due."""
+        if r == 0 and self.enabled and i == self.layer_first[0][self.sim.ranks[0].nodes[i].layer]:
+            self.due = True
 
-    def _try_jump(self, layers: list[int], period: float, stats0: list[tuple[float, float, float]],
-                  counters0: list[dict[tuple[int, ...], int]], periods_back: int, mode: str) -> None:
-        m = self._skippable(layers)
-        if m < 1:
+    def observe(self) -> None:
+        """After an event batch in which rank 0 started a layer: snapshot, compare, maybe jump."""
+        if not self.due:
             return
-        self._jump(m, period, layers, stats0, counters0, periods_back)
+        self.due = False
+        snap = self._snapshot()
+        if snap is None:
+            return
+        hist = self.history.setdefault(snap.key, [])
+        hist.append(snap)
+        del hist[:-2]
+        if len(hist) == 2 and all(a == b + 1 for a, b in zip(hist[1].layers, hist[0].layers, strict=True)):
+            period = snap.now - hist[0].now
+            if period > 0 and _close(snap, hist[0], period, 1e-9):
+                self._try_jump(snap, hist[0], period, 1, "exact")
+                return
+        # Not exactly periodic: shared links let the ranks' offsets wander from layer to layer. If the
+        # layer period is stationary (the means of the two halves of the last periods agree within the
+        # tolerance), extrapolate the current state with the mean period.
+        k, tol = _APPROX_PERIODS, self.sim.settings.fast_forward_tolerance
+        self.recent.append(snap)
+        del self.recent[:-(k + 1)]
+        window = self.recent
+        if tol <= 0 or len(window) < k + 1 or any(a + k != b for a, b in zip(window[0].layers, snap.layers, strict=True)):
+            return
+        periods = [b.now - a.now for a, b in zip(window, window[1:], strict=False)]
+        mean = sum(periods) / k
+        first_half, second_half = sum(periods[:k // 2]) / (k // 2), sum(periods[k // 2:]) / (k - k // 2)
+        if mean > 0 and abs(first_half - second_half) <= tol * mean and max(abs(p - mean) for p in periods) <= 0.05 * mean:
+            self._try_jump(snap, window[0], mean, k, "approximate")
+
+    def _snapshot(self) -> _Snapshot | None:
+        sim, now = self.sim, self.sim.now
+        flow_state = sim.backend.flow_state(now)
+        if flow_state is None or len(flow_state) != len(sim.flows):
+            return None
+        layers: list[int] = []
+        base: list[int] = []
+        ranks_key: list[tuple[Any, ...]] = []
+        times: list[float] = []
+        mags: list[float] = []
+        for r, st in enumerate(sim.ranks):
+            lo = self.first_undone[r]
+            while lo < len(st.nodes) and st.done[lo]:
+                lo += 1
+            self.first_undone[r] = lo
+            first = self.layer_first[r]
+            if lo == len(st.nodes) or st.nodes[lo].layer + _WINDOW_LAYERS >= len(first):
+                return None
+            L = st.nodes[lo].layer
+            b, hi = first[L], first[L + _WINDOW_LAYERS]
+            done = tuple(st.done[b:hi])
+            pending = [i for i in st.ready] + ([st.gpu_busy] if st.gpu_busy is not None else [])
+            if b + sum(done) != st.completed or any(not b <= i < hi for i in pending):
+                return None  # something happens beyond the window
+            layers.append(L)
+            base.append(b)
+            ranks_key.append((L - layers[0], done, tuple(st.deps_left[b:hi]), tuple(sorted(i - b for i in st.ready)),
+                              -1 if st.gpu_busy is None else st.gpu_busy - b, st.comm_busy))
+            if st.gpu_busy is not None:
+                times.append(st.gpu_end - now)
+        # collective instances, identified by their members and the window positions of their nodes
+        ident = {}
+        for inst in sim.instances.values():
+            ident[id(inst)] = (inst.members, tuple(sorted(
+                (m, i - base[inst.members[m]]) for m, i in inst.node_of.items())))
+        order = {key: n for n, key in enumerate(sorted(ident.values()))}
+        if len(order) != len(ident):
+            return None
+        inst_id = {k: order[v] for k, v in ident.items()}
+        inst_key = []
+        for inst in sorted(sim.instances.values(), key=lambda x: inst_id[id(x)]):
+            inst_key.append((ident[id(inst)], tuple(inst.next_chunk), tuple(inst.exited), inst.finished,
+                             inst.flows_started, tuple((c, tuple(ch.deps_left), tuple(ch.exit_left))
+                                                       for c, ch in sorted(inst.chunks.items()))))
+            times.extend(inst.issue_time[m] - now for m in sorted(inst.issue_time))
+        events = []
+        for t, prio, _, action, args in sim.events.items():
+            if action == sim._compute_done:
+                desc: tuple[Any, ...] = ("compute", args[0], args[1] - base[args[0]])
+            elif action == sim._start_transfer and id(args[0]) in inst_id:
+                desc = ("transfer", inst_id[id(args[0])], args[1], args[2])
+            elif action == sim._stream_exit and id(args[1]) in inst_id:
+                desc = ("exit", inst_id[id(args[1])], args[2], args[3])
+            else:
+                return None
+            events.append((t, prio, desc))
+        # canonical orders (by what an event or flow is, not by when it was created: simultaneous
+        # events and flows may be created in a different order from layer to layer)
+        events.sort(key=lambda e: (e[2], e[1]))
+        events_key = [(prio, desc) for _, prio, desc in events]
+        times.extend(t - now for t, _, _ in events)
+        flows = []
+        for fid, (inst, c, j) in sim.flows.items():
+            state = flow_state.get(fid)
+            if state is None or id(inst) not in inst_id:
+                return None
+            flows.append(((inst_id[id(inst)], c, j, len(state[0]), len(state[1])), state))
+        flows.sort(key=lambda f: f[0])
+        flows_key = [desc for desc, _ in flows]
+        for _, state in flows:
+            times.extend(state[0])
+            mags.extend(state[1])
+        key = (tuple(ranks_key), tuple(inst_key), tuple(events_key), tuple(flows_key))
+        return _Snapshot(key, now, tuple(layers), tuple(times), tuple(mags), tuple(st.comm_s for st in sim.ranks),
+                         sim._next_flow)
+
+    def _try_jump(self, snap: _Snapshot, back: _Snapshot, period: float, periods_back: int, mode: str) -> None:
+        m = self._skippable(snap.layers, periods_back)
+        if m < 1 or not self._jump(m, period, snap.layers, back, periods_back):
+            return
         self.history.clear()
+        self.recent.clear()
         sim = self.sim
         sim.fast_forward_mode = mode if sim.fast_forward_mode in ("none", mode) else "approximate"
 
-    def _skippable(self, layers: list[int]) -> int:
-        """Largest m such that layers L..L+m of every rank equal layer L-1 (the period just observed)."""
+    def _skippable(self, layers: tuple[int, ...], periods_back: int) -> int:
+        """Largest m such that layers L-periods_back .. L+m+1 of every rank are identical (the observed
+        periods, the skipped layers and the window the snapshot lands in)."""
         m = None
         for r, L in enumerate(layers):
             sigs = self.layer_sig[r]
+            if L - periods_back < 0 or any(sigs[L - j] != sigs[L - 1] for j in range(2, periods_back + 1)):
+                return 0
             k = 0
             while L + k < len(sigs) and sigs[L + k] == sigs[L - 1]:
                 k += 1
-            # the frontier must land inside an identical layer: k - 1 full layers can be skipped
-            m = k - 1 if m is None else min(m, k - 1)
-        return m or 0
+            m = k - _WINDOW_LAYERS if m is None else min(m, k - _WINDOW_LAYERS)
+        return max(m or 0, 0)
 
-    def _jump(self, m: int, period: float, layers: list[int], stats0: list[tuple[float, float, float]],
-              counters0: list[dict[tuple[int, ...], int]], periods_back: int) -> None:
+    def _jump(self, m: int, period: float, layers: tuple[int, ...], back: _Snapshot, periods_back: int) -> bool:
         sim = self.sim
+        flows_per_period, rest = divmod(sim._next_flow - back.next_flow, periods_back)
+        if rest and periods_back == 1:
+            return False
         shift = m * period
-        moved: dict[tuple[int, int], tuple[int, int]] = {}
+        stride = []
+        per_layer: dict[tuple[int, ...], int] = defaultdict(int)  # collectives per layer on each group
         for r, st in enumerate(sim.ranks):
-            L = layers[r]
-            stride = self.layer_first[r][L + m] - self.layer_first[r][L]
-            waiting = st.gpu_busy is None
-            i = sim.current[r][1].node_of[sim.current[r][2]] if waiting else st.gpu_busy
-            assert i is not None
-            new_i = i + stride
-            for k in range(i, new_i):
-                st.done[k] = True
-            st.completed = new_i
-            for k in range(new_i, len(st.nodes)):
+            first, L = self.layer_first[r], layers[r]
+            s = first[L + m] - first[L]
+            b, hi = first[L], first[L + _WINDOW_LAYERS]
+            done, deps_left = st.done[b:hi], st.deps_left[b:hi]
+            st.done[b:b + s] = [True] * s
+            st.done[b + s:hi + s] = done
+            st.deps_left[b + s:hi + s] = deps_left
+            for k in range(hi + s, len(st.nodes)):
                 st.deps_left[k] = sum(1 for d in st.nodes[k].deps if not st.done[st.index[d]])
-            if waiting:
-                _, inst, mem = sim.current[r]
-                inst.node_of[mem] = new_i
-                inst.issue_time[mem] += shift
-            else:
-                st.gpu_busy = new_i
+            st.completed += s
+            st.ready = [i + s for i in st.ready]
+            if st.gpu_busy is not None:
+                st.gpu_busy += s
                 st.gpu_end += shift
-                moved[(r, i)] = (r, new_i)
-            g0, c0, w0 = stats0[r]
-            st.gpu_s += m * (st.gpu_s - g0) / periods_back
-            st.comm_s += m * (st.comm_s - c0) / periods_back
-            st.wall_s += m * period
-            for grp, n in list(st.group_seq.items()):
-                st.group_seq[grp] = n + m * (n - counters0[r].get(grp, 0)) // periods_back
-        # collectives some ranks already entered move to the sequence number of their new layer
+            # per layer: the GPU time and collectives of one (identical) layer; comm time as observed
+            for node in st.nodes[first[L - 1]:first[L]]:
+                if node.kind is NodeKind.COMPUTE:
+                    st.gpu_s += m * roofline_time_s(node, sim.settings.peak_flops, sim.settings.mem_bw_bytes_per_s,
+                                                    sim.settings.roofline)
+                else:
+                    group = sim.workload.collective_ranks(r, node)
+                    st.group_seq[group] += m
+                    if r == group[0]:
+                        per_layer[group] += 1
+            st.comm_s += m * (st.comm_s - back.comm_s[r]) / periods_back
+            st.wall_s += shift
+            self.first_undone[r] += s
+            stride.append(s)
+        # collectives in progress move to the nodes and sequence numbers of their new layer
         rekeyed: dict[tuple[tuple[int, ...], int], _Instance] = {}
         for (members, seq), inst in sim.instances.items():
-            r0 = members[0]
-            per = (sim.ranks[r0].group_seq[members] - counters0[r0].get(members, 0)) // (periods_back + m)
-            new_key = (members, seq + m * per)
+            for mem in inst.node_of:
+                inst.node_of[mem] += stride[members[mem]]
+                inst.issue_time[mem] += shift
+            new_key = (members, seq + m * per_layer[members])
             rekeyed[new_key] = inst
             for r in members:
                 if r in sim.current and sim.current[r][1] is inst:
@@ -519,12 +598,34 @@ class _FastForward:
         sim.instances = rekeyed
         items = []
         for time_s, prio, seq, action, args in sim.events.items():
-            if action == sim._compute_done and args in moved:
-                items.append((time_s + shift, prio, seq, action, moved[args]))
-            else:
-                items.append((time_s + shift, prio, seq, action, args))
+            if action == sim._compute_done:
+                args = (args[0], args[1] + stride[args[0]])
+            items.append((time_s + shift, prio, seq, action, args))
         sim.events.replace(items)
+        sim.backend.shift_time(shift)
+        sim.now += shift
+        sim._next_flow += m * flows_per_period
         sim.fast_forwarded_layers += m
+        return True
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """The relative state at the start of one of rank 0's layers (see ``_FastForward``)."""
+
+    key: tuple[Any, ...]
+    now: float
+    layers: tuple[int, ...]
+    times: tuple[float, ...]
+    mags: tuple[float, ...]
+    comm_s: tuple[float, ...]
+    next_flow: int
+
+
+def _close(a: _Snapshot, b: _Snapshot, period: float, tol: float) -> bool:
+    """Times agree within ``tol`` of the period, magnitudes within ``tol`` relative."""
+    return (all(abs(x - y) <= 1e-12 + tol * period for x, y in zip(a.times, b.times, strict=True))
+            and all(abs(x - y) <= 1e-9 + tol * max(abs(x), abs(y)) for x, y in zip(a.mags, b.mags, strict=True)))
 
 
 def simulate(workload: Workload, topology: Topology, backend: NetworkBackend,

@@ -107,10 +107,10 @@ class Workload:
             coords.append((rank // stride) % size)
             strides.append(stride)
             stride *= size
-        members = [0]
+        ranks = [0]
         for d, size in enumerate(self.logical_dims):
             if dims[d]:
-                members = [m + i * strides[d] for i in range(size) for m in members]
+                ranks = [m + i * strides[d] for i in range(size) for m in ranks]
             else:
-                members = [m + coords[d] * strides[d] for m in members]
-        return tuple(sorted(members))
+                ranks = [m + coords[d] * strides[d] for m in ranks]
+        return tuple(sorted(ranks))

@@ -35,6 +35,7 @@ def hd_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, chunk_
     transfers: list[Transfer] = []
     for k, (dist, msg, _) in enumerate(steps):
         for i in range(n):
+            after: tuple[int, ...]
             if k == 0:
                 after, delay = (), d
             else:

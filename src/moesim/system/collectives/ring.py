@@ -28,6 +28,7 @@ def ring_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, chun
     transfers = []
     for k in range(steps):
         for i in range(n):
+            after: tuple[int, ...]
             if k == 0:
                 after, delay = (), d
             else:
