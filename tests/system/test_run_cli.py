@@ -34,6 +34,8 @@ def test_same_run_twice_gives_identical_json():
     (["--model", "mixtral-8x7b", "--topology", "1", "--strategy", "TP2EP16"], "does not divide"),
     (["--model", "deepseek-v4-flash", "--topology", "1", "--strategy", "TP2EP16", "--network", "wifi"], "allowed"),
     (["--model", "deepseek-v4-flash", "--topology", "1", "--strategy", "TP2EP16", "--set", "warp=9"], "warp"),
+    (["--model", "deepseek-v4-flash", "--topology", "1", "--strategy", "TP2EP16", "--set", "fabric_bandwidth_bps=-5"],
+     "fabric_bandwidth_bps"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(args, needle):
     res = moesim("run", *args)

@@ -45,6 +45,9 @@ def override_types() -> dict[str, Any]:
         for f in dataclasses.fields(cls):
             if f.name not in skip:
                 out.setdefault(f.name, hints.get(f.name, Any))
+    from moesim.system.run import LINK_BANDWIDTH_KEYS
+
+    out.update(dict.fromkeys(LINK_BANDWIDTH_KEYS, float))
     return out
 
 
@@ -52,7 +55,7 @@ def _is_known_override(name: str) -> bool:
     from moesim.system.run import split_overrides
 
     try:
-        split_overrides({name: None})
+        split_overrides({name: 1.0})  # a value every known name accepts here
     except MoesimError:
         return False
     return True

@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from moesim.errors import MoesimError
+from moesim.errors import MoesimError, input_error
 from moesim.network.base import Flow, NetworkBackend
 from moesim.system.collectives import Plan, StepTiming, chunk_sizes, plan_for
 from moesim.system.compute import roofline_time_s
@@ -58,6 +58,22 @@ class SystemSettings:
     intra_server_cc: bool = False
     fast_forward: bool = True
     fast_forward_tolerance: float = 2e-3
+
+    def __post_init__(self) -> None:
+        if self.scheduling_policy not in ("LIFO", "FIFO"):
+            raise input_error("system settings", "scheduling_policy", f"got {self.scheduling_policy!r}", ("LIFO", "FIFO"))
+        for name in ("dataset_splits", "active_chunks"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise input_error("system settings", name, f"must be a positive integer, got {value!r}")
+        for name in ("peak_flops", "mem_bw_bytes_per_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise input_error("system settings", name, f"must be a positive number, got {value!r}")
+        for name in ("endpoint_delay_s", "fast_forward_tolerance"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+                raise input_error("system settings", name, f"must be a number >= 0, got {value!r}")
 
     def implementation(self, ctype: CollectiveType, dims: tuple[bool, ...], subgroup: bool) -> str:
         """Per-dimension implementation; a communicator sub-group uses a 1-D ring unless exactly one

@@ -8,13 +8,14 @@ import time
 from typing import Any
 
 from moesim import __version__
-from moesim.errors import MoesimError
+from moesim.errors import MoesimError, input_error
 from moesim.models.catalog import get_model
 from moesim.network import BACKENDS
 from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.params import NetworkParams, network_mode
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RunResult, RunSpec
+from moesim.topology.builder import LINK_KINDS
 from moesim.topology.catalog import get_topology
 from moesim.workload.generator import WorkloadOptions, generate
 from moesim.workload.layout import ParallelLayout
@@ -23,11 +24,14 @@ _WORKLOAD_KEYS = {"tokens"} | {f.name for f in dataclasses.fields(WorkloadOption
 _SYSTEM_KEYS = {f.name for f in dataclasses.fields(SystemSettings)} - {
     "all_reduce", "all_to_all", "all_gather", "reduce_scatter"}
 _NETWORK_KEYS = {f.name for f in dataclasses.fields(NetworkParams)} - {"name"}
+LINK_BANDWIDTH_KEYS = {f"{kind}_bandwidth_bps": kind for kind in LINK_KINDS}
+"""Topology overrides: every link of one kind gets this bandwidth (e.g. ``fabric_bandwidth_bps``)."""
 
 
-def split_overrides(overrides: dict[str, Any], source: str = "overrides") -> tuple[dict, dict, dict]:
-    """Sort override names into (workload, system, network) parts; unknown names are an error."""
-    wl, sy, net = {}, {}, {}
+def split_overrides(overrides: dict[str, Any], source: str = "overrides") -> tuple[dict, dict, dict, dict]:
+    """Sort override names into (workload, system, network, link bandwidth by kind) parts; unknown
+    names are an error."""
+    wl, sy, net, links = {}, {}, {}, {}
     for key, value in overrides.items():
         if key in _WORKLOAD_KEYS:
             wl[key] = value
@@ -35,21 +39,27 @@ def split_overrides(overrides: dict[str, Any], source: str = "overrides") -> tup
             sy[key] = value
         elif key in _NETWORK_KEYS:
             net[key] = value
+        elif key in LINK_BANDWIDTH_KEYS:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise input_error(source, key, f"must be a positive bandwidth in bits/s, got {value!r}")
+            links[LINK_BANDWIDTH_KEYS[key]] = float(value)
         else:
-            allowed = sorted(_WORKLOAD_KEYS | _SYSTEM_KEYS | _NETWORK_KEYS)
+            allowed = sorted(_WORKLOAD_KEYS | _SYSTEM_KEYS | _NETWORK_KEYS | set(LINK_BANDWIDTH_KEYS))
             raise MoesimError(f"{source}: field '{key}': unknown parameter (allowed: {', '.join(allowed)})")
-    return wl, sy, net
+    return wl, sy, net, links
 
 
 def prepare(spec: RunSpec) -> tuple[Any, ...]:
     """Resolve every input of a run, so errors surface before anything is simulated."""
     if spec.algorithm not in ALGORITHMS:
         raise MoesimError(f"unknown algorithm '{spec.algorithm}' (allowed: {', '.join(ALGORITHMS)})")
-    wl_over, sys_over, net_over = split_overrides(spec.override_dict())
+    wl_over, sys_over, net_over, link_bw = split_overrides(spec.override_dict())
     model = get_model(spec.model)
     layout = ParallelLayout.parse(spec.strategy)
     params = network_mode(spec.network).with_overrides(net_over)
     topology = get_topology(spec.topology, nic_switch_delay_s=params.nic_switch_delay_s)
+    if link_bw:
+        topology = topology.with_link_bandwidths(link_bw)
     layout.validate(num_ranks=topology.num_gpus, routed_experts=model.routed_experts,
                     source=f"run {spec.model}/{spec.topology}")
     tokens = int(wl_over.pop("tokens", 4096))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import zlib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from functools import cached_property
 from typing import Any
@@ -117,6 +117,13 @@ class Topology:
 
     def nodes_of_kind(self, kind: NodeKind) -> tuple[TopoNode, ...]:
         return tuple(n for n in self.nodes if n.kind == kind)
+
+    def with_link_bandwidths(self, bandwidth_bps: dict[str, float]) -> Topology:
+        """A copy in which every link of the given kinds (pcie, upi, p2p, fabric, nvlink) has a new
+        bandwidth; routes do not change (they follow hop count, then delay)."""
+        links = tuple(replace(link, bandwidth_bps=bandwidth_bps[link.kind]) if link.kind in bandwidth_bps else link
+                      for link in self.links)
+        return replace(self, links=links)
 
     def meta_value(self, key: str, default: str = "") -> str:
         return dict(self.meta).get(key, default)
