@@ -392,7 +392,8 @@ _WINDOW_LAYERS = 2  # a snapshot covers each rank's current layer and the next o
 class _FastForward:
     """Detects a state that repeats one layer later and jumps over the identical layers ahead.
 
-    A snapshot is taken whenever rank 0 starts a layer. It describes, relative to the current time
+    A snapshot is taken whenever rank 0 starts a layer (with a backend that cannot describe its flows
+    in flight, at the first moment after that when the network is idle). It describes, relative to the current time
     and to each rank's current layer, everything that determines the future: per rank the done/
     pending nodes of a two-layer window, busy GPU and collective; every collective instance in
     progress with its chunk counters; every pending engine event; every flow in flight with the
@@ -437,8 +438,11 @@ class _FastForward:
         """After an event batch in which rank 0 started a layer: snapshot, compare, maybe jump."""
         if not self.due:
             return
+        flow_state = self.sim.backend.flow_state(self.sim.now)
+        if flow_state is None:
+            return  # the backend cannot describe its flows in flight: wait until the network is idle
         self.due = False
-        snap = self._snapshot()
+        snap = self._snapshot(flow_state)
         if snap is None:
             return
         hist = self.history.setdefault(snap.key, [])
@@ -464,10 +468,9 @@ class _FastForward:
         if mean > 0 and abs(first_half - second_half) <= tol * mean and max(abs(p - mean) for p in periods) <= 0.05 * mean:
             self._try_jump(snap, window[0], mean, k, "approximate")
 
-    def _snapshot(self) -> _Snapshot | None:
+    def _snapshot(self, flow_state: dict[int, tuple[tuple[float, ...], tuple[float, ...]]]) -> _Snapshot | None:
         sim, now = self.sim, self.sim.now
-        flow_state = sim.backend.flow_state(now)
-        if flow_state is None or len(flow_state) != len(sim.flows):
+        if len(flow_state) != len(sim.flows):
             return None
         layers: list[int] = []
         base: list[int] = []
