@@ -148,7 +148,7 @@ class FlowBackend(NetworkBackend):
         self._paths = _PathModel(topology, params)
         self._cap = self._paths.bw_Bps
         self._now = 0.0
-        self._t_ref = 0.0  # remaining bytes are exact at this time; rates are constant since
+        self._t_ref = 0.0  # remaining bytes are exact at this time (rates have not changed since)
         self._n = 0  # active flows occupy rows [0, n) of the arrays below (capacity grows by doubling)
         self._ids = np.zeros(16, dtype=np.int64)
         self._rem = np.zeros(16)

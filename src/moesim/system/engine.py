@@ -6,10 +6,10 @@ nodes are examined in ascending id order; compute time is a roofline; a collecti
 chunks (B.1) that run one after another per rank (``active_chunks`` at a time), each chunk expanded
 by its algorithm into point-to-point transfers that become network flows.
 
-Layer fast-forward: whenever the network is idle and every rank is inside a compute node, the
-engine records the ranks' relative state (position within their layer, time to finish). When the
-same relative state recurs one layer later and the layers ahead are identical, every further layer
-costs the same period, so the engine jumps over them exactly instead of simulating them.
+Layer fast-forward: whenever rank 0 starts a layer, the engine records the whole state relative to
+the current time and layer (ranks, collectives in progress, pending events, flows in flight). When
+the same relative state recurs one layer later and the layers ahead are identical, every further
+layer costs the same period, so the engine jumps over them instead of simulating them (docs/system.md).
 """
 
 from __future__ import annotations
