@@ -101,9 +101,9 @@ def test_unknown_and_unavailable_executors(small_specs: list, tmp_path: Path) ->
 class _KillWorkerOnLine(io.StringIO):
     """A progress stream that SIGKILLs one of this process's pool workers when line ``n`` is written."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, settle_s: float = 0.0) -> None:
         super().__init__()
-        self.n, self.lines, self.killed = n, 0, None
+        self.n, self.settle_s, self.lines, self.killed = n, settle_s, 0, None
 
     def write(self, text: str) -> int:
         self.lines += text.count("\n")
@@ -112,13 +112,15 @@ class _KillWorkerOnLine(io.StringIO):
             if workers:
                 self.killed = workers[0]
                 os.kill(workers[0], signal.SIGKILL)
+                time.sleep(self.settle_s)  # long enough for the pool to notice before the next submit
         return super().write(text)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("settle_s", [0.0, 2.0], ids=["death-seen-by-wait", "death-seen-by-submit"])
 def test_a_killed_worker_is_replaced_and_its_run_retried(small_specs: list, reference_store: Path,
-                                                         tmp_path: Path) -> None:
-    stream = _KillWorkerOnLine(3)  # the header, then two finished runs
+                                                         tmp_path: Path, settle_s: float) -> None:
+    stream = _KillWorkerOnLine(3, settle_s)  # the header, then two finished runs
     summary = run_sweep(small_specs, tmp_path, workers=2, progress="plain", stream=stream)
     assert stream.killed is not None
     assert (summary.ran, summary.failures) == (24, ())

@@ -66,11 +66,16 @@ class LocalExecutor(Executor):
             while queue or inflight:
                 if pool is None:
                     pool = self._pool(size)
+                broken = False
                 while queue and len(inflight) < size:
                     run = queue.popleft()
-                    inflight[pool.submit(run_one, run.run_id, run.spec, diagnostics)] = run
-                done, _ = wait(inflight, return_when=FIRST_COMPLETED)
-                broken = False
+                    try:
+                        inflight[pool.submit(run_one, run.run_id, run.spec, diagnostics)] = run
+                    except BrokenProcessPool:  # a worker died since the last wait: this run never started
+                        queue.appendleft(run)
+                        broken = True
+                        break
+                done = set() if broken else wait(inflight, return_when=FIRST_COMPLETED).done
                 for fut in list(done):
                     run = inflight.pop(fut)
                     exc = fut.exception()
