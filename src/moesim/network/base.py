@@ -40,10 +40,11 @@ class NetworkBackend(ABC):
         """Inject ``flow`` at time ``now_s`` (never earlier than the last ``advance_to``)."""
 
     @abstractmethod
-    def next_completion_s(self, horizon_s: float = math.inf) -> float:
+    def next_completion_s(self, horizon_s: float | None = None) -> float:
         """Time of the next backend event (a flow completion or an internal rate change) given the flows
-        started so far; ``math.inf`` if none. ``horizon_s`` (the engine's next own event) lets a backend
-        stop looking ahead past it."""
+        started so far; ``math.inf`` if none. A ``horizon_s`` (the engine's next own event, maybe
+        ``math.inf``) promises that no flow starts before the earlier of it and the answer, so a backend
+        may stop looking ahead there and need not keep a way back; ``None`` promises nothing."""
 
     @abstractmethod
     def advance_to(self, t_s: float) -> list[int]:

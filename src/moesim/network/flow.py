@@ -228,7 +228,7 @@ class FlowBackend(NetworkBackend):
         else:
             self._drain_s = math.inf
 
-    def next_completion_s(self, horizon_s: float = math.inf) -> float:
+    def next_completion_s(self, horizon_s: float | None = None) -> float:
         self._reallocate()
         t = self._drain_s
         if self._done:
@@ -307,7 +307,7 @@ class AnalyticalBackend(NetworkBackend):
         heapq.heappush(self._done, (t, self._seq, flow.flow_id))
         self._seq += 1
 
-    def next_completion_s(self, horizon_s: float = math.inf) -> float:
+    def next_completion_s(self, horizon_s: float | None = None) -> float:
         return self._done[0][0] if self._done else math.inf
 
     def advance_to(self, t_s: float) -> list[int]:

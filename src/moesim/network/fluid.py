@@ -221,7 +221,7 @@ class FluidBackend(NetworkBackend):
         self._add(flow)
         self._fresh = False
 
-    def next_completion_s(self, horizon_s: float = math.inf) -> float:
+    def next_completion_s(self, horizon_s: float | None = None) -> float:
         self._refresh()
         t = self._t + self._next_drain_dt()
         if len(self._cols["ids"]) and self._dynamic():

@@ -3,8 +3,8 @@
 Protocol with the event loop: ``advance_to(t)`` simulates until ``t`` or until a batch of flows
 completes (all at one ns), whichever comes first, and returns the completed ids; ``now_s`` is where
 it stopped. ``next_completion_s(horizon_s)`` simulates ahead to the next completion batch, never past
-the caller's next own event when given; without a horizon it keeps a copy of the state and rolls back
-if a flow is then started before that batch. Flows started at time t start after the network's own
+the caller's next own event (the engine always gives it, ``math.inf`` when it has none); without a
+horizon it keeps a copy of the state and rolls back if a flow is then started before that batch. Flows started at time t start after the network's own
 events at t, whichever path led there, so results never depend on the protocol. Starting a flow
 before the simulated time otherwise is a ``MoesimError``.
 """
@@ -162,18 +162,19 @@ class PacketBackend(NetworkBackend):
         S.starts[n] = q
         S.g[G_NSTART] = n + 1
 
-    def next_completion_s(self, horizon_s: float = math.inf) -> float:
+    def next_completion_s(self, horizon_s: float | None = None) -> float:
         """Time of the next completion batch, simulating ahead to find it.
 
-        With a finite ``horizon_s`` (the caller's next own event) the kernel never passes it and
-        ``math.inf`` means "none up to the horizon". Without one, the state before the look-ahead is
-        kept so that a flow started earlier than the batch can still be simulated exactly (rollback).
+        With a ``horizon_s`` (the caller's next own event) the kernel never passes it and ``math.inf``
+        means "none up to the horizon". Without one, the state before the look-ahead is kept (a copy
+        of every state array) so that a flow started earlier than the batch can still be simulated
+        exactly (rollback).
         """
         if self._pending is None:
             if self._running == 0:
                 return math.inf
-            horizon = _ns(horizon_s)
-            if horizon >= T_INF and self._snapshot is None:
+            horizon = int(T_INF) if horizon_s is None else _ns(horizon_s)
+            if horizon_s is None and self._snapshot is None:
                 self._snapshot = self._take_snapshot()
             self._pending = self._run(horizon)
             if self._pending is None:
@@ -358,12 +359,15 @@ MUTABLE = ("port", "node", "pk", "pk_int", "qp", "qp_cc", "qp_hop", "qp_free", "
 """State arrays the kernel rewrites (copied for a look-ahead that may be rolled back; it only appends to
 the logs and the completion list, and only reads the start list)."""
 
-_QP_FIELDS: tuple[str, ...] = QP_DTYPE.names or ()
+_QP_INDEX = {name: i for i, name in enumerate(QP_DTYPE.names or ())}
 
 
 def _qp_record(**values: object) -> tuple[object, ...]:
     """A QP_DTYPE row: the given fields, zero elsewhere."""
-    return tuple(values.get(name, 0) for name in _QP_FIELDS)
+    row: list[object] = [0] * len(_QP_INDEX)
+    for name, value in values.items():
+        row[_QP_INDEX[name]] = value
+    return tuple(row)
 
 
 @dataclass

@@ -1,0 +1,34 @@
+"""The engine always passes its next own event as the look-ahead horizon (``math.inf`` when it has
+none), which promises the backend that no flow starts before the answer: the packet backend then
+keeps no copy of its state. The promise must hold: ignoring it (the backend snapshots before every
+look-ahead and would roll back a flow started too early) gives bit-identical ranks and no rollback.
+"""
+
+from __future__ import annotations
+
+from moesim.network.packet.backend import PacketBackend
+from moesim.system.engine import Simulation
+from moesim.system.run import prepare
+from moesim.system.spec import RunSpec
+
+
+class _NoPromise(PacketBackend):
+    looked_ahead_without_horizon = 0
+
+    def next_completion_s(self, horizon_s: float | None = None) -> float:
+        if horizon_s == float("inf"):
+            self.looked_ahead_without_horizon += 1
+            horizon_s = None
+        return super().next_completion_s(horizon_s)
+
+
+def test_engine_keeps_its_horizon_promise():
+    spec = RunSpec("deepseek-v4-flash", "3", "TP16EP2", "ring_direct", "roce_dcqcn", "packet", (("tokens", 128),))
+    _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
+    assert backend_cls is PacketBackend
+    promised, careful = PacketBackend(topology, params), _NoPromise(topology, params)
+    ranks = Simulation(workload, topology, promised, settings).run()
+    assert Simulation(workload, topology, careful, settings).run() == ranks
+    assert careful.looked_ahead_without_horizon > 100
+    assert promised.rollbacks == careful.rollbacks == 0
+    assert promised.completed == careful.completed > 0
