@@ -4,9 +4,10 @@ Protocol with the event loop: ``advance_to(t)`` simulates until ``t`` or until a
 completes (all at one ns), whichever comes first, and returns the completed ids; ``now_s`` is where
 it stopped. ``next_completion_s(horizon_s)`` simulates ahead to the next completion batch, never past
 the caller's next own event (the engine always gives it, ``math.inf`` when it has none); without a
-horizon it keeps a copy of the state and rolls back if a flow is then started before that batch. Flows started at time t start after the network's own
-events at t, whichever path led there, so results never depend on the protocol. Starting a flow
-before the simulated time otherwise is a ``MoesimError``.
+horizon it keeps a copy of the state and rolls back if a flow is then started before that batch.
+Flows started at time t start after the network's own events at t, whichever path led there, so
+results never depend on the protocol. Starting a flow before the simulated time otherwise is a
+``MoesimError``.
 """
 
 from __future__ import annotations
