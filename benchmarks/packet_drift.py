@@ -1,0 +1,112 @@
+"""How packet-level asymmetries between ranks grow (the figures of docs/calibration.md, packet section).
+
+    python benchmarks/packet_drift.py pair
+    python benchmarks/packet_drift.py layers deepseek-v4-flash 6 TP2EP16 ring_direct ib_cc0 [--tokens 256]
+
+``pair``: two GPUs behind one PCIe switch (512 Gb/s, 0.2 µs links), ib_cc0. Two opposite 256 KiB
+messages started δ apart, then a 2 MiB two-rank ring all-reduce with one rank starting δ late; prints
+how far apart they end. ``layers``: one study run simulated in full with its timeline; prints per
+layer rank 0's period and, for the first nodes, how far apart the ranks finish them. Writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+
+from moesim.network.base import Flow
+from moesim.network.packet import PacketBackend
+from moesim.network.params import network_mode
+from moesim.system.engine import Simulation, SystemSettings, simulate
+from moesim.system.run import prepare
+from moesim.system.spec import RunSpec
+from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
+from moesim.workload.graph import CollectiveType, Node, RankGraph, Workload
+from moesim.workload.graph import NodeKind as WorkNodeKind
+
+DELTAS_NS = (0, 10, 30, 100)
+
+
+def two_gpus(bandwidth_bps: float = 512e9, delay_s: float = 200e-9) -> Topology:
+    nodes = (TopoNode("g0", NodeKind.GPU, 0), TopoNode("g1", NodeKind.GPU, 1), TopoNode("sw", NodeKind.PCIE_SWITCH))
+    links = tuple(Link(i, a, b, bandwidth_bps, delay_s)
+                  for i, (a, b) in enumerate((("g0", "sw"), ("sw", "g0"), ("g1", "sw"), ("sw", "g1"))))
+    return Topology("two_gpus", nodes, links, (GpuInfo("g0", 0, None, None, None), GpuInfo("g1", 1, None, None, None)))
+
+
+def opposite_messages(delta_ns: int, size_bytes: int = 256 << 10) -> tuple[float, float]:
+    topo = two_gpus()
+    b = PacketBackend(topo, network_mode("ib_cc0"))
+    b.start_flow(Flow(0, 0, 1, size_bytes), 0.0)
+    b.advance_to(delta_ns * 1e-9)
+    b.start_flow(Flow(1, 1, 0, size_bytes), delta_ns * 1e-9)
+    ends = {}
+    while (t := b.next_completion_s()) < math.inf:
+        ends.update({f: t * 1e9 for f in b.advance_to(t)})
+    return ends[0], ends[1]
+
+
+def late_all_reduce(delta_ns: int, size_bytes: int = 2 << 20) -> tuple[float, float]:
+    graphs = tuple(RankGraph(r, (
+        Node(0, "wait", WorkNodeKind.COMPUTE, duration_ns=delta_ns if r == 1 else 0),
+        Node(1, "all_reduce", WorkNodeKind.COLLECTIVE, deps=(0,), collective=CollectiveType.ALL_REDUCE,
+             size_bytes=size_bytes),
+    )) for r in range(2))
+    topo = two_gpus()
+    times = simulate(Workload("late_all_reduce", graphs, (2,)), topo, PacketBackend(topo, network_mode("ib_cc0")),
+                     SystemSettings(roofline=False))
+    return times[0].wall_s * 1e9, times[1].wall_s * 1e9
+
+
+def pair() -> None:
+    for delta in DELTAS_NS:
+        a, b = opposite_messages(delta)
+        r0, r1 = late_all_reduce(delta)
+        print(f"δ {delta:4d} ns: opposite 256 KiB messages end {b - a:+5.0f} ns apart (A {a:.0f}, B {b:.0f}); "
+              f"2-rank ring all-reduce: ranks end {r1 - r0:+5.0f} ns apart")
+
+
+def layers(spec: RunSpec, show_nodes: int) -> None:
+    _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
+    sim = Simulation(workload, topology, backend_cls(topology, params),
+                     dataclasses.replace(settings, fast_forward=False), record_timeline=True)
+    sim.run()
+    layer_of = {n.id: n.layer for n in workload.graphs[0].nodes}
+    ends: dict[int, dict[int, float]] = {}
+    layer_start: dict[int, float] = {}
+    for rank, node_id, _name, start, end in sim.timeline or []:
+        ends.setdefault(node_id, {})[rank] = end
+        if rank == 0:
+            layer = layer_of[node_id]
+            layer_start[layer] = min(start, layer_start.get(layer, math.inf))
+    names = {n.id: n.name for n in workload.graphs[0].nodes}
+    for node_id in sorted(ends)[:show_nodes]:
+        e = ends[node_id]
+        print(f"node {node_id:4d} {names[node_id]:20s} ranks end within {(max(e.values()) - min(e.values())) * 1e9:9.0f} ns")
+    starts = [layer_start[k] for k in sorted(layer_start) if k >= 0]
+    periods = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    print("layer periods (rank 0), ms: " + " ".join(f"{p * 1e3:.3f}" for p in periods))
+    print(f"min {min(periods) * 1e3:.3f} ms, max {max(periods) * 1e3:.3f} ms")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="what", required=True)
+    sub.add_parser("pair")
+    lp = sub.add_parser("layers")
+    for name in ("model", "topology", "strategy", "algorithm", "network"):
+        lp.add_argument(name)
+    lp.add_argument("--tokens", type=int, default=None)
+    lp.add_argument("--nodes", type=int, default=28, help="how many nodes of the first layers to show")
+    args = ap.parse_args()
+    if args.what == "pair":
+        pair()
+    else:
+        over = (("tokens", args.tokens),) if args.tokens else ()
+        layers(RunSpec(args.model, args.topology, args.strategy, args.algorithm, args.network, "packet", over),
+               args.nodes)
+
+
+if __name__ == "__main__":
+    main()
