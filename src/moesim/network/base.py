@@ -58,6 +58,10 @@ class NetworkBackend(ABC):
         """Optional per-run diagnostics (bytes per link, FCT records, PFC events, queue samples)."""
         return {}
 
+    flow_state_is_complete = True
+    """False when ``flow_state`` only summarises what is in flight (queued packets are not in it): layer
+    fast-forward then never takes two states with flows in flight as exactly equal."""
+
     def flow_state(self, now_s: float) -> dict[int, tuple[tuple[float, ...], tuple[float, ...]]] | None:
         """Per flow the backend still holds: (durations in s relative to ``now_s``, magnitudes such as
         bytes left and rate). Layer fast-forward compares these between layers; ``None`` means the

@@ -393,7 +393,8 @@ class _FastForward:
     """Detects a state that repeats one layer later and jumps over the identical layers ahead.
 
     A snapshot is taken whenever rank 0 starts a layer (with a backend that cannot describe its flows
-    in flight, at the first moment after that when the network is idle). It describes, relative to the current time
+    in flight, at the first moment after that when the network is idle; with one that only summarises
+    them, no exact match is taken while flows are in flight). It describes, relative to the current time
     and to each rank's current layer, everything that determines the future: per rank the done/
     pending nodes of a two-layer window, busy GPU and collective; every collective instance in
     progress with its chunk counters; every pending engine event; every flow in flight with the
@@ -448,7 +449,8 @@ class _FastForward:
         hist = self.history.setdefault(snap.key, [])
         hist.append(snap)
         del hist[:-2]
-        if len(hist) == 2 and all(a == b + 1 for a, b in zip(hist[1].layers, hist[0].layers, strict=True)):
+        exact_possible = not flow_state or self.sim.backend.flow_state_is_complete
+        if exact_possible and len(hist) == 2 and all(a == b + 1 for a, b in zip(hist[1].layers, hist[0].layers, strict=True)):
             period = snap.now - hist[0].now
             if period > 0 and _close(snap, hist[0], period, 1e-9):
                 self._try_jump(snap, hist[0], period, 1, "exact")

@@ -12,6 +12,9 @@ same code runs inside the packet kernel and, through ``FlowCc``, in unit tests a
 * ``on_timer(st, p, now_ns, timer_id) -> flags`` fires a timer (ignored when stale);
 * ``timer_time(st, timer_id) -> float`` is a timer's armed time in ns (-1: not armed).
 
+An algorithm also names the slots and per-hop columns that hold absolute times (``time_slots``,
+``hop_time_columns``), so that layer fast-forward can move a flow's state in time (``shift_time``).
+
 ``flags``: bit ``i`` (i < 8) = timer ``i`` was (re)armed; ``FLAG_RATE_SHIFT`` = the rate changed
 through HPCC's ``ChangeRate`` (the pacing deadline moves by the tx-time difference of the last packet);
 other rate changes take effect from the next packet. Times are integer ns held in float64 (exact
@@ -62,6 +65,20 @@ class CcAlgorithm:
     timer_time: Callable[..., float]
     uses_int: bool = False
     param_names: tuple[str, ...] = field(default=())
+    time_slots: tuple[int, ...] = ()
+    """State slots holding absolute times in ns (negative: not set)."""
+    hop_time_columns: tuple[int, ...] = ()
+    """Per-hop columns holding absolute times in ns (only differences of them are ever used)."""
+
+    def shift_time(self, st: np.ndarray, hops: np.ndarray, delta_ns: int) -> None:
+        """Move the absolute times of flows' states (``st``: [flows, slots], ``hops``: [flows, hops,
+        columns]) ``delta_ns`` later, leaving unset times unset: the state then behaves as it would
+        have ``delta_ns`` earlier."""
+        for slot in self.time_slots:
+            col = st[:, slot]
+            col[col >= 0.0] += float(delta_ns)
+        for c in self.hop_time_columns:
+            hops[:, :, c] += float(delta_ns)
 
     def used_params(self, params: NetworkParams) -> dict[str, Any]:
         """The parameter values this algorithm reads (recorded with every result)."""

@@ -172,7 +172,7 @@ ALGORITHM = CcAlgorithm(
            "last_update_seq": LAST_UPDATE_SEQ},
     timers=(), pack_params=pack_params, init=cached(init), on_ack=cached(on_ack), on_timer=cached(on_timer),
     timer_time=cached(timer_time),
-    uses_int=True, param_names=PARAM_NAMES,
+    uses_int=True, param_names=PARAM_NAMES, hop_time_columns=(H_TIME,),
 )
 CC_ALGORITHMS.register(
     "hpcc", "HPCC: INT-based per-hop utilisation, multiplicative update towards eta plus additive increase",

@@ -30,11 +30,13 @@ from moesim.network.packet.layout import (
     C_STALL_NS,
     EV_SAMPLE,
     G_ACTIVE,
+    G_CUR,
     G_DATA_PKTS,
     G_DELIVERED,
     G_DROPS,
     G_EV_USED,
     G_EVENTS,
+    G_LAST_PROGRESS,
     G_NCOMP,
     G_NOW,
     G_NPFC,
@@ -48,6 +50,7 @@ from moesim.network.packet.layout import (
     G_SAMPLE_ON,
     QP_ACTIVE,
     QP_DTYPE,
+    QP_FREE,
     QP_PENDING,
     RUN_COMPLETION,
     RUN_DEADLOCK,
@@ -100,6 +103,7 @@ class PacketBackend(NetworkBackend):
         self._pending: _Batch | None = None
         self._snapshot: _Snapshot | None = None
         self._now_ns = 0
+        self._shift_slack_ns = 0
         self._logs = {name: RowLog(self.spec.max_rows) for name in ("fct", "pfc", "qlen")}
         self.wallclock_s = 0.0
         self.completed = 0
@@ -122,6 +126,8 @@ class PacketBackend(NetworkBackend):
 
     def start_flow(self, flow: Flow, now_s: float) -> None:
         t = _ns(now_s)
+        if self.S.g[G_NOW] - self._shift_slack_ns <= t < self.S.g[G_NOW] and self._snapshot is None:
+            t = int(self.S.g[G_NOW])  # rounding after a time shift, not an earlier start
         if t < self.S.g[G_NOW]:
             if self._snapshot is None or t < self._snapshot.now_ns:
                 raise MoesimError(
@@ -198,6 +204,46 @@ class PacketBackend(NetworkBackend):
         if t < T_INF:
             self._now_ns = max(self._now_ns, t)
         return []
+
+    # ---------------------------------------------------------------- layer fast-forward
+    flow_state_is_complete = False  # queued packets, pauses and timers are not in flow_state
+
+    def flow_state(self, now_s: float) -> dict[int, tuple[tuple[float, ...], tuple[float, ...]]]:
+        """Per flow not yet reported: (age,), (bytes acknowledged, sending rate) — a summary; the
+        engine uses it to take approximate layer periods while flows are in flight."""
+        S = self.S
+        return {flow.flow_id: ((now_s - float(S.qp[q]["start_ns"]) * 1e-9,), (float(S.qp[q]["snd_una"]),
+                                                                          float(S.qp_cc[q, 0])))
+                for q, (flow, _, _) in self._slot_flow.items()}
+
+    def shift_time(self, delta_s: float) -> None:
+        """Move the whole packet state ``delta_s`` later (to the nearest ns): every packet, queue, timer
+        and CC state then evolves exactly as it would have from the earlier time. The caller's shifted
+        times may then round to 1 ns before the backend's clock; such a start is taken as now."""
+        if self._snapshot is not None:  # a look-ahead kept a way back: take it, the shifted run replays
+            self._rollback()
+        d = _ns(delta_s)
+        if d <= 0:
+            return
+        self._shift_slack_ns = 1
+        S = self.S
+        for k in (G_NOW, G_CUR, G_LAST_PROGRESS):
+            S.g[k] += d
+        S.ev["time"] += d  # free events too: harmless, they are rewritten when reused
+        S.ovf["time"][:int(S.g[G_OVF_N])] += d  # a uniform shift keeps the heap order
+        S.wheel[:] = np.roll(S.wheel, d % S.wheel.shape[0], axis=0)  # bucket of time t is t mod W
+        S.port["busy_until"] += d
+        used = S.qp["state"] != QP_FREE
+        for name in ("next_avail", "start_ns", "rx_nack_timer"):
+            S.qp[name][used] += d
+        S.qp["done_ns"][used & (S.qp["done_ns"] >= 0)] += d
+        S.pk_int[:, :, 0] += d
+        st, hops = S.qp_cc[used], S.qp_hop[used]
+        self.cc.shift_time(st, hops, d)
+        S.qp_cc[used], S.qp_hop[used] = st, hops
+        self._now_ns += d
+        if self._pending is not None:
+            self._pending.time_ns += d
 
     # ---------------------------------------------------------------- driving the kernel
     def _run(self, t_stop: int) -> _Batch | None:
