@@ -111,3 +111,17 @@ def test_clamp_target_rate_sets_target_on_every_cut():
     f.advance(8001)
     rc1 = LINE * (1 - (1 - G) ** 4 / 2)
     assert f["target_rate"] == pytest.approx(rc1, rel=1e-12)
+
+
+def test_a_time_shift_moves_armed_timers_only_and_the_flow_then_evolves_the_same():
+    a, b = FlowCc("dcqcn", SHIPPED, LINE), FlowCc("dcqcn", SHIPPED, LINE)
+    a.ack(0, cnp=True)
+    b.ack(0, cnp=True)
+    shift_ns = 12_345
+    b.algorithm.shift_time(b.st[None, :], b.hops[None], shift_ns)  # views: shifted in place
+    assert b.algorithm.timer_time(b.st, 0) == a.algorithm.timer_time(a.st, 0) + shift_ns  # alpha
+    assert b.algorithm.timer_time(b.st, 2) == -1.0  # the increase timer is not armed yet: stays unset
+    for t in (4001, 904_001, 3_000_000):
+        a.advance(t)
+        b.advance(t + shift_ns)
+        assert (b.rate_bps, b["alpha"], b["stage"]) == (a.rate_bps, a["alpha"], a["stage"])

@@ -118,3 +118,15 @@ def test_multi_rate_takes_the_slowest_hop_with_per_hop_ewma():
     per_hop = [expected_rate(LINE, 1.0, b, 1000, 0, 0)[0] for b in (10_000, 40_000)]
     assert f.rate_bps == pytest.approx(min(per_hop), rel=1e-12)
     assert f["cur_rate"] == pytest.approx(min(per_hop), rel=1e-12)
+
+
+def test_a_time_shift_moves_the_per_hop_int_times_and_the_next_update_is_unchanged():
+    a, b = started(), started()
+    shift_ns = 7_777
+    b.algorithm.shift_time(b.st[None, :], b.hops[None], shift_ns)
+    assert b.hops[0, 0] == a.hops[0, 0] + shift_ns  # the INT time moves
+    assert b.hops[0, 2] == a.hops[0, 2] == 80_000  # and neither does the queue length
+    a.ack(2000, ack_seq=51_000, snd_nxt=90_000, ints=rec(2000, 45_000, 160_000), win_bytes=W, base_rtt_ns=T)
+    b.ack(2000 + shift_ns, ack_seq=51_000, snd_nxt=90_000, ints=rec(2000 + shift_ns, 45_000, 160_000), win_bytes=W,
+          base_rtt_ns=T)
+    assert b.rate_bps == a.rate_bps == pytest.approx(expected_rate(LINE, 1.0, 45_000, 1000, 160_000, 80_000)[0])
