@@ -394,7 +394,7 @@ class _FastForward:
 
     A snapshot is taken whenever rank 0 starts a layer (with a backend that cannot describe its flows
     in flight, at the first moment after that when the network is idle; with one that only summarises
-    them, no exact match is taken while flows are in flight). It describes, relative to the current time
+    them, both: the first for the approximate comparison, the second for the exact one). It describes, relative to the current time
     and to each rank's current layer, everything that determines the future: per rank the done/
     pending nodes of a two-layer window, busy GPU and collective; every collective instance in
     progress with its chunk counters; every pending engine event; every flow in flight with the
@@ -411,6 +411,7 @@ class _FastForward:
         self.first_undone = [0] * len(sim.ranks)
         self.recent: list[_Snapshot] = []  # the last snapshots, whatever their key (approximate mode)
         self.due = False
+        self.summarised = False  # this layer's snapshot for the approximate comparison is taken
         self.enabled = True
         for st in sim.ranks:
             layers = [n.layer for n in st.nodes]
@@ -434,27 +435,38 @@ class _FastForward:
         """Called by the engine for every node it starts: rank 0 entering a layer makes a snapshot due."""
         if r == 0 and self.enabled and i == self.layer_first[0][self.sim.ranks[0].nodes[i].layer]:
             self.due = True
+            self.summarised = False
 
     def observe(self) -> None:
-        """After an event batch in which rank 0 started a layer: snapshot, compare, maybe jump."""
+        """After an event batch in which rank 0 started a layer: snapshot, compare, maybe jump.
+
+        With a backend that only summarises its flows in flight, the layer start's snapshot serves the
+        approximate comparison and a second one, at the first idle moment after it, the exact one."""
         if not self.due:
             return
-        flow_state = self.sim.backend.flow_state(self.sim.now)
+        backend = self.sim.backend
+        if self.summarised and backend.active_flows:
+            return
+        flow_state = backend.flow_state(self.sim.now)
         if flow_state is None:
             return  # the backend cannot describe its flows in flight: wait until the network is idle
-        self.due = False
+        complete = not flow_state or backend.flow_state_is_complete
+        self.due = not complete
         snap = self._snapshot(flow_state)
+        approximate_done, self.summarised = self.summarised, True
         if snap is None:
             return
-        hist = self.history.setdefault(snap.key, [])
-        hist.append(snap)
-        del hist[:-2]
-        exact_possible = not flow_state or self.sim.backend.flow_state_is_complete
-        if exact_possible and len(hist) == 2 and all(a == b + 1 for a, b in zip(hist[1].layers, hist[0].layers, strict=True)):
-            period = snap.now - hist[0].now
-            if period > 0 and _close(snap, hist[0], period, 1e-9):
-                self._try_jump(snap, hist[0], period, 1, "exact")
-                return
+        if complete:
+            hist = self.history.setdefault(snap.key, [])
+            hist.append(snap)
+            del hist[:-2]
+            if len(hist) == 2 and all(a == b + 1 for a, b in zip(hist[1].layers, hist[0].layers, strict=True)):
+                period = snap.now - hist[0].now
+                if period > 0 and _close(snap, hist[0], period, 1e-9):
+                    self._try_jump(snap, hist[0], period, 1, "exact")
+                    return
+        if approximate_done:
+            return
         # Not exactly periodic: shared links let the ranks' offsets wander from layer to layer. If the
         # layer period is stationary (the means of the two halves of the last periods agree within the
         # tolerance), extrapolate the current state with the mean period.
