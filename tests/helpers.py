@@ -24,3 +24,23 @@ def one_collective(n: int, ctype: CollectiveType, size_bytes: int) -> Workload:
         RankGraph(r, (Node(0, "coll", NK.COLLECTIVE, collective=ctype, size_bytes=size_bytes),)) for r in range(n)
     )
     return Workload(f"{ctype.name.lower()}_{n}", graphs, (n,))
+
+
+def all_to_all_completions_s(backend_name: str, mode: str, size_bytes: int, n: int = 8) -> list[float]:
+    """Completion times of an all-to-all among the first ``n`` GPUs of study topology 1 (one GPU per
+    server: 512 Gb/s PCIe into a 400 Gb/s NIC port), every message of ``size_bytes`` started at t = 0."""
+    from moesim.network import BACKENDS
+    from moesim.network.base import Flow
+    from moesim.network.params import network_mode
+    from moesim.topology.catalog import get_topology
+
+    params = network_mode(mode)
+    backend = BACKENDS.get(backend_name)(get_topology("1", nic_switch_delay_s=params.nic_switch_delay_s), params)
+    pairs = [(s, d) for s in range(n) for d in range(n) if s != d]
+    for i, (s, d) in enumerate(pairs):
+        backend.start_flow(Flow(i, s, d, size_bytes), 0.0)
+    done: list[float] = []
+    while len(done) < len(pairs):
+        t = backend.next_completion_s(None)
+        done += [t] * len(backend.advance_to(t))
+    return done
