@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from moesim.network import BACKENDS
+from moesim.network.base import Flow
+from moesim.network.params import network_mode
+from moesim.topology.catalog import get_topology
 from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
 from moesim.workload.graph import CollectiveType, Node, RankGraph, Workload
 from moesim.workload.graph import NodeKind as NK
@@ -29,11 +33,6 @@ def one_collective(n: int, ctype: CollectiveType, size_bytes: int) -> Workload:
 def all_to_all_completions_s(backend_name: str, mode: str, size_bytes: int, n: int = 8) -> list[float]:
     """Completion times of an all-to-all among the first ``n`` GPUs of study topology 1 (one GPU per
     server: 512 Gb/s PCIe into a 400 Gb/s NIC port), every message of ``size_bytes`` started at t = 0."""
-    from moesim.network import BACKENDS
-    from moesim.network.base import Flow
-    from moesim.network.params import network_mode
-    from moesim.topology.catalog import get_topology
-
     params = network_mode(mode)
     backend = BACKENDS.get(backend_name)(get_topology("1", nic_switch_delay_s=params.nic_switch_delay_s), params)
     pairs = [(s, d) for s in range(n) for d in range(n) if s != d]
