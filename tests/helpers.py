@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from moesim.network import BACKENDS
 from moesim.network.base import Flow
 from moesim.network.params import network_mode
@@ -30,9 +32,9 @@ def one_collective(n: int, ctype: CollectiveType, size_bytes: int) -> Workload:
     return Workload(f"{ctype.name.lower()}_{n}", graphs, (n,))
 
 
-def all_to_all_completions_s(backend_name: str, mode: str, size_bytes: int, n: int = 8) -> list[float]:
-    """Completion times of an all-to-all among the first ``n`` GPUs of study topology 1 (one GPU per
-    server: 512 Gb/s PCIe into a 400 Gb/s NIC port), every message of ``size_bytes`` started at t = 0."""
+def all_to_all(backend_name: str, mode: str, size_bytes: int, n: int = 8) -> tuple[list[float], Any]:
+    """(completion times, backend) of an all-to-all among the first ``n`` GPUs of study topology 1 (one
+    GPU per server: 512 Gb/s PCIe into a 400 Gb/s NIC port), every message of ``size_bytes`` sent at t = 0."""
     params = network_mode(mode)
     backend = BACKENDS.get(backend_name)(get_topology("1", nic_switch_delay_s=params.nic_switch_delay_s), params)
     pairs = [(s, d) for s in range(n) for d in range(n) if s != d]
@@ -42,4 +44,4 @@ def all_to_all_completions_s(backend_name: str, mode: str, size_bytes: int, n: i
     while len(done) < len(pairs):
         t = backend.next_completion_s(None)
         done += [t] * len(backend.advance_to(t))
-    return done
+    return done, backend

@@ -30,10 +30,12 @@ from moesim.network.packet.layout import (
     C_STALL_NS,
     EV_SAMPLE,
     G_ACTIVE,
+    G_CNPS,
     G_CUR,
     G_DATA_PKTS,
     G_DELIVERED,
     G_DROPS,
+    G_ECN_MARKS,
     G_EV_USED,
     G_EVENTS,
     G_LAST_PROGRESS,
@@ -354,11 +356,13 @@ class PacketBackend(NetworkBackend):
 
     # ---------------------------------------------------------------- results
     def stats(self) -> dict[str, Any]:
-        """Counters of the run so far (packets, events, drops, pauses, wall-clock)."""
+        """Counters of the run so far (packets, events, drops, pauses, ECN-marked data packets, CNP-flagged
+        ACKs that reached a congestion-controlled sender, wall-clock)."""
         g = self.S.g
         return {
             "data_packets": int(g[G_DATA_PKTS]), "events": int(g[G_EVENTS]), "drops": int(g[G_DROPS]),
-            "pauses": int(g[G_PAUSES]), "delivered_bytes": int(g[G_DELIVERED]), "completed_flows": self.completed,
+            "pauses": int(g[G_PAUSES]), "ecn_marks": int(g[G_ECN_MARKS]), "cnps": int(g[G_CNPS]),
+            "delivered_bytes": int(g[G_DELIVERED]), "completed_flows": self.completed,
             "wallclock_s": self.wallclock_s,
             "packets_per_s": int(g[G_DATA_PKTS]) / self.wallclock_s if self.wallclock_s > 0 else 0.0,
         }

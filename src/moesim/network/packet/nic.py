@@ -29,6 +29,7 @@ from moesim.network.packet.layout import (
     C_VAR_WIN,
     EV_WAKE,
     G_ACTIVE,
+    G_CNPS,
     G_DATA_PKTS,
     G_DELIVERED,
     G_LAST_PROGRESS,
@@ -201,6 +202,8 @@ def rx_ack(S, link, p, now):
     if pk.kind == PK_NACK:
         qp.snd_nxt = qp.snd_una
     if qp.cc_on:
+        if pk.ecn:
+            S.g[G_CNPS] += 1
         mode = S.cfg[C_CC_MODE]
         st = S.qp_cc[q]
         old_rate = st[RATE]

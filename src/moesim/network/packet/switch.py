@@ -15,6 +15,7 @@ from moesim.network.packet.layout import (
     C_ENABLE_QCN,
     EV_KICK,
     G_DROPS,
+    G_ECN_MARKS,
     NIL,
     PFC_FRAME_BYTES,
     PK_DATA,
@@ -87,6 +88,8 @@ def switch_transmit(S, link, now):
             send_pfc(S, in_link, PK_RESUME, now)
         if pk.kind == PK_DATA:
             if S.cfg[C_ENABLE_QCN] != 0 and ecn_mark(S, link, port.q1_bytes):
+                if not pk.ecn:
+                    S.g[G_ECN_MARKS] += 1
                 pk.ecn = True
             if S.cfg[C_CC_MODE] == CC_HPCC and S.qp[pk.qp].cc_on:
                 int_stamp(S, p, link, now)
