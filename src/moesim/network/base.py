@@ -58,6 +58,12 @@ class NetworkBackend(ABC):
         """Optional per-run diagnostics (bytes per link, FCT records, PFC events, queue samples)."""
         return {}
 
+    @property
+    def random_draws(self) -> int:
+        """Random numbers drawn so far (e.g. for ECN marks). Their state is not in ``flow_state``, so a
+        layer that drew any is not known to repeat: layer fast-forward then never takes it as exact."""
+        return 0
+
     flow_state_is_complete = True
     """False when ``flow_state`` only summarises what is in flight (queued packets are not in it): layer
     fast-forward then never takes two states with flows in flight as exactly equal."""

@@ -462,7 +462,7 @@ class _FastForward:
             del hist[:-2]
             if len(hist) == 2 and all(a == b + 1 for a, b in zip(hist[1].layers, hist[0].layers, strict=True)):
                 period = snap.now - hist[0].now
-                if period > 0 and _close(snap, hist[0], period, 1e-9):
+                if period > 0 and snap.random_draws == hist[0].random_draws and _close(snap, hist[0], period, 1e-9):
                     self._try_jump(snap, hist[0], period, 1, "exact")
                     return
         if approximate_done:
@@ -555,7 +555,7 @@ class _FastForward:
             mags.extend(state[1])
         key = (tuple(ranks_key), tuple(inst_key), tuple(events_key), tuple(flows_key))
         return _Snapshot(key, now, tuple(layers), tuple(times), tuple(mags), tuple(st.comm_s for st in sim.ranks),
-                         sim._next_flow)
+                         sim._next_flow, sim.backend.random_draws)
 
     def _try_jump(self, snap: _Snapshot, back: _Snapshot, period: float, periods_back: int, mode: str) -> None:
         m = self._skippable(snap.layers, periods_back)
@@ -653,6 +653,7 @@ class _Snapshot:
     mags: tuple[float, ...]
     comm_s: tuple[float, ...]
     next_flow: int
+    random_draws: int  # the backend's count: an exact period must draw none (its outcomes need not repeat)
 
 
 def _close(a: _Snapshot, b: _Snapshot, period: float, tol: float) -> bool:

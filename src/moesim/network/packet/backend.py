@@ -49,6 +49,7 @@ from moesim.network.packet.layout import (
     G_PFC_ON,
     G_PK_USED,
     G_QP_FREE,
+    G_RNG_DRAWS,
     G_SAMPLE_ON,
     QP_ACTIVE,
     QP_DTYPE,
@@ -116,6 +117,10 @@ class PacketBackend(NetworkBackend):
     def now_s(self) -> float:
         """Time reached by ``advance_to`` (s): the completion time after an early return."""
         return self._now_ns * 1e-9
+
+    @property
+    def random_draws(self) -> int:
+        return int(self.S.g[G_RNG_DRAWS])
 
     @property
     def active_flows(self) -> int:

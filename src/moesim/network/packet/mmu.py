@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from moesim.network.packet.jit import helper
-from moesim.network.packet.layout import C_BUFFER, C_RESERVE, C_RESUME_OFFSET
+from moesim.network.packet.layout import C_BUFFER, C_RESERVE, C_RESUME_OFFSET, G_RNG_DRAWS
 
 
 @helper
@@ -78,7 +78,8 @@ def on_dequeue(S, v, in_link, size):
 
 @helper
 def uniform(S):
-    """xorshift64* in [0, 1): the seeded, deterministic RNG of ECN marking."""
+    """xorshift64* in [0, 1): the seeded, deterministic RNG of ECN marking (draws are counted)."""
+    S.g[G_RNG_DRAWS] += 1
     x = S.rng[0]
     x ^= x >> np.uint64(12)
     x ^= x << np.uint64(25)
