@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from moesim.network.packet.backend import PacketBackend
+from moesim.network.packet.layout import G_RNG_DRAWS
 from moesim.system.engine import Simulation
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
@@ -58,3 +59,17 @@ def test_a_layer_that_drew_random_numbers_is_never_taken_as_exactly_periodic():
     assert drawing_run[1].fast_forward_mode != "exact"
     for a, b in zip(drawing_run[0], quiet[0], strict=True):  # no mark: the same run, jumped or not
         assert abs(a.wall_s - b.wall_s) <= 1e-4 * b.wall_s
+
+
+def test_marks_that_the_cc_algorithm_ignores_do_not_cost_the_exact_jump():
+    """HPCC ignores the CNP flag (REFERENCE_SEMANTICS.md A.1.2), so roce_hpcc's ECN draws cannot change a
+    layer: the backend does not report them and the run still jumps exactly."""
+    rates = (25e9, 40e9, 100e9, 200e9, 400e9, 512e9, 2400e9)
+    spec = RunSpec("deepseek-v4-flash", "2", "TP4EP8", "ring_direct", "roce_hpcc", "packet", (
+        ("tokens", 256), ("kmin_kb", tuple((r, 0.0) for r in rates)), ("kmax_kb", tuple((r, 1e9) for r in rates))))
+    _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
+    backend = backend_cls(topology, params)
+    sim = Simulation(workload, topology, backend, settings)
+    sim.run()
+    assert backend.S.g[G_RNG_DRAWS] > 0 and backend.random_draws == 0
+    assert sim.fast_forward_mode == "exact"

@@ -64,6 +64,8 @@ class CcAlgorithm:
     on_timer: Callable[..., int]
     timer_time: Callable[..., float]
     uses_int: bool = False
+    uses_ecn: bool = False
+    """True if it reacts to CNPs, i.e. to the (random) ECN marks."""
     param_names: tuple[str, ...] = field(default=())
     time_slots: tuple[int, ...] = ()
     """State slots holding absolute times in ns (negative: not set)."""

@@ -124,7 +124,7 @@ ALGORITHM = CcAlgorithm(
     timers=("alpha", "decrease", "increase"),
     pack_params=pack_params, init=cached(init), on_ack=cached(on_ack), on_timer=cached(on_timer),
     timer_time=cached(timer_time),
-    param_names=PARAM_NAMES, time_slots=(T_ALPHA, T_DEC, T_INC),
+    param_names=PARAM_NAMES, time_slots=(T_ALPHA, T_DEC, T_INC), uses_ecn=True,
 )
 CC_ALGORITHMS.register(
     "dcqcn", "DCQCN (Mellanox variant): ECN/CNP-driven rate cuts, timer-driven recovery",

@@ -120,7 +120,8 @@ class PacketBackend(NetworkBackend):
 
     @property
     def random_draws(self) -> int:
-        return int(self.S.g[G_RNG_DRAWS])
+        """ECN-marking draws, counted only when the CC algorithm reacts to marks (HPCC ignores them)."""
+        return int(self.S.g[G_RNG_DRAWS]) if self.cc.uses_ecn else 0
 
     @property
     def active_flows(self) -> int:
