@@ -10,6 +10,7 @@ import dataclasses
 
 from moesim.network.packet.backend import PacketBackend
 from moesim.network.packet.layout import G_RNG_DRAWS
+from moesim.network.params import KMIN_KB
 from moesim.system.engine import Simulation
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
@@ -38,38 +39,35 @@ def test_a_jump_with_packets_in_flight_matches_full_simulation():
         assert abs(a.comm_s - b.comm_s) <= 1e-4 * b.comm_s
 
 
+# Every dequeue behind a queued packet draws a random number (KMIN 0), which practically never marks.
+DRAW_ALWAYS = (("kmin_kb", tuple((r, 0.0) for r, _ in KMIN_KB)), ("kmax_kb", tuple((r, 1e9) for r, _ in KMIN_KB)))
+
+
+def _run(mode: str, *overrides: tuple) -> tuple[list, Simulation, PacketBackend]:
+    spec = RunSpec("deepseek-v4-flash", "2", "TP4EP8", "ring_direct", mode, "packet", (("tokens", 256),) + overrides)
+    _, _, params, topology, workload, settings, _, _ = prepare(spec)
+    backend = PacketBackend(topology, params)
+    sim = Simulation(workload, topology, backend, settings)
+    return sim.run(), sim, backend
+
+
 def test_a_layer_that_drew_random_numbers_is_never_taken_as_exactly_periodic():
     """ECN marks are drawn from the backend's RNG, whose state no snapshot holds: two equal layers that
     drew numbers do not make the next one equal (V4 Flash T2 TP8EP4 dbt roce_dcqcn at 4096 tokens jumped
-    'exactly' to 0.96875 s against 0.94086 s in full). Here every queued dequeue draws (KMIN 0) but
-    marks practically never (PMAX 1e-12), so the layers do repeat: without the rule the run jumps exactly."""
-    rates = (25e9, 40e9, 100e9, 200e9, 400e9, 512e9, 2400e9)
-    base = RunSpec("deepseek-v4-flash", "2", "TP4EP8", "ring_direct", "roce_dcqcn", "packet", (("tokens", 256),))
-    drawing = dataclasses.replace(base, overrides=base.overrides + (
-        ("kmin_kb", tuple((r, 0.0) for r in rates)), ("kmax_kb", tuple((r, 1e9) for r in rates)), ("pmax", 1e-12)))
-    runs = {}
-    for name, spec in (("quiet", base), ("drawing", drawing)):
-        _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
-        backend = backend_cls(topology, params)
-        sim = Simulation(workload, topology, backend, settings)
-        runs[name] = (sim.run(), sim, backend)
-    quiet, drawing_run = runs["quiet"], runs["drawing"]
-    assert quiet[2].random_draws == 0 and quiet[1].fast_forward_mode == "exact"
-    assert drawing_run[2].random_draws > 0 and drawing_run[2].stats()["ecn_marks"] == 0
-    assert drawing_run[1].fast_forward_mode != "exact"
-    for a, b in zip(drawing_run[0], quiet[0], strict=True):  # no mark: the same run, jumped or not
+    'exactly' to 0.96875 s against 0.94086 s in full). Here the draws (PMAX 1e-12) never mark, so the
+    layers do repeat: without the rule the run jumps exactly."""
+    quiet, quiet_sim, quiet_backend = _run("roce_dcqcn")
+    drawing, drawing_sim, drawing_backend = _run("roce_dcqcn", *DRAW_ALWAYS, ("pmax", 1e-12))
+    assert quiet_backend.random_draws == 0 and quiet_sim.fast_forward_mode == "exact"
+    assert drawing_backend.random_draws > 0 and drawing_backend.stats()["ecn_marks"] == 0
+    assert drawing_sim.fast_forward_mode != "exact"
+    for a, b in zip(drawing, quiet, strict=True):  # no mark: the same run, jumped or not
         assert abs(a.wall_s - b.wall_s) <= 1e-4 * b.wall_s
 
 
 def test_marks_that_the_cc_algorithm_ignores_do_not_cost_the_exact_jump():
     """HPCC ignores the CNP flag (REFERENCE_SEMANTICS.md A.1.2), so roce_hpcc's ECN draws cannot change a
     layer: the backend does not report them and the run still jumps exactly."""
-    rates = (25e9, 40e9, 100e9, 200e9, 400e9, 512e9, 2400e9)
-    spec = RunSpec("deepseek-v4-flash", "2", "TP4EP8", "ring_direct", "roce_hpcc", "packet", (
-        ("tokens", 256), ("kmin_kb", tuple((r, 0.0) for r in rates)), ("kmax_kb", tuple((r, 1e9) for r in rates))))
-    _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
-    backend = backend_cls(topology, params)
-    sim = Simulation(workload, topology, backend, settings)
-    sim.run()
+    _, sim, backend = _run("roce_hpcc", *DRAW_ALWAYS)
     assert backend.S.g[G_RNG_DRAWS] > 0 and backend.random_draws == 0
     assert sim.fast_forward_mode == "exact"

@@ -394,11 +394,11 @@ class _FastForward:
 
     A snapshot is taken whenever rank 0 starts a layer (with a backend that cannot describe its flows
     in flight, at the first moment after that when the network is idle; with one that only summarises
-    them, both: the first for the approximate comparison, the second for the exact one). It describes, relative to the current time
-    and to each rank's current layer, everything that determines the future: per rank the done/
-    pending nodes of a two-layer window, busy GPU and collective; every collective instance in
-    progress with its chunk counters; every pending engine event; every flow in flight with the
-    backend's view of it (bytes left, rate). If the discrete part of two consecutive snapshots is
+    them, both: the first for the approximate comparison, the second for the exact one). It
+    describes, relative to the current time and to each rank's current layer, everything that
+    determines the future: per rank the done/pending nodes of a two-layer window, busy GPU and
+    collective; every collective instance in progress with its chunk counters; every pending engine
+    event; every flow in flight with the backend's view of it (bytes left, rate). If the discrete part of two consecutive snapshots is
     equal and their times and magnitudes agree (exactly, or within the tolerance over several
     periods), every further identical layer costs the same period.
     """
