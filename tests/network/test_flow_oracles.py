@@ -9,7 +9,7 @@ import pytest
 from helpers import star
 
 from moesim.network.base import Flow
-from moesim.network.flow import FlowBackend, max_min_rates
+from moesim.network.flow import FlowBackend, max_min_rates, waterfill_capped
 from moesim.network.params import REFERENCE_PRESETS
 
 P = REFERENCE_PRESETS["none"]
@@ -66,6 +66,34 @@ def test_max_min_gives_leftover_capacity_to_unconstrained_flows():
     # links: 0 (cap 1), 1 (cap 10). flow 0 uses both, flow 1 only link 1 → rates 1 and 9
     rates = max_min_rates(np.array([0, 0, 1]), np.array([0, 1, 1]), np.ones(3), 2, np.array([1.0, 10.0]))
     assert rates.tolist() == pytest.approx([1.0, 9.0])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_capped_water_filling_meets_the_max_min_conditions(seed):
+    """Random flows over random links, a third uncapped: every link within capacity; every flow either
+    at its cap (bottleneck -1) or on a saturated link where no other flow gets more (max-min)."""
+    rng = np.random.default_rng(seed)
+    n, n_links, width = 60, 20, 4
+    hops = rng.integers(1, width + 1, size=n)
+    links = np.array([np.pad(rng.choice(n_links, size=h, replace=False), (0, width - h)) for h in hops])
+    coefs = rng.uniform(0.5, 1.5, size=(n, width))
+    cap = rng.uniform(1.0, 10.0, size=n_links)
+    demand_cap = np.where(rng.random(n) < 1 / 3, np.inf, rng.uniform(0.01, 1.0, size=n))
+    rates, bottleneck = np.zeros(n), np.zeros(n, dtype=np.int64)
+    waterfill_capped(links, coefs, hops, cap, demand_cap, rates, bottleneck)
+    load = np.zeros(n_links)
+    for f in range(n):
+        np.add.at(load, links[f, : hops[f]], coefs[f, : hops[f]] * rates[f])
+    assert np.all(load <= cap * (1 + 1e-9))
+    assert np.all(rates <= demand_cap * (1 + 1e-12))
+    for f in range(n):
+        if bottleneck[f] == -1:
+            assert rates[f] == demand_cap[f]
+            continue
+        b = bottleneck[f]
+        assert b in links[f, : hops[f]] and load[b] == pytest.approx(cap[b], rel=1e-9)
+        on_b = [g for g in range(n) if b in links[g, : hops[g]]]
+        assert rates[f] >= max(rates[g] for g in on_b) * (1 - 1e-9)
 
 
 def test_flow_started_later_slows_the_first_only_while_both_run():

@@ -44,6 +44,21 @@ def waterfill_capped(links, coefs, hops, cap, demand_cap, rates, bottleneck):
             level[k] = (cap[k] - used[k]) / demand[k] if demand[k] > 0 else np.inf
             if level[k] < x:
                 x = level[k]
+        # Every flow capped clearly below the lowest link level is frozen at its cap in one pass:
+        # freezing a flow below a link's level only raises that level, so the order does not matter.
+        # (One pass per distinct cap made this O(n²) when CC gives every flow its own rate.)
+        below = 0
+        for f in range(n):
+            if not frozen[f] and demand_cap[f] * (1.0 + 1e-12) < x:
+                frozen[f] = True
+                rates[f] = demand_cap[f]
+                bottleneck[f] = -1
+                below += 1
+                for h in range(hops[f]):
+                    used[links[f, h]] += coefs[f, h] * rates[f]
+        if below > 0:
+            left -= below
+            continue
         for f in range(n):
             if not frozen[f] and demand_cap[f] < x:
                 x = demand_cap[f]

@@ -20,9 +20,17 @@ import numpy as np
 
 from moesim.network.base import BACKENDS, Flow, NetworkBackend
 from moesim.network.cc import algorithm_for_mode
-from moesim.network.cc.base import HOP_FIELDS, MAX_RATE, MAX_SLOTS, RATE
+from moesim.network.cc.base import HOP_FIELDS, MAX_SLOTS
 from moesim.network.flow import _PathModel
-from moesim.network.fluid_kernel import MODE_DCQCN, MODE_HPCC, MODE_NONE, fluid_step
+from moesim.network.fluid_kernel import (
+    MODE_DCQCN,
+    MODE_HPCC,
+    MODE_NONE,
+    fluid_run,
+    fluid_step,
+    is_dynamic,
+    next_drain_dt,
+)
 from moesim.network.params import NetworkParams
 from moesim.topology.model import NodeKind, Topology
 
@@ -139,41 +147,31 @@ class FluidBackend(NetworkBackend):
             self._cols[k] = self._cols[k][keep]
 
     # ------------------------------------------------------------------ integration
-    def _step(self, dt: float) -> float:
+    def _kernel_args(self) -> tuple:
+        """The arguments ``fluid_kernel`` functions take after the time arguments."""
         c, s, p = self._cols, self._static, self.params
-        change = fluid_step(
-            dt, self._t, self._mode, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win),
-            float(p.packet_payload_bytes), c["links"], c["coefs"], c["hops"], c["nfwd"], c["first"], c["cc_on"],
-            c["rem"], c["acked"], c["win"], c["rtt0"], c["dcoef"], c["line"], c["st"], c["hop"], self._ccp,
-            c["credit"], c["rates"], c["bn"], c["offered"], c["send"], s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax,
-            float(p.pmax), s.switch_egress, self._counters,
+        return (
+            self._mode, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
+            c["links"], c["coefs"], c["hops"], c["nfwd"], c["first"], c["cc_on"], c["rem"], c["acked"], c["win"],
+            c["rtt0"], c["dcoef"], c["line"], c["st"], c["hop"], self._ccp, c["credit"], c["rates"], c["bn"],
+            c["offered"], c["send"], s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax),
+            s.switch_egress, self._counters,
         )
-        self._t += dt
-        self._fresh = True
-        self.steps += 1
-        return change
-
-    def _dynamic(self) -> bool:
-        """True while a backlog exists or a congestion-controlled flow's rate may still move."""
-        c = self._cols
-        if np.any(self._q > 0.0) or np.any(c["send"] > c["rates"] * (1 + 1e-9)):
-            return True
-        if self._mode == MODE_HPCC:
-            return bool(np.any(c["cc_on"]))
-        if self._mode == MODE_DCQCN:
-            return bool(np.any(c["cc_on"] & (c["st"][:, RATE] < c["st"][:, MAX_RATE])))
-        return False
 
     def _refresh(self) -> None:
+        """Rates for the current flow set and state, before any time passes."""
         if not self._fresh and len(self._cols["ids"]):
-            self._step(0.0)
+            fluid_step(0.0, self._t, *self._kernel_args())
+            self._fresh = True
+            self.steps += 1
+
+    def _dynamic(self) -> bool:
+        c = self._cols
+        return is_dynamic(self._mode, self._q, c["send"], c["rates"], c["cc_on"], c["st"])
 
     def _next_drain_dt(self) -> float:
         c = self._cols
-        if not len(c["ids"]):
-            return math.inf
-        with np.errstate(divide="ignore"):
-            return float(np.min(np.where(c["send"] > 0, c["rem"] / np.maximum(c["send"], 1e-300), math.inf)))
+        return next_drain_dt(c["rem"], c["send"]) if len(c["ids"]) else math.inf
 
     def _collect_drained(self) -> None:
         c = self._cols
@@ -199,12 +197,11 @@ class FluidBackend(NetworkBackend):
                     self._q[:] = np.maximum(self._q - self._static.cap * (t_s - self._t), 0.0)
                 self._t = t_s
                 return
-            self._refresh()
-            dt = min(t_s - self._t, self._next_drain_dt())
-            if self._dynamic():
-                dt = min(dt, FLUID_STEP_S)
-            self._step(max(dt, 0.0))
-            self._collect_drained()
+            self._t, steps, drained = fluid_run(self._t, t_s, self._fresh, FLUID_STEP_S, *self._kernel_args())
+            self._fresh = True
+            self.steps += steps
+            if drained:
+                self._collect_drained()
 
     # ------------------------------------------------------------------ NetworkBackend
     @property

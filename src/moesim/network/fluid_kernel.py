@@ -149,3 +149,59 @@ def fluid_step(dt, now_s, mode, qcn, has_win, var_win, payload,
             if c > change:
                 change = c
     return change
+
+
+@njit(cache=True)
+def next_drain_dt(rem, send):
+    """Time until the first flow's remaining bytes are all sent at the current sending rates."""
+    x = np.inf
+    for f in range(rem.shape[0]):
+        if send[f] > 0.0:
+            x = min(x, rem[f] / max(send[f], 1e-300))
+    return x
+
+
+@njit(cache=True)
+def is_dynamic(mode, q, send, rates, cc_on, st):
+    """True while a backlog exists or a congestion-controlled flow's rate may still move."""
+    for k in range(q.shape[0]):
+        if q[k] > 0.0:
+            return True
+    for f in range(send.shape[0]):
+        if send[f] > rates[f] * (1 + 1e-9):
+            return True
+    for f in range(cc_on.shape[0]):
+        if cc_on[f] and (mode == MODE_HPCC or (mode == MODE_DCQCN and st[f, RATE] < st[f, MAX_RATE])):
+            return True
+    return False
+
+
+@njit(cache=True)
+def fluid_run(t, t_s, fresh, step_s, mode, qcn, has_win, var_win, payload,
+              links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
+              st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
+              cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
+    """Integrate from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, else one jump to the next
+    drain; stop early once a flow has drained. Returns (time reached, steps taken, a flow drained)."""
+    steps = 0
+    while t < t_s:
+        if not fresh:  # rates for a changed flow set, before any time passes
+            fluid_step(0.0, t, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
+                       cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, rates,
+                       bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress,
+                       counters)
+            steps += 1
+            fresh = True
+        dt = min(t_s - t, next_drain_dt(rem, send))
+        if is_dynamic(mode, q, send, rates, cc_on, st):
+            dt = min(dt, step_s)
+        dt = max(dt, 0.0)
+        fluid_step(dt, t, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
+                   cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, rates,
+                   bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
+        t += dt
+        steps += 1
+        for f in range(rem.shape[0]):
+            if rem[f] <= 1e-3:
+                return t, steps, True
+    return t, steps, False
