@@ -61,6 +61,59 @@ class _Static:
                                for link in topology.links])
 
 
+_COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
+    "ids": ((), np.int64), "links": ((0,), np.int64), "coefs": ((0,), np.float64), "hops": ((), np.int64),
+    "nfwd": ((), np.int64), "first": ((), np.int64), "cc_on": ((), np.bool_), "rem": ((), np.float64),
+    "acked": ((), np.float64), "win": ((), np.float64), "rtt0": ((), np.float64), "dcoef": ((), np.float64),
+    "line": ((), np.float64), "lat": ((), np.float64), "st": ((MAX_SLOTS,), np.float64),
+    "hop": ((MAX_HOP_RECORDS, HOP_FIELDS), np.float64), "credit": ((), np.float64), "rates": ((), np.float64),
+    "bn": ((), np.int64), "offered": ((), np.float64), "send": ((), np.float64),
+}
+"""Per-flow columns: shape after the row axis (``(0,)`` = as wide as the longest route) and dtype."""
+
+
+class _FlowTable:
+    """Active flows in preallocated columns, one row per flow in start order; kernels see rows [0, n)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.width = 1
+        self._cols = {k: np.zeros((64, *(self.width if d == 0 else d for d in shape)), dtype=dtype)
+                      for k, (shape, dtype) in _COLUMNS.items()}
+        self._views: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if not self._views:
+            self._views = {k: v[: self.n] for k, v in self._cols.items()}
+        return self._views[name]
+
+    def append(self, row: dict[str, object]) -> None:
+        cols, width = self._cols, len(row["links"])
+        if width > self.width:  # a longer route: widen the padded route columns
+            for k in ("links", "coefs"):
+                cols[k] = np.pad(cols[k], ((0, 0), (0, width - self.width)))
+            self.width = width
+        if self.n == len(cols["ids"]):
+            for k, v in cols.items():
+                cols[k] = np.concatenate([v, np.zeros_like(v)])
+        for k, v in row.items():
+            if k in ("links", "coefs"):
+                cols[k][self.n, :width] = v
+                cols[k][self.n, width:] = 0
+            else:
+                cols[k][self.n] = v
+        self.n += 1
+        self._views = {}
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep the rows where ``mask`` (over the active rows) is true, in order."""
+        m = int(np.count_nonzero(mask))
+        for v in self._cols.values():
+            v[:m] = v[: self.n][mask]
+        self.n = m
+        self._views = {}
+
+
 @BACKENDS.register(
     "fluid", "Fluid network: max-min sharing under CC/window offers, port backlogs, ECN, PFC, DCQCN/HPCC",
     "fluid models of RDMA CC (Zhu et al. CoNEXT 2016); the packet backend's CC state machines; docs/network-fluid.md",
@@ -80,9 +133,8 @@ class FluidBackend(NetworkBackend):
         self._tx = np.zeros(n_links)
         self._counters = np.zeros(3, dtype=np.int64)
         self._t = 0.0
-        self._width = 1
-        self._cols: dict[str, np.ndarray] = {}
-        self._reset_cols()
+        self._cols = _FlowTable()
+        self._args: tuple | None = None  # kernel arguments over the current flow table
         self._fresh = False  # rates valid for the current flow set and state
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
@@ -91,16 +143,6 @@ class FluidBackend(NetworkBackend):
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
 
     # ------------------------------------------------------------------ flow table
-    def _reset_cols(self) -> None:
-        z = np.zeros
-        self._cols = {
-            "ids": z(0, dtype=np.int64), "links": z((0, self._width), dtype=np.int64), "coefs": z((0, self._width)),
-            "hops": z(0, dtype=np.int64), "nfwd": z(0, dtype=np.int64), "first": z(0, dtype=np.int64),
-            "cc_on": z(0, dtype=np.bool_), "rem": z(0), "acked": z(0), "win": z(0), "rtt0": z(0), "dcoef": z(0),
-            "line": z(0), "lat": z(0), "st": z((0, MAX_SLOTS)), "hop": z((0, MAX_HOP_RECORDS, HOP_FIELDS)),
-            "credit": z(0), "rates": z(0), "bn": z(0, dtype=np.int64), "offered": z(0), "send": z(0),
-        }
-
     def _window(self, fwd: tuple[int, ...]) -> tuple[float, float]:
         """The packet backend's per-pair window and base RTT: rtt = 2Σdelay + Σ⌊payload·8e9/bw⌋ ns,
         bdp = rtt·min bw/8 (build.py)."""
@@ -114,53 +156,40 @@ class FluidBackend(NetworkBackend):
             hit = self._bdp[fwd] = (float(int(rtt_ns * bw / 1e9 / 8)) if self.params.has_win else 0.0, rtt_ns * 1e-9)
         return hit
 
-    def _add(self, flow: Flow) -> None:
-        fwd, rev, dc, ac, lat, row, coef_row = self._paths.describe(flow)
+    def _add(self, flow: Flow, fwd: tuple[int, ...], dc: float, lat: float, row: np.ndarray,
+             coef_row: np.ndarray) -> None:
         cc_on = bool(flow.cc) and self._mode != MODE_NONE
         win, rtt0 = self._window(fwd)
         line_bps = self.topology.links[fwd[0]].bandwidth_bps
         st = np.zeros(MAX_SLOTS)
         hop = np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
         (self.cc if cc_on else algorithm_for_mode(0)).init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
-        width = len(row)
-        c = self._cols
-        if width > self._width:
-            pad = width - self._width
-            c["links"] = np.pad(c["links"], ((0, 0), (0, pad)))
-            c["coefs"] = np.pad(c["coefs"], ((0, 0), (0, pad)))
-            self._width = width
-        lrow = np.zeros((1, self._width), dtype=np.int64)
-        crow = np.zeros((1, self._width))
-        lrow[0, :width] = row
-        crow[0, :width] = coef_row
-        add = {
-            "ids": [flow.flow_id], "links": lrow, "coefs": crow, "hops": [width], "nfwd": [len(fwd)],
-            "first": [fwd[0]], "cc_on": [cc_on], "rem": [float(flow.size_bytes)], "acked": [0.0], "win": [win],
-            "rtt0": [rtt0], "dcoef": [dc], "line": [line_bps / 8.0 / dc], "lat": [lat], "st": st[None, :],
-            "hop": hop[None, :, :], "credit": [0.0], "rates": [0.0], "bn": [-1], "offered": [0.0], "send": [0.0],
-        }
-        for k, v in add.items():
-            c[k] = np.concatenate([c[k], np.asarray(v, dtype=c[k].dtype)])
-
-    def _drop(self, keep: np.ndarray) -> None:
-        for k in self._cols:
-            self._cols[k] = self._cols[k][keep]
+        self._cols.append({
+            "ids": flow.flow_id, "links": row, "coefs": coef_row, "hops": len(row), "nfwd": len(fwd),
+            "first": fwd[0], "cc_on": cc_on, "rem": float(flow.size_bytes), "acked": 0.0, "win": win,
+            "rtt0": rtt0, "dcoef": dc, "line": line_bps / 8.0 / dc, "lat": lat, "st": st, "hop": hop,
+            "credit": 0.0, "rates": 0.0, "bn": -1, "offered": 0.0, "send": 0.0,
+        })
+        self._args = None
 
     # ------------------------------------------------------------------ integration
     def _kernel_args(self) -> tuple:
-        """The arguments ``fluid_kernel`` functions take after the time arguments."""
+        """The arguments ``fluid_kernel`` functions take after the time arguments (views of the table)."""
+        if self._args is not None:
+            return self._args
         c, s, p = self._cols, self._static, self.params
-        return (
+        self._args = (
             self._mode, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
             c["links"], c["coefs"], c["hops"], c["nfwd"], c["first"], c["cc_on"], c["rem"], c["acked"], c["win"],
             c["rtt0"], c["dcoef"], c["line"], c["st"], c["hop"], self._ccp, c["credit"], c["rates"], c["bn"],
             c["offered"], c["send"], s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax),
             s.switch_egress, self._counters,
         )
+        return self._args
 
     def _refresh(self) -> None:
         """Rates for the current flow set and state, before any time passes."""
-        if not self._fresh and len(self._cols["ids"]):
+        if not self._fresh and self._cols.n:
             fluid_step(0.0, self._t, *self._kernel_args())
             self._fresh = True
             self.steps += 1
@@ -171,7 +200,7 @@ class FluidBackend(NetworkBackend):
 
     def _next_drain_dt(self) -> float:
         c = self._cols
-        return next_drain_dt(c["rem"], c["send"]) if len(c["ids"]) else math.inf
+        return next_drain_dt(c["rem"], c["send"]) if c.n else math.inf
 
     def _collect_drained(self) -> None:
         c = self._cols
@@ -183,7 +212,8 @@ class FluidBackend(NetworkBackend):
             fwd = c["links"][i, : c["nfwd"][i]]
             qdelay = float(np.sum(self._q[fwd] / s.cap[fwd]))
             self._push_done(self._t + float(c["lat"][i]) + qdelay, int(c["ids"][i]))
-        self._drop(~drained)
+        self._cols.keep(~drained)
+        self._args = None
         self._fresh = False
 
     def _push_done(self, t: float, flow_id: int) -> None:
@@ -192,7 +222,7 @@ class FluidBackend(NetworkBackend):
 
     def _run_to(self, t_s: float) -> None:
         while self._t < t_s:
-            if not len(self._cols["ids"]):
+            if not self._cols.n:
                 if np.any(self._q > 0.0):  # drain backlogs of departed flows
                     self._q[:] = np.maximum(self._q - self._static.cap * (t_s - self._t), 0.0)
                 self._t = t_s
@@ -206,7 +236,7 @@ class FluidBackend(NetworkBackend):
     # ------------------------------------------------------------------ NetworkBackend
     @property
     def active_flows(self) -> int:
-        return len(self._cols["ids"]) + len(self._done)
+        return self._cols.n + len(self._done)
 
     def start_flow(self, flow: Flow, now_s: float) -> None:
         self._run_to(now_s)
@@ -215,17 +245,17 @@ class FluidBackend(NetworkBackend):
         if flow.size_bytes <= 0:
             self._push_done(now_s + lat, flow.flow_id)
             return
-        self._add(flow)
+        self._add(flow, fwd, dc, lat, row, coef_row)
         self._fresh = False
 
     def next_completion_s(self, horizon_s: float | None = None) -> float:
         self._refresh()
         t = self._t + self._next_drain_dt()
-        if len(self._cols["ids"]) and self._dynamic():
+        if self._cols.n and self._dynamic():
             t = min(t, self._t + HORIZON_STEPS * FLUID_STEP_S)
         if self._done:
             t = min(t, self._done[0][0])
-        return max(t, self._t) if self._done or len(self._cols["ids"]) else math.inf
+        return max(t, self._t) if self._done or self._cols.n else math.inf
 
     def advance_to(self, t_s: float) -> list[int]:
         self._run_to(t_s)
