@@ -133,7 +133,8 @@ class FluidBackend(NetworkBackend):
         self._tx = np.zeros(n_links)
         self._counters = np.zeros(3, dtype=np.int64)
         self._t = 0.0
-        self._cols = _FlowTable()
+        self._cols = _FlowTable()  # live flows and retired (drained) rows not yet compacted away
+        self._live = 0
         self._args: tuple | None = None  # kernel arguments over the current flow table
         self._fresh = False  # rates valid for the current flow set and state
         self._done: list[tuple[float, int, int]] = []
@@ -189,7 +190,7 @@ class FluidBackend(NetworkBackend):
 
     def _refresh(self) -> None:
         """Rates for the current flow set and state, before any time passes."""
-        if not self._fresh and self._cols.n:
+        if not self._fresh and self._live:
             fluid_step(0.0, self._t, *self._kernel_args())
             self._fresh = True
             self.steps += 1
@@ -200,43 +201,34 @@ class FluidBackend(NetworkBackend):
 
     def _next_drain_dt(self) -> float:
         c = self._cols
-        return next_drain_dt(c["rem"], c["send"]) if c.n else math.inf
-
-    def _collect_drained(self) -> None:
-        c = self._cols
-        drained = c["rem"] <= 1e-3
-        if not np.any(drained):
-            return
-        s = self._static
-        for i in np.flatnonzero(drained):
-            fwd = c["links"][i, : c["nfwd"][i]]
-            qdelay = float(np.sum(self._q[fwd] / s.cap[fwd]))
-            self._push_done(self._t + float(c["lat"][i]) + qdelay, int(c["ids"][i]))
-        self._cols.keep(~drained)
-        self._args = None
-        self._fresh = False
+        return next_drain_dt(c["rem"], c["send"]) if self._live else math.inf
 
     def _push_done(self, t: float, flow_id: int) -> None:
         heapq.heappush(self._done, (t, self._seq, flow_id))
         self._seq += 1
 
     def _run_to(self, t_s: float) -> None:
-        while self._t < t_s:
-            if not self._cols.n:
-                if np.any(self._q > 0.0):  # drain backlogs of departed flows
-                    self._q[:] = np.maximum(self._q - self._static.cap * (t_s - self._t), 0.0)
-                self._t = t_s
-                return
-            self._t, steps, drained = fluid_run(self._t, t_s, self._fresh, FLUID_STEP_S, *self._kernel_args())
-            self._fresh = True
+        if self._t >= t_s:
+            return
+        if self._live:
+            c = self._cols
+            self._t, steps, self._fresh, self._live, ids, times = fluid_run(
+                self._t, t_s, self._fresh, self._live, FLUID_STEP_S, c["ids"], c["lat"], *self._kernel_args())
             self.steps += steps
-            if drained:
-                self._collect_drained()
+            for flow_id, t in zip(ids.tolist(), times.tolist(), strict=True):
+                self._push_done(t, flow_id)
+            if 2 * self._live < c.n:  # retired rows outnumber live ones: compact
+                c.keep(c["rem"] < math.inf)
+                self._args = None
+        if not self._live and self._t < t_s:
+            if np.any(self._q > 0.0):  # drain backlogs of departed flows
+                self._q[:] = np.maximum(self._q - self._static.cap * (t_s - self._t), 0.0)
+            self._t = t_s
 
     # ------------------------------------------------------------------ NetworkBackend
     @property
     def active_flows(self) -> int:
-        return self._cols.n + len(self._done)
+        return self._live + len(self._done)
 
     def start_flow(self, flow: Flow, now_s: float) -> None:
         self._run_to(now_s)
@@ -246,16 +238,17 @@ class FluidBackend(NetworkBackend):
             self._push_done(now_s + lat, flow.flow_id)
             return
         self._add(flow, fwd, dc, lat, row, coef_row)
+        self._live += 1
         self._fresh = False
 
     def next_completion_s(self, horizon_s: float | None = None) -> float:
         self._refresh()
         t = self._t + self._next_drain_dt()
-        if self._cols.n and self._dynamic():
+        if self._live and self._dynamic():
             t = min(t, self._t + HORIZON_STEPS * FLUID_STEP_S)
         if self._done:
             t = min(t, self._done[0][0])
-        return max(t, self._t) if self._done or self._cols.n else math.inf
+        return max(t, self._t) if self._done or self._live else math.inf
 
     def advance_to(self, t_s: float) -> list[int]:
         self._run_to(t_s)

@@ -177,14 +177,36 @@ def is_dynamic(mode, q, send, rates, cc_on, st):
 
 
 @njit(cache=True)
-def fluid_run(t, t_s, fresh, step_s, mode, qcn, has_win, var_win, payload,
+def _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered, send):
+    """Leave a drained flow's row in place but inert: no links, no offer, no CC, never drains again."""
+    rem[f] = np.inf
+    hops[f] = 0
+    nfwd[f] = 0
+    cc_on[f] = False
+    win[f] = 0.0
+    line_Bps[f] = 0.0
+    rates[f] = 0.0
+    offered[f] = 0.0
+    send[f] = 0.0
+    bottleneck[f] = -1
+
+
+@njit(cache=True)
+def fluid_run(t, t_s, fresh, live, step_s, ids, lat, mode, qcn, has_win, var_win, payload,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
               st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Integrate from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, else one jump to the next
-    drain; stop early once a flow has drained. Returns (time reached, steps taken, a flow drained)."""
+    drain. A flow drains when its last byte is sent; it completes ``lat`` plus its path's queueing delay
+    later and its row is retired. Stops at ``t_s`` or when no live flow is left.
+
+    Returns (time reached, steps taken, rates still fresh, live flows, ids and completion times of the
+    flows that drained)."""
     steps = 0
-    while t < t_s:
+    done_ids = np.empty(rem.shape[0], dtype=np.int64)
+    done_t = np.empty(rem.shape[0])
+    n_done = 0
+    while t < t_s and live > 0:
         if not fresh:  # rates for a changed flow set, before any time passes
             fluid_step(0.0, t, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
                        cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, rates,
@@ -203,5 +225,13 @@ def fluid_run(t, t_s, fresh, step_s, mode, qcn, has_win, var_win, payload,
         steps += 1
         for f in range(rem.shape[0]):
             if rem[f] <= 1e-3:
-                return t, steps, True
-    return t, steps, False
+                qdelay = 0.0
+                for h in range(nfwd[f]):
+                    qdelay += q[links[f, h]] / cap[links[f, h]]
+                done_ids[n_done] = ids[f]
+                done_t[n_done] = t + lat[f] + qdelay
+                n_done += 1
+                live -= 1
+                fresh = False
+                _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered, send)
+    return t, steps, fresh, live, done_ids[:n_done], done_t[:n_done]
