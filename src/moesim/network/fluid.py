@@ -73,7 +73,8 @@ _COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
 
 
 class _FlowTable:
-    """Active flows in preallocated columns, one row per flow in start order; kernels see rows [0, n)."""
+    """Flows in preallocated columns, one row per flow in start order (live, or retired by the kernel
+    once drained until the next compaction); kernels see rows [0, n)."""
 
     def __init__(self) -> None:
         self.n = 0
@@ -106,7 +107,7 @@ class _FlowTable:
         self._views = {}
 
     def keep(self, mask: np.ndarray) -> None:
-        """Keep the rows where ``mask`` (over the active rows) is true, in order."""
+        """Keep the rows where ``mask`` (over rows [0, n)) is true, in order."""
         m = int(np.count_nonzero(mask))
         for v in self._cols.values():
             v[:m] = v[: self.n][mask]
