@@ -39,7 +39,7 @@ def fluid_step(dt, now_s, mode, qcn, has_win, var_win, payload,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Advance the fluid state by ``dt`` seconds from ``now_s`` (rates held constant over the step).
 
-    counters: [pause events, CNPs, HPCC updates]. Returns the largest relative change of a CC rate."""
+    counters: [pause events, CNPs, HPCC updates]."""
     n, n_links = links.shape[0], cap.shape[0]
     # 1. offered rate: CC rate and window over the RTT including queueing delay
     for f in range(n):
@@ -102,14 +102,12 @@ def fluid_step(dt, now_s, mode, qcn, has_win, var_win, payload,
     t_end = now_s + dt
     now_ns = np.floor(t_end * 1e9)
     ints = np.zeros((hop_tab.shape[1], INT_FIELDS), dtype=np.int64)
-    change = 0.0
     for f in range(n):
         got = rates[f] * dt
         rem[f] -= min(send[f] * dt, rem[f])
         acked[f] += got
         if not cc_on[f] or mode == MODE_NONE:
             continue
-        r0 = st[f, RATE]
         if mode == MODE_DCQCN:
             if qcn:
                 pm = 0.0
@@ -144,11 +142,6 @@ def fluid_step(dt, now_s, mode, qcn, has_win, var_win, payload,
                 hpcc.on_ack(st[f], hop_tab[f], ccp, now_ns, np.int64(acked[f]), np.int64(acked[f] + inflight + 1.0),
                             False, ints, m, np.int64(win[f]), np.int64(rtt0[f] * 1e9))
                 counters[2] += 1
-        if r0 > 0.0:
-            c = abs(st[f, RATE] - r0) / r0
-            if c > change:
-                change = c
-    return change
 
 
 @njit(cache=True)
