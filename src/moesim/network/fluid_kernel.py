@@ -200,20 +200,17 @@ def fluid_run(t, t_s, fresh, live, step_s, ids, lat, mode, qcn, has_win, var_win
     done_t = np.empty(rem.shape[0])
     n_done = 0
     while t < t_s and live > 0:
-        if not fresh:  # rates for a changed flow set, before any time passes
-            fluid_step(0.0, t, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
-                       cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, rates,
-                       bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress,
-                       counters)
-            steps += 1
-            fresh = True
-        dt = min(t_s - t, next_drain_dt(rem, send))
-        if is_dynamic(mode, q, send, rates, cc_on, st):
-            dt = min(dt, step_s)
-        dt = max(dt, 0.0)
+        if fresh:
+            dt = min(t_s - t, next_drain_dt(rem, send))
+            if is_dynamic(mode, q, send, rates, cc_on, st):
+                dt = min(dt, step_s)
+            dt = max(dt, 0.0)
+        else:
+            dt = 0.0  # rates for a changed flow set, before any time passes
         fluid_step(dt, t, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
                    cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, rates,
                    bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
+        fresh = True
         t += dt
         steps += 1
         for f in range(rem.shape[0]):
