@@ -55,27 +55,32 @@ def fluid_step(dt, now_s, mode, qcn, has_win, var_win, payload,
                 w = max(np.floor(win[f] * st[f, RATE] / st[f, MAX_RATE]), 1.0)
             o = min(o, w / (rtt0[f] + qd))
         offered[f] = o
-    # 2. what the network delivers: max-min under the offered caps
-    waterfill_capped(links, coefs, hops, cap, offered, rates, bottleneck)
-    # 3. queues: beyond a bottleneck downstream of its own port, a flow sends its offer (window/CC
-    #    bound), limited by the spare capacity of its own port; the surplus over the delivered rate
-    #    builds that bottleneck's backlog. An unsaturated port drains its backlog.
+    # 2. what each sender puts on its own port: its NIC serves its flows round-robin, i.e. max-min on
+    #    that port alone under the offers, whatever their downstream share
+    own = np.empty((n, 1), dtype=np.int64)
+    own_coef = np.empty((n, 1))
+    own_hops = np.empty(n, dtype=np.int64)
+    for f in range(n):
+        own[f, 0] = first_queued[f]
+        own_coef[f, 0] = coefs[f, 0]
+        own_hops[f] = 1 if hops[f] > 0 else 0
+    rr = np.empty(n)
+    rr_bn = np.empty(n, dtype=np.int64)
+    waterfill_capped(own, own_coef, own_hops, cap, offered, rr, rr_bn)
+    # 3. what the network delivers: max-min under those sending rates
+    waterfill_capped(links, coefs, hops, cap, rr, rates, bottleneck)
+    # 4. queues: a flow bottlenecked at a switch egress beyond its own port keeps sending its share of
+    #    its own port; the surplus over the delivered rate builds that bottleneck's backlog. An
+    #    unsaturated port drains its backlog.
     load = np.zeros(n_links)
     excess = np.zeros(n_links)
-    want = np.zeros(n_links)
     for f in range(n):
         for h in range(hops[f]):
             load[links[f, h]] += coefs[f, h] * rates[f]
         send[f] = rates[f]
         b = bottleneck[f]
-        if b >= 0 and b != first_queued[f] and switch_egress[b] and offered[f] > rates[f]:
-            want[first_queued[f]] += coefs[f, 0] * (offered[f] - rates[f])
-    for f in range(n):
-        b = bottleneck[f]
-        if b >= 0 and b != first_queued[f] and switch_egress[b] and offered[f] > rates[f]:
-            k0 = first_queued[f]
-            scale = min(1.0, max(cap[k0] - load[k0], 0.0) / want[k0])
-            send[f] = rates[f] + scale * (offered[f] - rates[f])
+        if b >= 0 and b != first_queued[f] and switch_egress[b] and rr[f] > rates[f]:
+            send[f] = rr[f]
             for h in range(nfwd[f]):
                 if links[f, h] == b:
                     excess[b] += coefs[f, h] * (send[f] - rates[f])
@@ -98,7 +103,7 @@ def fluid_step(dt, now_s, mode, qcn, has_win, var_win, payload,
         b = bottleneck[f]
         if b >= 0 and frac[b] < 1.0:
             send[f] = rates[f] + frac[b] * (send[f] - rates[f])
-    # 4. bytes and congestion-control reactions at the end of the step
+    # 5. bytes and congestion-control reactions at the end of the step
     t_end = now_s + dt
     now_ns = np.floor(t_end * 1e9)
     ints = np.zeros((hop_tab.shape[1], INT_FIELDS), dtype=np.int64)
