@@ -3,9 +3,10 @@
 Between flow events the state is integrated with a fixed step (``FLUID_STEP_S``) while anything is
 dynamic (a backlog, or a congestion-controlled flow whose rate moves) and in one jump to the next
 drain otherwise. Per step (``fluid_kernel.fluid_step``): each flow offers min(CC rate, window/RTT
-with queueing delay); the network delivers the max-min fair allocation under those offers; the part
-of the offer above the delivered rate at a bottleneck downstream of the sender's own port builds that
-port's backlog (an unsaturated port drains); the backlog sets the ECN marking probability
+with queueing delay); its NIC serves its flows round-robin (max-min on its own port under the offers);
+the network delivers the max-min fair allocation under those sending rates; the part sent above the
+delivered rate at a bottleneck downstream of the sender's own port builds that port's backlog (an
+unsaturated port drains); the backlog sets the ECN marking probability
 (KMIN/KMAX/PMAX, RED-like) and the INT records; a backlog at the PFC dynamic threshold is held there
 (a PAUSE event). The CC state machines are those of the packet backend (``moesim.network.cc``).
 A flow completes one fixed latency (as in ``flow``) plus its path's queueing delay after it drains.
