@@ -13,6 +13,7 @@ from helpers import all_to_all, star
 from moesim.network.base import Flow
 from moesim.network.fluid import FluidBackend
 from moesim.network.params import NETWORK_MODES
+from moesim.topology.catalog import get_topology
 
 SENDERS = 16
 BW_BPS = 400e9
@@ -95,3 +96,20 @@ def test_dcqcn_all_to_all_stragglers_as_in_packet():
     packet = max(all_to_all("packet", "roce_dcqcn", 2 << 20)[0])
     fluid = max(all_to_all("fluid", "roce_dcqcn", 2 << 20)[0])
     assert abs(fluid / packet - 1) < 0.10
+
+
+def test_round_robin_senders_queue_at_the_shared_nic_port():
+    """16 GPUs of topology 4 (two servers, four GPUs per PCIe switch and NIC) exchange 1 MiB each, no CC.
+    Each GPU's NIC serves its 15 flows round-robin, so its 8 inter-server flows push ~8/15 of the GPU
+    link into NIC ports shared by four GPUs: a backlog far above KMIN (800 KB at 400 Gb/s) by 50 µs, as
+    in the packet backend (3.9 MB there, at PCIe switch → NIC). Max-min at the sender would hold the
+    inter-server flows to their NIC share and queue nothing."""
+    params = NETWORK_MODES["ib_cc0"]
+    topo = get_topology("4", nic_switch_delay_s=params.nic_switch_delay_s)
+    backend = FluidBackend(topo, params)
+    pairs = [(s, d) for s in range(16) for d in range(16) if s != d]
+    for i, (s, d) in enumerate(pairs):
+        backend.start_flow(Flow(i, s, d, 1 << 20, cc=False), 0.0)
+    backend.advance_to(50e-6)
+    nic_ports = [link.id for link in topo.links if ".nic" in link.src or ".nic" in link.dst]
+    assert backend.diagnostics()["queue_bytes"][nic_ports].max() > 2 * params.kmin_bytes(400e9)
