@@ -57,16 +57,9 @@ def fluid_step(dt, now_s, mode, qcn, has_win, var_win, payload,
         offered[f] = o
     # 2. what each sender puts on its own port: its NIC serves its flows round-robin, i.e. max-min on
     #    that port alone under the offers, whatever their downstream share
-    own = np.empty((n, 1), dtype=np.int64)
-    own_coef = np.empty((n, 1))
-    own_hops = np.empty(n, dtype=np.int64)
-    for f in range(n):
-        own[f, 0] = first_queued[f]
-        own_coef[f, 0] = coefs[f, 0]
-        own_hops[f] = 1 if hops[f] > 0 else 0
     rr = np.empty(n)
-    rr_bn = np.empty(n, dtype=np.int64)
-    waterfill_capped(own, own_coef, own_hops, cap, offered, rr, rr_bn)
+    waterfill_capped(first_queued.reshape(n, 1), coefs[:, :1], np.minimum(hops, 1), cap, offered, rr,
+                     np.empty(n, dtype=np.int64))
     # 3. what the network delivers: max-min under those sending rates
     waterfill_capped(links, coefs, hops, cap, rr, rates, bottleneck)
     # 4. queues: a flow bottlenecked at a switch egress beyond its own port keeps sending its share of
