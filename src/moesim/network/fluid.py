@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -27,10 +28,8 @@ from moesim.network.fluid_kernel import (
     MODE_DCQCN,
     MODE_HPCC,
     MODE_NONE,
+    fluid_peek,
     fluid_run,
-    fluid_step,
-    is_dynamic,
-    next_drain_dt,
 )
 from moesim.network.params import NetworkParams
 from moesim.topology.model import NodeKind, Topology
@@ -38,7 +37,9 @@ from moesim.topology.model import NodeKind, Topology
 FLUID_STEP_S = 1e-6
 """Integration step while the state is dynamic (about one base RTT of the study topologies)."""
 HORIZON_STEPS = 32
-"""While dynamic, ``next_completion_s`` looks at most this many steps ahead."""
+"""While dynamic, ``next_completion_s`` without a horizon estimates at most this many steps ahead."""
+MAX_STEPS_PER_CALL = 100_000
+"""Steps one kernel call may take before it hands control back (keeps a look-ahead interruptible)."""
 MAX_HOP_RECORDS = 8
 PFC_ALPHA_SHIFT = 3
 """The packet MMU's dynamic threshold is (free buffer) >> 3 per ingress (docs/network-packet.md)."""
@@ -73,47 +74,70 @@ _COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
 """Per-flow columns: shape after the row axis (``(0,)`` = as wide as the longest route) and dtype."""
 
 
+class _Route(NamedTuple):
+    """A flow's constant columns, shared by every flow of one route class (route, policy, last packet)."""
+
+    index: int
+    links: np.ndarray
+    coefs: np.ndarray
+    hops: int
+    nfwd: int
+    first: int
+    cc_on: bool
+    win: float
+    rtt0: float
+    dcoef: float
+    line: float
+    lat: float
+    st: np.ndarray
+    hop: np.ndarray
+
+
+_ROUTE_SCALARS = ("hops", "nfwd", "first", "cc_on", "win", "rtt0", "dcoef", "line", "lat")
+
+
 class _FlowTable:
     """Flows in preallocated columns, one row per flow in start order (live, or retired by the kernel
-    once drained until the next compaction); kernels see rows [0, n)."""
+    once drained until the next compaction); kernels get the whole columns and work on rows [0, n)."""
 
     def __init__(self) -> None:
         self.n = 0
         self.width = 1
-        self._cols = {k: np.zeros((64, *(self.width if d == 0 else d for d in shape)), dtype=dtype)
-                      for k, (shape, dtype) in _COLUMNS.items()}
-        self._views: dict[str, np.ndarray] = {}
+        self.cols = {k: np.zeros((64, *(self.width if d == 0 else d for d in shape)), dtype=dtype)
+                     for k, (shape, dtype) in _COLUMNS.items()}
+        self.version = 0  # bumped whenever a column is reallocated (arrays handed out before are stale)
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        if not self._views:
-            self._views = {k: v[: self.n] for k, v in self._cols.items()}
-        return self._views[name]
-
-    def append(self, row: dict[str, object]) -> None:
-        cols, width = self._cols, len(row["links"])
+    def append(self, flow_id: int, size_bytes: float, route: _Route) -> None:
+        """Add a flow on ``route`` with ``size_bytes`` left to send and fresh dynamic state."""
+        cols, width = self.cols, route.hops
         if width > self.width:  # a longer route: widen the padded route columns
             for k in ("links", "coefs"):
                 cols[k] = np.pad(cols[k], ((0, 0), (0, width - self.width)))
             self.width = width
+            self.version += 1
         if self.n == len(cols["ids"]):
             for k, v in cols.items():
                 cols[k] = np.concatenate([v, np.zeros_like(v)])
-        for k, v in row.items():
-            if k in ("links", "coefs"):
-                cols[k][self.n, :width] = v
-                cols[k][self.n, width:] = 0
-            else:
-                cols[k][self.n] = v
+            self.version += 1
+        i = self.n
+        for k in ("links", "coefs"):
+            cols[k][i, :width] = getattr(route, k)
+            cols[k][i, width:] = 0
+        cols["st"][i] = route.st
+        cols["hop"][i] = route.hop
+        for k in _ROUTE_SCALARS:
+            cols[k][i] = getattr(route, k)
+        for k, v in (("ids", flow_id), ("rem", size_bytes), ("acked", 0.0), ("credit", 0.0), ("rates", 0.0),
+                     ("bn", -1), ("offered", 0.0), ("send", 0.0)):
+            cols[k][i] = v
         self.n += 1
-        self._views = {}
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep the rows where ``mask`` (over rows [0, n)) is true, in order."""
         m = int(np.count_nonzero(mask))
-        for v in self._cols.values():
+        for v in self.cols.values():
             v[:m] = v[: self.n][mask]
         self.n = m
-        self._views = {}
 
 
 @BACKENDS.register(
@@ -137,11 +161,13 @@ class FluidBackend(NetworkBackend):
         self._t = 0.0
         self._cols = _FlowTable()  # live flows and retired (drained) rows not yet compacted away
         self._live = 0
-        self._args: tuple | None = None  # kernel arguments over the current flow table
+        self._args: tuple | None = None  # kernel arguments over the flow table's columns
+        self._args_version = -1
         self._fresh = False  # rates valid for the current flow set and state
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
-        self.link_bytes = np.zeros(n_links)
+        self._routes: dict[int, _Route] = {}
+        self._route_bytes: list[float] = []  # bytes started per route class, by _Route.index
         self.steps = 0
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
 
@@ -159,69 +185,64 @@ class FluidBackend(NetworkBackend):
             hit = self._bdp[fwd] = (float(int(rtt_ns * bw / 1e9 / 8)) if self.params.has_win else 0.0, rtt_ns * 1e-9)
         return hit
 
-    def _add(self, flow: Flow, fwd: tuple[int, ...], dc: float, lat: float, row: np.ndarray,
-             coef_row: np.ndarray) -> None:
-        cc_on = bool(flow.cc) and self._mode != MODE_NONE
-        win, rtt0 = self._window(fwd)
-        line_bps = self.topology.links[fwd[0]].bandwidth_bps
-        st = np.zeros(MAX_SLOTS)
-        hop = np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
-        (self.cc if cc_on else algorithm_for_mode(0)).init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
-        self._cols.append({
-            "ids": flow.flow_id, "links": row, "coefs": coef_row, "hops": len(row), "nfwd": len(fwd),
-            "first": fwd[0], "cc_on": cc_on, "rem": float(flow.size_bytes), "acked": 0.0, "win": win,
-            "rtt0": rtt0, "dcoef": dc, "line": line_bps / 8.0 / dc, "lat": lat, "st": st, "hop": hop,
-            "credit": 0.0, "rates": 0.0, "bn": -1, "offered": 0.0, "send": 0.0,
-        })
-        self._args = None
+    def _route(self, flow: Flow) -> _Route:
+        """The constant columns of ``flow``, built once per route class (``describe`` caches its results,
+        so their identity names the class)."""
+        described = self._paths.describe(flow)
+        hit = self._routes.get(id(described))
+        if hit is None:
+            fwd, _, dc, _, lat, row, coef_row = described
+            cc_on = bool(flow.cc) and self._mode != MODE_NONE
+            win, rtt0 = self._window(fwd)
+            line_bps = self.topology.links[fwd[0]].bandwidth_bps
+            st = np.zeros(MAX_SLOTS)
+            hop = np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
+            (self.cc if cc_on else algorithm_for_mode(0)).init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
+            hit = _Route(len(self._route_bytes), row, coef_row, len(row), len(fwd), fwd[0], cc_on, win, rtt0, dc,
+                         line_bps / 8.0 / dc, lat, st, hop)
+            self._routes[id(described)] = hit
+            self._route_bytes.append(0.0)
+        return hit
 
     # ------------------------------------------------------------------ integration
     def _kernel_args(self) -> tuple:
-        """The arguments ``fluid_kernel`` functions take after the time arguments (views of the table)."""
-        if self._args is not None:
-            return self._args
-        c, s, p = self._cols, self._static, self.params
-        self._args = (
-            self._mode, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
-            c["links"], c["coefs"], c["hops"], c["nfwd"], c["first"], c["cc_on"], c["rem"], c["acked"], c["win"],
-            c["rtt0"], c["dcoef"], c["line"], c["st"], c["hop"], self._ccp, c["credit"], c["rates"], c["bn"],
-            c["offered"], c["send"], s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax),
-            s.switch_egress, self._counters,
-        )
+        """The arguments ``fluid_kernel`` functions take after (time, row count): whole table columns,
+        rebuilt only when the table reallocates them."""
+        c = self._cols
+        if self._args is None or self._args_version != c.version:
+            s, p, col = self._static, self.params, c.cols
+            self._args_version = c.version
+            self._args = (
+                self._mode, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
+                *(col[k] for k in ("links", "coefs", "hops", "nfwd", "first", "cc_on", "rem", "acked", "win", "rtt0",
+                                   "dcoef", "line", "st", "hop")),
+                self._ccp, *(col[k] for k in ("credit", "rates", "bn", "offered", "send")),
+                s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax), s.switch_egress, self._counters,
+            )
         return self._args
-
-    def _refresh(self) -> None:
-        """Rates for the current flow set and state, before any time passes."""
-        if not self._fresh and self._live:
-            fluid_step(0.0, self._t, *self._kernel_args())
-            self._fresh = True
-            self.steps += 1
-
-    def _dynamic(self) -> bool:
-        c = self._cols
-        return is_dynamic(self._mode, self._q, c["send"], c["rates"], c["cc_on"], c["st"])
-
-    def _next_drain_dt(self) -> float:
-        c = self._cols
-        return next_drain_dt(c["rem"], c["send"]) if self._live else math.inf
 
     def _push_done(self, t: float, flow_id: int) -> None:
         heapq.heappush(self._done, (t, self._seq, flow_id))
         self._seq += 1
 
-    def _run_to(self, t_s: float) -> None:
+    def _run_to(self, t_s: float, until_completion: bool = False) -> None:
+        """Integrate to ``t_s`` (or only to the first completion of a flow that drains on the way)."""
         if self._t >= t_s:
             return
         if self._live:
             c = self._cols
             self._t, steps, self._fresh, self._live, ids, times = fluid_run(
-                self._t, t_s, self._fresh, self._live, FLUID_STEP_S, c["ids"], c["lat"], *self._kernel_args())
+                self._t, t_s, self._fresh, self._live, c.n, FLUID_STEP_S, MAX_STEPS_PER_CALL, until_completion,
+                c.cols["ids"], c.cols["lat"], *self._kernel_args())
             self.steps += steps
             for flow_id, t in zip(ids.tolist(), times.tolist(), strict=True):
                 self._push_done(t, flow_id)
             if 2 * self._live < c.n:  # retired rows outnumber live ones: compact
-                c.keep(c["rem"] < math.inf)
-                self._args = None
+                c.keep(c.cols["rem"][: c.n] < math.inf)
+            if until_completion:
+                return
+            if self._live and self._t < t_s:
+                return self._run_to(t_s)
         if not self._live and self._t < t_s:
             if np.any(self._q > 0.0):  # drain backlogs of departed flows
                 self._q[:] = np.maximum(self._q - self._static.cap * (t_s - self._t), 0.0)
@@ -234,23 +255,39 @@ class FluidBackend(NetworkBackend):
 
     def start_flow(self, flow: Flow, now_s: float) -> None:
         self._run_to(now_s)
-        fwd, rev, dc, ac, lat, row, coef_row = self._paths.describe(flow)
-        self.link_bytes[row] += flow.size_bytes * coef_row
+        route = self._route(flow)
+        self._route_bytes[route.index] += flow.size_bytes
         if flow.size_bytes <= 0:
-            self._push_done(now_s + lat, flow.flow_id)
+            self._push_done(now_s + route.lat, flow.flow_id)
             return
-        self._add(flow, fwd, dc, lat, row, coef_row)
+        self._cols.append(flow.flow_id, float(flow.size_bytes), route)
         self._live += 1
         self._fresh = False
 
     def next_completion_s(self, horizon_s: float | None = None) -> float:
-        self._refresh()
-        t = self._t + self._next_drain_dt()
-        if self._live and self._dynamic():
-            t = min(t, self._t + HORIZON_STEPS * FLUID_STEP_S)
+        if horizon_s is not None:
+            return self._look_ahead(horizon_s)
+        t = math.inf
+        if self._live:
+            if not self._fresh:
+                self.steps += 1  # the zero-length step that sets the rates of a changed flow set
+            drain_dt, dynamic = fluid_peek(self._fresh, self._t, self._cols.n, *self._kernel_args())
+            self._fresh = True
+            t = self._t + (min(drain_dt, HORIZON_STEPS * FLUID_STEP_S) if dynamic else drain_dt)
         if self._done:
             t = min(t, self._done[0][0])
         return max(t, self._t) if self._done or self._live else math.inf
+
+    def _look_ahead(self, horizon_s: float) -> float:
+        """Nothing starts before the horizon or the next completion, so integrate up to the earlier of
+        them: the answer is exact (``math.inf``: nothing completes by the horizon)."""
+        if self._live:
+            self._run_to(min(horizon_s, self._done[0][0] if self._done else math.inf), until_completion=True)
+        if self._done and (self._done[0][0] <= self._t or not self._live):
+            return self._done[0][0]
+        if not self._live:
+            return math.inf
+        return math.inf if self._t >= horizon_s else self._t  # else: the step budget ran out; go on later
 
     def advance_to(self, t_s: float) -> list[int]:
         self._run_to(t_s)
@@ -259,7 +296,15 @@ class FluidBackend(NetworkBackend):
             out.append(heapq.heappop(self._done)[2])
         return out
 
+    @property
+    def link_bytes(self) -> np.ndarray:
+        """Wire bytes (headers and ACKs included) started on each link."""
+        out = np.zeros(len(self.topology.links))
+        for route in self._routes.values():
+            out[route.links] += self._route_bytes[route.index] * route.coefs
+        return out
+
     def diagnostics(self) -> dict[str, object]:
-        return {"link_bytes": self.link_bytes.copy(), "pause_events": int(self._counters[0]),
+        return {"link_bytes": self.link_bytes, "pause_events": int(self._counters[0]),
                 "cnps": int(self._counters[1]), "int_updates": int(self._counters[2]), "steps": self.steps,
                 "queue_bytes": self._q.copy()}

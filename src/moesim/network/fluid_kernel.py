@@ -33,14 +33,13 @@ def _fire_dcqcn_timers(st, p, now_ns):
 
 
 @njit(cache=True)
-def fluid_step(dt, now_s, mode, qcn, has_win, var_win, payload,
+def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
-    """Advance the fluid state by ``dt`` seconds from ``now_s`` (rates held constant over the step).
-
-    counters: [pause events, CNPs, HPCC updates]."""
-    n, n_links = links.shape[0], cap.shape[0]
+    """Advance the fluid state of flows [0, n) by ``dt`` seconds from ``now_s`` (rates held constant over
+    the step). counters: [pause events, CNPs, HPCC updates]."""
+    n_links = cap.shape[0]
     # 1. offered rate: CC rate and window over the RTT including queueing delay
     for f in range(n):
         qd = 0.0
@@ -58,10 +57,10 @@ def fluid_step(dt, now_s, mode, qcn, has_win, var_win, payload,
     # 2. what each sender puts on its own port: its NIC serves its flows round-robin, i.e. max-min on
     #    that port alone under the offers, whatever their downstream share
     rr = np.empty(n)
-    waterfill_capped(first_queued.reshape(n, 1), coefs[:, :1], np.minimum(hops, 1), cap, offered, rr,
+    waterfill_capped(first_queued[:n].reshape(n, 1), coefs[:n, :1], np.minimum(hops[:n], 1), cap, offered[:n], rr,
                      np.empty(n, dtype=np.int64))
     # 3. what the network delivers: max-min under those sending rates
-    waterfill_capped(links, coefs, hops, cap, rr, rates, bottleneck)
+    waterfill_capped(links[:n], coefs[:n], hops[:n], cap, rr, rates[:n], bottleneck[:n])
     # 4. queues: a flow bottlenecked at a switch egress beyond its own port keeps sending its share of
     #    its own port; the surplus over the delivered rate builds that bottleneck's backlog. An
     #    unsaturated port drains its backlog.
@@ -143,25 +142,25 @@ def fluid_step(dt, now_s, mode, qcn, has_win, var_win, payload,
 
 
 @njit(cache=True)
-def next_drain_dt(rem, send):
-    """Time until the first flow's remaining bytes are all sent at the current sending rates."""
+def next_drain_dt(n, rem, send):
+    """Time until the first of flows [0, n) has sent all its remaining bytes at the current sending rates."""
     x = np.inf
-    for f in range(rem.shape[0]):
+    for f in range(n):
         if send[f] > 0.0:
             x = min(x, rem[f] / max(send[f], 1e-300))
     return x
 
 
 @njit(cache=True)
-def is_dynamic(mode, q, send, rates, cc_on, st):
-    """True while a backlog exists or a congestion-controlled flow's rate may still move."""
+def is_dynamic(n, mode, q, send, rates, cc_on, st):
+    """True while a backlog exists or a congestion-controlled flow of [0, n) may still change its rate."""
     for k in range(q.shape[0]):
         if q[k] > 0.0:
             return True
-    for f in range(send.shape[0]):
+    for f in range(n):
         if send[f] > rates[f] * (1 + 1e-9):
             return True
-    for f in range(cc_on.shape[0]):
+    for f in range(n):
         if cc_on[f] and (mode == MODE_HPCC or (mode == MODE_DCQCN and st[f, RATE] < st[f, MAX_RATE])):
             return True
     return False
@@ -183,41 +182,58 @@ def _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered
 
 
 @njit(cache=True)
-def fluid_run(t, t_s, fresh, live, step_s, ids, lat, mode, qcn, has_win, var_win, payload,
+def fluid_peek(fresh, t, n, mode, qcn, has_win, var_win, payload,
+               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
+               st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
+               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
+    """Rates for the current flow set (a zero-length step unless ``fresh``), then (time to the next
+    drain at those rates, whether the state is dynamic)."""
+    if not fresh:
+        fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
+                   cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, rates,
+                   bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
+    return next_drain_dt(n, rem, send), is_dynamic(n, mode, q, send, rates, cc_on, st)
+
+
+@njit(cache=True)
+def fluid_run(t, t_s, fresh, live, n, step_s, max_steps, stop_at_completion, ids, lat, mode, qcn, has_win, var_win, payload,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
               st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
-    """Integrate from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, else one jump to the next
-    drain. A flow drains when its last byte is sent; it completes ``lat`` plus its path's queueing delay
-    later and its row is retired. Stops at ``t_s`` or when no live flow is left.
+    """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, else one jump
+    to the next drain. A flow drains when its last byte is sent; it completes ``lat`` plus its path's
+    queueing delay later and its row is retired. Stops at ``t_s`` (or at the earliest completion of a
+    flow drained on the way if ``stop_at_completion``), when no live flow is left, or after ``max_steps``.
 
     Returns (time reached, steps taken, rates still fresh, live flows, ids and completion times of the
     flows that drained)."""
     steps = 0
-    done_ids = np.empty(rem.shape[0], dtype=np.int64)
-    done_t = np.empty(rem.shape[0])
+    done_ids = np.empty(n, dtype=np.int64)
+    done_t = np.empty(n)
     n_done = 0
-    while t < t_s and live > 0:
+    while t < t_s and live > 0 and steps < max_steps:
         if fresh:
-            dt = min(t_s - t, next_drain_dt(rem, send))
-            if is_dynamic(mode, q, send, rates, cc_on, st):
+            dt = min(t_s - t, next_drain_dt(n, rem, send))
+            if is_dynamic(n, mode, q, send, rates, cc_on, st):
                 dt = min(dt, step_s)
             dt = max(dt, 0.0)
         else:
             dt = 0.0  # rates for a changed flow set, before any time passes
-        fluid_step(dt, t, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
+        fluid_step(dt, t, n, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
                    cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, rates,
                    bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
         fresh = True
-        t += dt
+        t = t_s if dt >= t_s - t else t + dt
         steps += 1
-        for f in range(rem.shape[0]):
+        for f in range(n):
             if rem[f] <= 1e-3:
                 qdelay = 0.0
                 for h in range(nfwd[f]):
                     qdelay += q[links[f, h]] / cap[links[f, h]]
                 done_ids[n_done] = ids[f]
                 done_t[n_done] = t + lat[f] + qdelay
+                if stop_at_completion:
+                    t_s = min(t_s, done_t[n_done])
                 n_done += 1
                 live -= 1
                 fresh = False
