@@ -11,6 +11,7 @@ import pytest
 from helpers import all_to_all, star
 
 from moesim.network.base import Flow
+from moesim.network import fluid
 from moesim.network.fluid import FluidBackend
 from moesim.network.params import NETWORK_MODES
 from moesim.topology.catalog import get_topology
@@ -113,3 +114,21 @@ def test_round_robin_senders_queue_at_the_shared_nic_port():
     backend.advance_to(50e-6)
     nic_ports = [link.id for link in topo.links if ".nic" in link.src or ".nic" in link.dst]
     assert backend.diagnostics()["queue_bytes"][nic_ports].max() > 2 * params.kmin_bytes(400e9)
+
+
+def test_a_settled_hpcc_flow_takes_growing_steps(monkeypatch):
+    # one HPCC flow alone: its rate settles within a few RTTs, then the step doubles up to
+    # FLUID_MAX_STEP_S; the completion time stays that of fixed 1 µs steps (the engine's look-ahead)
+    def lone_flow():
+        backend = FluidBackend(star(2, BW_BPS), NETWORK_MODES["roce_hpcc"])
+        backend.start_flow(Flow(1, 1, 0, 8_000_000), 0.0)
+        t = backend.next_completion_s(math.inf)
+        assert backend.advance_to(t) == [1] and backend.next_completion_s(math.inf) == math.inf
+        return t, backend.steps
+
+    t_grown, steps_grown = lone_flow()
+    monkeypatch.setattr(fluid, "FLUID_MAX_STEP_S", fluid.FLUID_STEP_S)
+    t_fixed, steps_fixed = lone_flow()
+    assert steps_fixed > 8_000_000 * 8 / BW_BPS / fluid.FLUID_STEP_S  # about 170 steps of 1 µs
+    assert steps_grown < steps_fixed / 3
+    assert abs(t_grown / t_fixed - 1) < 1e-3

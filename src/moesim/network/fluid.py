@@ -36,6 +36,8 @@ from moesim.topology.model import NodeKind, Topology
 
 FLUID_STEP_S = 1e-6
 """Integration step while the state is dynamic (about one base RTT of the study topologies)."""
+FLUID_MAX_STEP_S = 8e-6
+"""The step doubles up to this while only HPCC rates that have settled keep the state dynamic."""
 HORIZON_STEPS = 32
 """While dynamic, ``next_completion_s`` without a horizon estimates at most this many steps ahead."""
 MAX_STEPS_PER_CALL = 100_000
@@ -232,7 +234,7 @@ class FluidBackend(NetworkBackend):
         if self._live:
             c = self._cols
             self._t, steps, self._fresh, self._live, ids, times = fluid_run(
-                self._t, t_s, self._fresh, self._live, c.n, FLUID_STEP_S, MAX_STEPS_PER_CALL, until_completion,
+                self._t, t_s, self._fresh, self._live, c.n, FLUID_STEP_S, FLUID_MAX_STEP_S, MAX_STEPS_PER_CALL, until_completion,
                 c.cols["ids"], c.cols["lat"], *self._kernel_args())
             self.steps += steps
             for flow_id, t in zip(ids.tolist(), times.tolist(), strict=True):

@@ -16,6 +16,9 @@ from moesim.network.cc.base import INT_FIELDS, MAX_RATE, RATE
 from moesim.network.flow import waterfill_capped
 
 MODE_NONE, MODE_DCQCN, MODE_HPCC = 0, 1, 3
+QUIET_REL = 1e-3
+"""An HPCC rate that moves less than this (relative) in a step counts as settled."""
+STATIC, DYNAMIC, HPCC_ONLY = 0, 1, 2
 
 
 @njit(cache=True)
@@ -38,7 +41,8 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
                st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Advance the fluid state of flows [0, n) by ``dt`` seconds from ``now_s`` (rates held constant over
-    the step). counters: [pause events, CNPs, HPCC updates]."""
+    the step). counters: [pause events, CNPs, HPCC updates]. Returns whether an HPCC flow's rate moved by
+    more than ``QUIET_REL`` (relative) in this step."""
     n_links = cap.shape[0]
     # 1. offered rate: CC rate and window over the RTT including queueing delay
     for f in range(n):
@@ -99,6 +103,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
     t_end = now_s + dt
     now_ns = np.floor(t_end * 1e9)
     ints = np.zeros((hop_tab.shape[1], INT_FIELDS), dtype=np.int64)
+    moved = False
     for f in range(n):
         got = rates[f] * dt
         rem[f] -= min(send[f] * dt, rem[f])
@@ -136,9 +141,12 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
                 for h in range(nfwd[f]):
                     qd += q[links[f, h]] / cap[links[f, h]]
                 inflight = rates[f] * (rtt0[f] + qd)
+                r0 = st[f, RATE]
                 hpcc.on_ack(st[f], hop_tab[f], ccp, now_ns, np.int64(acked[f]), np.int64(acked[f] + inflight + 1.0),
                             False, ints, m, np.int64(win[f]), np.int64(rtt0[f] * 1e9))
                 counters[2] += 1
+                moved = moved or abs(st[f, RATE] - r0) > QUIET_REL * r0
+    return moved
 
 
 @njit(cache=True)
@@ -153,17 +161,22 @@ def next_drain_dt(n, rem, send):
 
 @njit(cache=True)
 def is_dynamic(n, mode, q, send, rates, cc_on, st):
-    """True while a backlog exists or a congestion-controlled flow of [0, n) may still change its rate."""
+    """STATIC, DYNAMIC (a backlog, a flow sending above what it gets, a DCQCN flow below line rate) or
+    HPCC_ONLY (nothing moves but HPCC flows' rates)."""
     for k in range(q.shape[0]):
         if q[k] > 0.0:
-            return True
+            return DYNAMIC
     for f in range(n):
         if send[f] > rates[f] * (1 + 1e-9):
-            return True
+            return DYNAMIC
+    kind = STATIC
     for f in range(n):
-        if cc_on[f] and (mode == MODE_HPCC or (mode == MODE_DCQCN and st[f, RATE] < st[f, MAX_RATE])):
-            return True
-    return False
+        if cc_on[f]:
+            if mode == MODE_HPCC:
+                kind = HPCC_ONLY
+            elif mode == MODE_DCQCN and st[f, RATE] < st[f, MAX_RATE]:
+                return DYNAMIC
+    return kind
 
 
 @njit(cache=True)
@@ -192,16 +205,16 @@ def fluid_peek(fresh, t, n, mode, qcn, has_win, var_win, payload,
         fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
                    cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, rates,
                    bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
-    return next_drain_dt(n, rem, send), is_dynamic(n, mode, q, send, rates, cc_on, st)
+    return next_drain_dt(n, rem, send), is_dynamic(n, mode, q, send, rates, cc_on, st) != STATIC
 
 
 @njit(cache=True)
-def fluid_run(t, t_s, fresh, live, n, step_s, max_steps, stop_at_completion, ids, lat, mode, qcn, has_win, var_win, payload,
+def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat, mode, qcn, has_win, var_win, payload,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
               st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
-    """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, else one jump
-    to the next drain. A flow drains when its last byte is sent; it completes ``lat`` plus its path's
+    """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
+    ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain. A flow drains when its last byte is sent; it completes ``lat`` plus its path's
     queueing delay later and its row is retired. Stops at ``t_s`` (or at the earliest completion of a
     flow drained on the way if ``stop_at_completion``), when no live flow is left, or after ``max_steps``.
 
@@ -211,15 +224,20 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_steps, stop_at_completion, ids
     done_ids = np.empty(n, dtype=np.int64)
     done_t = np.empty(n)
     n_done = 0
+    step = step_s
+    moved = True
     while t < t_s and live > 0 and steps < max_steps:
         if fresh:
             dt = min(t_s - t, next_drain_dt(n, rem, send))
-            if is_dynamic(n, mode, q, send, rates, cc_on, st):
-                dt = min(dt, step_s)
+            kind = is_dynamic(n, mode, q, send, rates, cc_on, st)
+            step = min(2.0 * step, max_step_s) if kind == HPCC_ONLY and not moved else step_s
+            if kind != STATIC:
+                dt = min(dt, step)
             dt = max(dt, 0.0)
         else:
             dt = 0.0  # rates for a changed flow set, before any time passes
-        fluid_step(dt, t, n, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
+            step = step_s
+        moved = fluid_step(dt, t, n, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
                    cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, rates,
                    bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
         fresh = True
