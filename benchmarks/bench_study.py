@@ -1,6 +1,6 @@
-"""Time the study matrix on the flow backend with a local process pool (no store: pure simulation).
+"""Time the study matrix on one backend (default flow) with a local process pool (no store: pure simulation).
 
-    python benchmarks/bench_study_flow.py [--models deepseek-v4-flash,...] [--workers 2] [--backend flow]
+    python benchmarks/bench_study.py [--models deepseek-v4-flash,...] [--workers 2] [--backend flow]
 
 Prints total wall-clock, the median and slowest run, a worker's peak memory, and writes nothing.
 """
