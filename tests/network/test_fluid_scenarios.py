@@ -10,8 +10,8 @@ import math
 import pytest
 from helpers import all_to_all, star
 
-from moesim.network.base import Flow
 from moesim.network import fluid
+from moesim.network.base import Flow
 from moesim.network.fluid import FluidBackend
 from moesim.network.params import NETWORK_MODES
 from moesim.topology.catalog import get_topology
