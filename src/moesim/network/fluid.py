@@ -234,8 +234,8 @@ class FluidBackend(NetworkBackend):
         if self._live:
             c = self._cols
             self._t, steps, self._fresh, self._live, ids, times = fluid_run(
-                self._t, t_s, self._fresh, self._live, c.n, FLUID_STEP_S, FLUID_MAX_STEP_S, MAX_STEPS_PER_CALL, until_completion,
-                c.cols["ids"], c.cols["lat"], *self._kernel_args())
+                self._t, t_s, self._fresh, self._live, c.n, FLUID_STEP_S, FLUID_MAX_STEP_S, MAX_STEPS_PER_CALL,
+                until_completion, c.cols["ids"], c.cols["lat"], *self._kernel_args())
             self.steps += steps
             for flow_id, t in zip(ids.tolist(), times.tolist(), strict=True):
                 self._push_done(t, flow_id)

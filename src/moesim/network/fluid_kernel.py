@@ -209,13 +209,15 @@ def fluid_peek(fresh, t, n, mode, qcn, has_win, var_win, payload,
 
 
 @njit(cache=True)
-def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat, mode, qcn, has_win, var_win, payload,
+def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat,
+              mode, qcn, has_win, var_win, payload,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
               st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
-    ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain. A flow drains when its last byte is sent; it completes ``lat`` plus its path's
-    queueing delay later and its row is retired. Stops at ``t_s`` (or at the earliest completion of a
+    ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain. A flow
+    drains when its last byte is sent; it completes ``lat`` plus its path's queueing delay later and its
+    row is retired. Stops at ``t_s`` (or at the earliest completion of a
     flow drained on the way if ``stop_at_completion``), when no live flow is left, or after ``max_steps``.
 
     Returns (time reached, steps taken, rates still fresh, live flows, ids and completion times of the
