@@ -43,6 +43,8 @@ HORIZON_STEPS = 32
 MAX_STEPS_PER_CALL = 100_000
 """Steps one kernel call may take before it hands control back (keeps a look-ahead interruptible)."""
 MAX_HOP_RECORDS = 8
+MAX_PENDING_CNPS = 128
+"""CNPs one flow may have in flight (at most one per µs: 128 µs of feedback delay at full marking)."""
 PFC_ALPHA_SHIFT = 3
 """The packet MMU's dynamic threshold is (free buffer) >> 3 per ingress (docs/network-packet.md)."""
 
@@ -70,7 +72,8 @@ _COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
     "nfwd": ((), np.int64), "first": ((), np.int64), "cc_on": ((), np.bool_), "rem": ((), np.float64),
     "acked": ((), np.float64), "win": ((), np.float64), "rtt0": ((), np.float64), "dcoef": ((), np.float64),
     "line": ((), np.float64), "lat": ((), np.float64), "st": ((MAX_SLOTS,), np.float64),
-    "hop": ((MAX_HOP_RECORDS, HOP_FIELDS), np.float64), "credit": ((), np.float64), "rates": ((), np.float64),
+    "hop": ((MAX_HOP_RECORDS, HOP_FIELDS), np.float64), "credit": ((), np.float64),
+    "pend": ((MAX_PENDING_CNPS,), np.float64), "npend": ((), np.int64), "rates": ((), np.float64),
     "bn": ((), np.int64), "offered": ((), np.float64), "send": ((), np.float64),
 }
 """Per-flow columns: shape after the row axis (``(0,)`` = as wide as the longest route) and dtype."""
@@ -129,8 +132,8 @@ class _FlowTable:
         cols["hop"][i] = route.hop
         for k in _ROUTE_SCALARS:
             cols[k][i] = getattr(route, k)
-        for k, v in (("ids", flow_id), ("rem", size_bytes), ("acked", 0.0), ("credit", 0.0), ("rates", 0.0),
-                     ("bn", -1), ("offered", 0.0), ("send", 0.0)):
+        for k, v in (("ids", flow_id), ("rem", size_bytes), ("acked", 0.0), ("credit", 0.0), ("npend", 0),
+                     ("rates", 0.0), ("bn", -1), ("offered", 0.0), ("send", 0.0)):
             cols[k][i] = v
         self.n += 1
 
@@ -218,7 +221,7 @@ class FluidBackend(NetworkBackend):
                 self._mode, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
                 *(col[k] for k in ("links", "coefs", "hops", "nfwd", "first", "cc_on", "rem", "acked", "win", "rtt0",
                                    "dcoef", "line", "st", "hop")),
-                self._ccp, *(col[k] for k in ("credit", "rates", "bn", "offered", "send")),
+                self._ccp, *(col[k] for k in ("credit", "pend", "npend", "rates", "bn", "offered", "send")),
                 s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax), s.switch_egress, self._counters,
             )
         return self._args

@@ -1,8 +1,9 @@
 """Numba kernels of the fluid backend (docs/network-fluid.md): capped water-filling and one fluid step.
 
 The congestion-control reactions are the packet backend's own state machines (``moesim.network.cc``),
-called here on fluid signals instead of packets: a DCQCN flow receives a CNP-flagged ACK whenever its
-accumulated expected number of ECN-marked packets crosses one; an HPCC flow receives one ACK per step
+called here on fluid signals instead of packets: a DCQCN flow receives a CNP-flagged ACK one feedback
+delay (base RTT plus its path's queueing) after its accumulated expected number of ECN-marked packets
+crosses one; an HPCC flow receives one ACK per step
 whose INT records are the fluid link counters (cumulative wire bytes, queue backlog, line rate).
 """
 
@@ -19,6 +20,8 @@ MODE_NONE, MODE_DCQCN, MODE_HPCC = 0, 1, 3
 QUIET_REL = 1e-3
 """An HPCC rate that moves less than this (relative) in a step counts as settled."""
 STATIC, DYNAMIC, HPCC_ONLY = 0, 1, 2
+CNP_MERGE_S = 1e-6
+"""A CNP due within this of one already in flight merges with it (DCQCN's alpha interval)."""
 
 
 @njit(cache=True)
@@ -36,9 +39,33 @@ def _fire_dcqcn_timers(st, p, now_ns):
 
 
 @njit(cache=True)
+def _cnp_arrives(pend, npend, f, t_end, due):
+    """Flow f's CNPs in flight are pend[:npend[f]] (arrival times): deliver those due by ``t_end``, then
+    add one due at ``due`` (if ≥ 0) unless one already arrives within CNP_MERGE_S of it (DCQCN reacts to
+    at most one CNP per alpha interval). True if a CNP arrived."""
+    arrived = False
+    k = npend[f]
+    i = 0
+    near = False
+    while i < k:
+        if pend[i] <= t_end:
+            arrived = True
+            k -= 1
+            pend[i] = pend[k]
+        else:
+            near = near or abs(pend[i] - due) < CNP_MERGE_S
+            i += 1
+    if due >= 0.0 and not near and k < pend.shape[0]:
+        pend[k] = due
+        k += 1
+    npend[f] = k
+    return arrived
+
+
+@njit(cache=True)
 def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-               st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
+               st, hop_tab, ccp, credit, pend, npend, rates, bottleneck, offered, send,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Advance the fluid state of flows [0, n) by ``dt`` seconds from ``now_s`` (rates held constant over
     the step). counters: [pause events, CNPs, HPCC updates]. Returns whether an HPCC flow's rate moved by
@@ -122,8 +149,15 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
                         pm = 1.0 - (1.0 - pm) * (1.0 - pk)
                 credit[f] += pm * got / payload
             _fire_dcqcn_timers(st[f], ccp, now_ns)
+            due = -1.0
             if credit[f] >= 1.0:
+                # a marked packet: its CNP comes back once the packet has crossed the queues ahead of
+                # it (the backlog of the saturated ports it was marked at) and the ACK the base path
                 credit[f] -= np.floor(credit[f])
+                due = t_end + rtt0[f]
+                for h in range(nfwd[f]):
+                    due += q[links[f, h]] / cap[links[f, h]]
+            if _cnp_arrives(pend[f], npend, f, t_end, due):
                 dcqcn.on_ack(st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
                 counters[1] += 1
         elif mode == MODE_HPCC:
@@ -160,9 +194,9 @@ def next_drain_dt(n, rem, send):
 
 
 @njit(cache=True)
-def is_dynamic(n, mode, q, send, rates, cc_on, st):
-    """STATIC, DYNAMIC (a backlog, a flow sending above what it gets, a DCQCN flow below line rate) or
-    HPCC_ONLY (nothing moves but HPCC flows' rates)."""
+def is_dynamic(n, mode, q, send, rates, cc_on, st, npend):
+    """STATIC, DYNAMIC (a backlog, a flow sending above what it gets, a DCQCN flow below line rate or
+    with CNPs in flight) or HPCC_ONLY (nothing moves but HPCC flows' rates)."""
     for k in range(q.shape[0]):
         if q[k] > 0.0:
             return DYNAMIC
@@ -174,7 +208,7 @@ def is_dynamic(n, mode, q, send, rates, cc_on, st):
         if cc_on[f]:
             if mode == MODE_HPCC:
                 kind = HPCC_ONLY
-            elif mode == MODE_DCQCN and st[f, RATE] < st[f, MAX_RATE]:
+            elif mode == MODE_DCQCN and (st[f, RATE] < st[f, MAX_RATE] or npend[f] > 0):
                 return DYNAMIC
     return kind
 
@@ -197,22 +231,22 @@ def _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered
 @njit(cache=True)
 def fluid_peek(fresh, t, n, mode, qcn, has_win, var_win, payload,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-               st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
+               st, hop_tab, ccp, credit, pend, npend, rates, bottleneck, offered, send,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Rates for the current flow set (a zero-length step unless ``fresh``), then (time to the next
     drain at those rates, whether the state is dynamic)."""
     if not fresh:
         fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
-                   cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, rates,
+                   cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, pend, npend, rates,
                    bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
-    return next_drain_dt(n, rem, send), is_dynamic(n, mode, q, send, rates, cc_on, st) != STATIC
+    return next_drain_dt(n, rem, send), is_dynamic(n, mode, q, send, rates, cc_on, st, npend) != STATIC
 
 
 @njit(cache=True)
 def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat,
               mode, qcn, has_win, var_win, payload,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-              st, hop_tab, ccp, credit, rates, bottleneck, offered, send,
+              st, hop_tab, ccp, credit, pend, npend, rates, bottleneck, offered, send,
               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
     ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain. A flow
@@ -231,7 +265,7 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
     while t < t_s and live > 0 and steps < max_steps:
         if fresh:
             dt = min(t_s - t, next_drain_dt(n, rem, send))
-            kind = is_dynamic(n, mode, q, send, rates, cc_on, st)
+            kind = is_dynamic(n, mode, q, send, rates, cc_on, st, npend)
             step = min(2.0 * step, max_step_s) if kind == HPCC_ONLY and not moved else step_s
             if kind != STATIC:
                 dt = min(dt, step)
@@ -240,7 +274,7 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
             dt = 0.0  # rates for a changed flow set, before any time passes
             step = step_s
         moved = fluid_step(dt, t, n, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
-                   cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, rates,
+                   cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, pend, npend, rates,
                    bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
         fresh = True
         t = t_s if dt >= t_s - t else t + dt
