@@ -68,8 +68,8 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
                st, hop_tab, ccp, credit, pend, npend, rates, bottleneck, offered, send,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Advance the fluid state of flows [0, n) by ``dt`` seconds from ``now_s`` (rates held constant over
-    the step). counters: [pause events, CNPs, HPCC updates]. Returns whether an HPCC flow's rate moved by
-    more than ``QUIET_REL`` (relative) in this step."""
+    the step). counters: [pause events, CNPs, HPCC updates]. Returns whether a CC rate moved in this step
+    (an HPCC rate: by more than ``QUIET_REL``, relative)."""
     n_links = cap.shape[0]
     # 1. offered rate: CC rate and window over the RTT including queueing delay
     for f in range(n):
@@ -138,6 +138,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
         if not cc_on[f] or mode == MODE_NONE:
             continue
         if mode == MODE_DCQCN:
+            r0 = st[f, RATE]
             if qcn:
                 pm = 0.0
                 for h in range(nfwd[f]):
@@ -160,6 +161,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
             if _cnp_arrives(pend[f], npend, f, t_end, due):
                 dcqcn.on_ack(st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
                 counters[1] += 1
+            moved = moved or st[f, RATE] != r0
         elif mode == MODE_HPCC:
             m = 0
             for h in range(nfwd[f]):
@@ -184,19 +186,27 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
 
 
 @njit(cache=True)
-def next_drain_dt(n, rem, send):
-    """Time until the first of flows [0, n) has sent all its remaining bytes at the current sending rates."""
+def next_event_dt(n, t, mode, rem, send, cc_on, st):
+    """Time until the first of flows [0, n) has sent all its remaining bytes at the current sending rates,
+    or until a DCQCN timer that changes a rate fires: rate increase, or a decrease after a CNP (between
+    those a DCQCN rate holds)."""
     x = np.inf
     for f in range(n):
         if send[f] > 0.0:
             x = min(x, rem[f] / max(send[f], 1e-300))
+        if mode == MODE_DCQCN and cc_on[f]:
+            for timer in (dcqcn.TIMER_INC, dcqcn.TIMER_DEC):
+                t_ns = dcqcn.timer_time(st[f], timer)
+                if t_ns >= 0.0 and (timer == dcqcn.TIMER_INC or st[f, dcqcn.DEC_CNP] != 0.0):
+                    x = min(x, max(t_ns * 1e-9 - t, 0.0) + 1e-9)  # 1 ns late: due by the step's end
     return x
 
 
 @njit(cache=True)
 def is_dynamic(n, mode, q, send, rates, cc_on, st, npend):
-    """STATIC, DYNAMIC (a backlog, a flow sending above what it gets, a DCQCN flow below line rate or
-    with CNPs in flight) or HPCC_ONLY (nothing moves but HPCC flows' rates)."""
+    """STATIC, DYNAMIC (a backlog, a flow sending above what it gets, a DCQCN flow with CNPs in flight)
+    or HPCC_ONLY (nothing moves but HPCC flows' rates). A DCQCN rate otherwise changes only when its
+    rate-increase timer fires: ``next_event_dt`` stops there."""
     for k in range(q.shape[0]):
         if q[k] > 0.0:
             return DYNAMIC
@@ -208,7 +218,7 @@ def is_dynamic(n, mode, q, send, rates, cc_on, st, npend):
         if cc_on[f]:
             if mode == MODE_HPCC:
                 kind = HPCC_ONLY
-            elif mode == MODE_DCQCN and (st[f, RATE] < st[f, MAX_RATE] or npend[f] > 0):
+            elif mode == MODE_DCQCN and npend[f] > 0:
                 return DYNAMIC
     return kind
 
@@ -234,12 +244,13 @@ def fluid_peek(fresh, t, n, mode, qcn, has_win, var_win, payload,
                st, hop_tab, ccp, credit, pend, npend, rates, bottleneck, offered, send,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Rates for the current flow set (a zero-length step unless ``fresh``), then (time to the next
-    drain at those rates, whether the state is dynamic)."""
+    drain or DCQCN timer at those rates, whether the state is dynamic)."""
     if not fresh:
         fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
                    cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, pend, npend, rates,
                    bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
-    return next_drain_dt(n, rem, send), is_dynamic(n, mode, q, send, rates, cc_on, st, npend) != STATIC
+    dynamic = is_dynamic(n, mode, q, send, rates, cc_on, st, npend) != STATIC
+    return next_event_dt(n, t, mode, rem, send, cc_on, st), dynamic
 
 
 @njit(cache=True)
@@ -249,7 +260,8 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
               st, hop_tab, ccp, credit, pend, npend, rates, bottleneck, offered, send,
               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
-    ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain. A flow
+    ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain or
+    DCQCN timer. A flow
     drains when its last byte is sent; it completes ``lat`` plus its path's queueing delay later and its
     row is retired. Stops at ``t_s`` (or at the earliest completion of a
     flow drained on the way if ``stop_at_completion``), when no live flow is left, or after ``max_steps``.
@@ -264,7 +276,7 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
     moved = True
     while t < t_s and live > 0 and steps < max_steps:
         if fresh:
-            dt = min(t_s - t, next_drain_dt(n, rem, send))
+            dt = min(t_s - t, next_event_dt(n, t, mode, rem, send, cc_on, st))
             kind = is_dynamic(n, mode, q, send, rates, cc_on, st, npend)
             step = min(2.0 * step, max_step_s) if kind == HPCC_ONLY and not moved else step_s
             if kind != STATIC:
@@ -276,7 +288,7 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
         moved = fluid_step(dt, t, n, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
                    cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, pend, npend, rates,
                    bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
-        fresh = True
+        fresh = not (moved and mode == MODE_DCQCN)  # a DCQCN timer or CNP changed a rate: new rates first
         t = t_s if dt >= t_s - t else t + dt
         steps += 1
         for f in range(n):
