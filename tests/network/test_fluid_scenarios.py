@@ -91,7 +91,7 @@ def test_deterministic():
 
 
 @pytest.mark.xfail(strict=True, reason="expected-value ECN marks cut every flow alike, and the delayed CNPs "
-                   "cut them too deep: 1.22 ms, no stragglers (docs/network-fluid.md, study scale)")
+                   "cut them too deep: 1.21 ms, no stragglers (docs/network-fluid.md, study scale)")
 def test_dcqcn_all_to_all_stragglers_as_in_packet():
     """tests/network/packet/test_dcqcn_stragglers.py: the packet all-to-all takes 2.7× its no-CC time."""
     packet = max(all_to_all("packet", "roce_dcqcn", 2 << 20)[0])

@@ -276,7 +276,8 @@ class FluidBackend(NetworkBackend):
         if self._live:
             if not self._fresh:
                 self.steps += 1  # the zero-length step that sets the rates of a changed flow set
-            drain_dt, dynamic = fluid_peek(self._fresh, self._t, self._cols.n, *self._kernel_args())
+            drain_dt, dynamic = fluid_peek(self._fresh, self._t, self._cols.n, FLUID_STEP_S,
+                                          *self._kernel_args())
             self._fresh = True
             t = self._t + (min(drain_dt, HORIZON_STEPS * FLUID_STEP_S) if dynamic else drain_dt)
         if self._done:

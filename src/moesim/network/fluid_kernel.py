@@ -186,10 +186,11 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
 
 
 @njit(cache=True)
-def next_event_dt(n, t, mode, rem, send, cc_on, st):
+def next_event_dt(n, t, step_s, mode, rem, send, cc_on, st):
     """Time until the first of flows [0, n) has sent all its remaining bytes at the current sending rates,
     or until a DCQCN timer that changes a rate fires: rate increase, or a decrease after a CNP (between
-    those a DCQCN rate holds)."""
+    those a DCQCN rate holds). Timers are reached in whole steps, as stepping would: the step grid stays
+    anchored at the last flow event, so periodic layers stay periodic."""
     x = np.inf
     for f in range(n):
         if send[f] > 0.0:
@@ -198,7 +199,7 @@ def next_event_dt(n, t, mode, rem, send, cc_on, st):
             for timer in (dcqcn.TIMER_INC, dcqcn.TIMER_DEC):
                 t_ns = dcqcn.timer_time(st[f], timer)
                 if t_ns >= 0.0 and (timer == dcqcn.TIMER_INC or st[f, dcqcn.DEC_CNP] != 0.0):
-                    x = min(x, max(t_ns * 1e-9 - t, 0.0) + 1e-9)  # 1 ns late: due by the step's end
+                    x = min(x, max(np.ceil((t_ns * 1e-9 - t) / step_s), 1.0) * step_s)
     return x
 
 
@@ -239,7 +240,7 @@ def _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered
 
 
 @njit(cache=True)
-def fluid_peek(fresh, t, n, mode, qcn, has_win, var_win, payload,
+def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                st, hop_tab, ccp, credit, pend, npend, rates, bottleneck, offered, send,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
@@ -250,7 +251,7 @@ def fluid_peek(fresh, t, n, mode, qcn, has_win, var_win, payload,
                    cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, pend, npend, rates,
                    bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
     dynamic = is_dynamic(n, mode, q, send, rates, cc_on, st, npend) != STATIC
-    return next_event_dt(n, t, mode, rem, send, cc_on, st), dynamic
+    return next_event_dt(n, t, step_s, mode, rem, send, cc_on, st), dynamic
 
 
 @njit(cache=True)
@@ -276,7 +277,7 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
     moved = True
     while t < t_s and live > 0 and steps < max_steps:
         if fresh:
-            dt = min(t_s - t, next_event_dt(n, t, mode, rem, send, cc_on, st))
+            dt = min(t_s - t, next_event_dt(n, t, step_s, mode, rem, send, cc_on, st))
             kind = is_dynamic(n, mode, q, send, rates, cc_on, st, npend)
             step = min(2.0 * step, max_step_s) if kind == HPCC_ONLY and not moved else step_s
             if kind != STATIC:
