@@ -3,8 +3,8 @@
 The congestion-control reactions are the packet backend's own state machines (``moesim.network.cc``),
 called here on fluid signals instead of packets: a DCQCN flow receives a CNP-flagged ACK one feedback
 delay (base RTT plus its path's queueing) after its accumulated expected number of ECN-marked packets
-crosses one; an HPCC flow receives one ACK per step
-whose INT records are the fluid link counters (cumulative wire bytes, queue backlog, line rate).
+crosses one; an HPCC flow receives one ACK per step whose INT records are the fluid link counters
+(cumulative wire bytes, queue backlog, line rate).
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ def _fire_dcqcn_timers(st, p, now_ns):
         if tid < 0:
             return
         dcqcn.on_timer(st, p, best, tid)
+
+
+@njit(cache=True)
+def _queue_delay_s(f, nfwd, links, q, cap):
+    """Flow f's queueing delay: the backlogs on its forward path over their ports' rates."""
+    d = 0.0
+    for h in range(nfwd[f]):
+        d += q[links[f, h]] / cap[links[f, h]]
+    return d
 
 
 @njit(cache=True)
@@ -73,9 +82,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
     n_links = cap.shape[0]
     # 1. offered rate: CC rate and window over the RTT including queueing delay
     for f in range(n):
-        qd = 0.0
-        for h in range(nfwd[f]):
-            qd += q[links[f, h]] / cap[links[f, h]]
+        qd = _queue_delay_s(f, nfwd, links, q, cap)
         o = line_Bps[f]
         if cc_on[f] and mode != MODE_NONE:
             o = min(o, st[f, RATE] / 8.0 / dcoef[f])
@@ -155,9 +162,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
                 # a marked packet: its CNP comes back once the packet has crossed the queues ahead of
                 # it (the backlog of the saturated ports it was marked at) and the ACK the base path
                 credit[f] -= np.floor(credit[f])
-                due = t_end + rtt0[f]
-                for h in range(nfwd[f]):
-                    due += q[links[f, h]] / cap[links[f, h]]
+                due = t_end + rtt0[f] + _queue_delay_s(f, nfwd, links, q, cap)
             if _cnp_arrives(pend[f], npend, f, t_end, due):
                 dcqcn.on_ack(st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
                 counters[1] += 1
@@ -173,10 +178,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
                     ints[m, 3] = np.int64(cap[k] * 8.0)
                     m += 1
             if m > 0:
-                qd = 0.0
-                for h in range(nfwd[f]):
-                    qd += q[links[f, h]] / cap[links[f, h]]
-                inflight = rates[f] * (rtt0[f] + qd)
+                inflight = rates[f] * (rtt0[f] + _queue_delay_s(f, nfwd, links, q, cap))
                 r0 = st[f, RATE]
                 hpcc.on_ack(st[f], hop_tab[f], ccp, now_ns, np.int64(acked[f]), np.int64(acked[f] + inflight + 1.0),
                             False, ints, m, np.int64(win[f]), np.int64(rtt0[f] * 1e9))
@@ -206,8 +208,8 @@ def next_event_dt(n, t, step_s, mode, rem, send, cc_on, st):
 @njit(cache=True)
 def is_dynamic(n, mode, q, send, rates, cc_on, st, npend):
     """STATIC, DYNAMIC (a backlog, a flow sending above what it gets, a DCQCN flow with CNPs in flight)
-    or HPCC_ONLY (nothing moves but HPCC flows' rates). A DCQCN rate otherwise changes only when its
-    rate-increase timer fires: ``next_event_dt`` stops there."""
+    or HPCC_ONLY (nothing moves but HPCC flows' rates). A DCQCN rate otherwise changes only when a
+    rate-changing timer fires: ``next_event_dt`` stops there."""
     for k in range(q.shape[0]):
         if q[k] > 0.0:
             return DYNAMIC
@@ -262,10 +264,9 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
     ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain or
-    DCQCN timer. A flow
-    drains when its last byte is sent; it completes ``lat`` plus its path's queueing delay later and its
-    row is retired. Stops at ``t_s`` (or at the earliest completion of a
-    flow drained on the way if ``stop_at_completion``), when no live flow is left, or after ``max_steps``.
+    DCQCN timer. A flow drains when its last byte is sent; it completes ``lat`` plus its path's queueing
+    delay later and its row is retired. Stops at ``t_s`` (or at the earliest completion of a flow
+    drained on the way if ``stop_at_completion``), when no live flow is left, or after ``max_steps``.
 
     Returns (time reached, steps taken, rates still fresh, live flows, ids and completion times of the
     flows that drained)."""
@@ -294,11 +295,8 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
         steps += 1
         for f in range(n):
             if rem[f] <= 1e-3:
-                qdelay = 0.0
-                for h in range(nfwd[f]):
-                    qdelay += q[links[f, h]] / cap[links[f, h]]
                 done_ids[n_done] = ids[f]
-                done_t[n_done] = t + lat[f] + qdelay
+                done_t[n_done] = t + lat[f] + _queue_delay_s(f, nfwd, links, q, cap)
                 if stop_at_completion:
                     t_s = min(t_s, done_t[n_done])
                 n_done += 1
