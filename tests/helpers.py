@@ -32,14 +32,17 @@ def one_collective(n: int, ctype: CollectiveType, size_bytes: int) -> Workload:
     return Workload(f"{ctype.name.lower()}_{n}", graphs, (n,))
 
 
-def all_to_all(backend_name: str, mode: str, size_bytes: int, n: int = 8) -> tuple[list[float], Any]:
-    """(completion times, backend) of an all-to-all among the first ``n`` GPUs of study topology 1 (one
-    GPU per server: 512 Gb/s PCIe into a 400 Gb/s NIC port), every message of ``size_bytes`` sent at t = 0."""
+def all_to_all(backend_name: str, mode: str, size_bytes: int, n: int = 8, topology: str = "1",
+               groups: int = 1) -> tuple[list[float], Any]:
+    """(completion times, backend) of all-to-alls among the first ``n`` GPUs of a study topology (default
+    1: one GPU per server, 512 Gb/s PCIe into a 400 Gb/s NIC port), GPU i in group i mod ``groups``;
+    every message of ``size_bytes`` sent at t = 0, congestion control on inter-server flows only."""
     params = network_mode(mode)
-    backend = BACKENDS.get(backend_name)(get_topology("1", nic_switch_delay_s=params.nic_switch_delay_s), params)
-    pairs = [(s, d) for s in range(n) for d in range(n) if s != d]
+    topo = get_topology(topology, nic_switch_delay_s=params.nic_switch_delay_s)
+    backend = BACKENDS.get(backend_name)(topo, params)
+    pairs = [(s, d) for s in range(n) for d in range(n) if s != d and s % groups == d % groups]
     for i, (s, d) in enumerate(pairs):
-        backend.start_flow(Flow(i, s, d, size_bytes), 0.0)
+        backend.start_flow(Flow(i, s, d, size_bytes, cc=not topo.same_server(s, d)), 0.0)
     done: list[float] = []
     while len(done) < len(pairs):
         t = backend.next_completion_s(None)
