@@ -3,6 +3,7 @@ figures of docs/network-fluid.md on shared-NIC servers).
 
     python benchmarks/all_to_all_backends.py 2 --groups 2 --size-bytes 1048576 --modes ib_cc0,roce_dcqcn
     python benchmarks/all_to_all_backends.py 4 --ranks 16 --size-bytes 786432 --modes ib_cc0,roce_hpcc
+    python benchmarks/all_to_all_backends.py 2 --groups 8 --size-bytes 12582912 --set fluid_marks=random
 
 The first ``--ranks`` GPUs (default: all) form ``--groups`` interleaved all-to-all groups (GPU i is in
 group i mod groups); every message is sent at t = 0, with congestion control on inter-server flows
@@ -25,8 +26,9 @@ from moesim.topology.catalog import get_topology
 SAMPLES_US = (25, 50, 100, 150, 200, 300)
 
 
-def run(topology: str, ranks: int, groups: int, size_bytes: int, mode: str, backend_name: str) -> None:
-    params = network_mode(mode)
+def run(topology: str, ranks: int, groups: int, size_bytes: int, mode: str, backend_name: str,
+        overrides: dict[str, str]) -> None:
+    params = network_mode(mode).with_overrides(overrides or None, "--set")
     topo = get_topology(topology, nic_switch_delay_s=params.nic_switch_delay_s)
     names = [f"{link.src}->{link.dst}" for link in topo.links]
     extra = {"diagnostics": DiagnosticsSpec(qlen=True, qlen_interval_s=25e-6, qlen_min_bytes=0,
@@ -70,11 +72,14 @@ def main() -> None:
     ap.add_argument("--size-bytes", type=int, default=1 << 20)
     ap.add_argument("--modes", default="ib_cc0,roce_dcqcn")
     ap.add_argument("--backends", default="packet,fluid")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="network parameter override (string values, e.g. fluid_marks=random)")
     args = ap.parse_args()
+    overrides = dict(kv.split("=", 1) for kv in args.set)
     ranks = args.ranks or len(get_topology(args.topology).gpus)
     for mode in args.modes.split(","):
         for backend_name in args.backends.split(","):
-            run(args.topology, ranks, args.groups, args.size_bytes, mode, backend_name)
+            run(args.topology, ranks, args.groups, args.size_bytes, mode, backend_name, overrides)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """Unit tests of the fluid kernel's CNP feedback: a marked packet's CNP reaches the sender one feedback
-delay later, and CNPs due within one alpha interval of each other merge."""
+delay later, and CNPs due within one alpha interval of each other merge; the mark draws of
+``fluid_marks=random`` are Exp(1) and a pure function of their stream and index."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from moesim.network.fluid_kernel import CNP_MERGE_S, _cnp_arrives
+from moesim.network.fluid_kernel import CNP_MERGE_S, _cnp_arrives, exp_draw
 
 
 def test_a_cnp_arrives_at_its_due_time_not_before():
@@ -34,3 +35,13 @@ def test_a_full_buffer_drops_new_cnps_and_keeps_the_pending_ones():
     for due in (5e-6, 8e-6, 11e-6):
         _cnp_arrives(pend, npend, 0, 0.0, due)
     assert npend[0] == 2 and sorted(pend) == [5e-6, 8e-6]
+
+
+def test_mark_draws_are_exp1_and_pure():
+    """Mean of N Exp(1) draws: 1 ± 1/sqrt(N) (N = 40 000: ± 0.005; allowed 0.02); P(X > 1) = e^-1."""
+    draws = np.array([exp_draw(12345, k) for k in range(40_000)])
+    assert abs(draws.mean() - 1.0) < 0.02
+    assert abs(np.mean(draws > 1.0) - np.exp(-1.0)) < 0.01
+    assert draws.min() > 0.0
+    assert exp_draw(12345, 7) == draws[7]  # the same stream and index give the same draw
+    assert exp_draw(12346, 7) != draws[7]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from moesim.network.fluid_kernel import (
     MODE_DCQCN,
     MODE_HPCC,
     MODE_NONE,
+    exp_draw,
     fluid_peek,
     fluid_run,
 )
@@ -72,7 +73,7 @@ _COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
     "nfwd": ((), np.int64), "first": ((), np.int64), "cc_on": ((), np.bool_), "rem": ((), np.float64),
     "acked": ((), np.float64), "win": ((), np.float64), "rtt0": ((), np.float64), "dcoef": ((), np.float64),
     "line": ((), np.float64), "lat": ((), np.float64), "st": ((MAX_SLOTS,), np.float64),
-    "hop": ((MAX_HOP_RECORDS, HOP_FIELDS), np.float64), "credit": ((), np.float64),
+    "hop": ((MAX_HOP_RECORDS, HOP_FIELDS), np.float64), "mark": ((3,), np.float64),
     "pend": ((MAX_PENDING_CNPS,), np.float64), "npend": ((), np.int64), "rates": ((), np.float64),
     "bn": ((), np.int64), "offered": ((), np.float64), "send": ((), np.float64),
 }
@@ -82,7 +83,7 @@ _COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
 class _Route(NamedTuple):
     """A flow's constant columns, shared by every flow of one route class (route, policy, last packet)."""
 
-    index: int
+    number: int
     links: np.ndarray
     coefs: np.ndarray
     hops: int
@@ -108,12 +109,13 @@ class _FlowTable:
     def __init__(self) -> None:
         self.n = 0
         self.width = 1
-        self.cols = {k: np.zeros((64, *(self.width if d == 0 else d for d in shape)), dtype=dtype)
+        self.cols: dict[str, np.ndarray] = {k: np.zeros((64, *(self.width if d == 0 else d for d in shape)), dtype=dtype)
                      for k, (shape, dtype) in _COLUMNS.items()}
         self.version = 0  # bumped whenever a column is reallocated (arrays handed out before are stale)
 
-    def append(self, flow_id: int, size_bytes: float, route: _Route) -> None:
-        """Add a flow on ``route`` with ``size_bytes`` left to send and fresh dynamic state."""
+    def append(self, flow_id: int, size_bytes: float, route: _Route, mark: tuple[float, int, int]) -> None:
+        """Add a flow on ``route`` with ``size_bytes`` left to send, fresh dynamic state and ECN-mark state
+        ``mark`` (see ``fluid_kernel.fluid_step``)."""
         cols, width = self.cols, route.hops
         if width > self.width:  # a longer route: widen the padded route columns
             for k in ("links", "coefs"):
@@ -132,8 +134,10 @@ class _FlowTable:
         cols["hop"][i] = route.hop
         for k in _ROUTE_SCALARS:
             cols[k][i] = getattr(route, k)
-        for k, v in (("ids", flow_id), ("rem", size_bytes), ("acked", 0.0), ("credit", 0.0), ("npend", 0),
-                     ("rates", 0.0), ("bn", -1), ("offered", 0.0), ("send", 0.0)):
+        fresh: tuple[tuple[str, Any], ...] = (
+            ("ids", flow_id), ("rem", size_bytes), ("acked", 0.0), ("mark", mark), ("npend", 0), ("rates", 0.0),
+            ("bn", -1), ("offered", 0.0), ("send", 0.0))
+        for k, v in fresh:
             cols[k][i] = v
         self.n += 1
 
@@ -159,6 +163,7 @@ class FluidBackend(NetworkBackend):
         self.cc = algorithm_for_mode(params.cc_mode)
         self._mode = {"dcqcn": MODE_DCQCN, "hpcc": MODE_HPCC}.get(self.cc.name, MODE_NONE)
         self._ccp = self.cc.pack_params(params)
+        self._random_marks = params.fluid_marks == "random"
         n_links = len(topology.links)
         self._q = np.zeros(n_links)
         self._tx = np.zeros(n_links)
@@ -172,7 +177,7 @@ class FluidBackend(NetworkBackend):
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
         self._routes: dict[int, _Route] = {}
-        self._route_bytes: list[float] = []  # bytes started per route class, by _Route.index
+        self._route_bytes: list[float] = []  # bytes started per route class, by _Route.number
         self.steps = 0
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
 
@@ -219,9 +224,10 @@ class FluidBackend(NetworkBackend):
             self._args_version = c.version
             self._args = (
                 self._mode, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
+                self._random_marks, self._random_marks and not p.ack_high_prio,
                 *(col[k] for k in ("links", "coefs", "hops", "nfwd", "first", "cc_on", "rem", "acked", "win", "rtt0",
                                    "dcoef", "line", "st", "hop")),
-                self._ccp, *(col[k] for k in ("credit", "pend", "npend", "rates", "bn", "offered", "send")),
+                self._ccp, *(col[k] for k in ("mark", "pend", "npend", "rates", "bn", "offered", "send")),
                 s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax), s.switch_egress, self._counters,
             )
         return self._args
@@ -261,11 +267,17 @@ class FluidBackend(NetworkBackend):
     def start_flow(self, flow: Flow, now_s: float) -> None:
         self._run_to(now_s)
         route = self._route(flow)
-        self._route_bytes[route.index] += flow.size_bytes
+        self._route_bytes[route.number] += flow.size_bytes
         if flow.size_bytes <= 0:
             self._push_done(now_s + route.lat, flow.flow_id)
             return
-        self._cols.append(flow.flow_id, float(flow.size_bytes), route)
+        mark: tuple[float, int, int] = (0.0, 0, 0)
+        if self._random_marks:
+            # a flow's mark stream is keyed by what it carries, not by its id: every layer repeats its
+            # draws, so periodic layers can stay periodic for the fast-forward
+            key = ((flow.src_gpu * 1_000_003 + flow.dst_gpu) * 1_000_033 + int(flow.size_bytes)) % (1 << 52)
+            mark = (exp_draw(key, 0), key, 0)
+        self._cols.append(flow.flow_id, float(flow.size_bytes), route, mark)
         self._live += 1
         self._fresh = False
 
@@ -307,7 +319,7 @@ class FluidBackend(NetworkBackend):
         """Wire bytes (headers and ACKs included) started on each link."""
         out = np.zeros(len(self.topology.links))
         for route in self._routes.values():
-            out[route.links] += self._route_bytes[route.index] * route.coefs
+            out[route.links] += self._route_bytes[route.number] * route.coefs
         return out
 
     def diagnostics(self) -> dict[str, object]:

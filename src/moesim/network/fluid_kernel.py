@@ -39,10 +39,22 @@ def _fire_dcqcn_timers(st, p, now_ns):
 
 
 @njit(cache=True)
-def _queue_delay_s(f, nfwd, links, q, cap):
-    """Flow f's queueing delay: the backlogs on its forward path over their ports' rates."""
+def exp_draw(seed, k):
+    """The k-th Exp(1) draw of stream ``seed`` (splitmix64 of seed and k): a pure function, so a flow's
+    marks depend only on its own key and the expected marks it has accumulated, never on the step grid."""
+    z = np.uint64(seed) + np.uint64(k + 1) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return -np.log((float(z >> np.uint64(11)) + 0.5) * 2.0 ** -53)
+
+
+@njit(cache=True)
+def _queue_delay_s(f, nhops, links, q, cap):
+    """Flow f's queueing delay over its first ``nhops[f]`` hops, their backlogs over their ports' rates
+    (``nfwd``: the data path; ``hops``: the round trip, ACKs queueing behind the reverse traffic)."""
     d = 0.0
-    for h in range(nfwd[f]):
+    for h in range(nhops[f]):
         d += q[links[f, h]] / cap[links[f, h]]
     return d
 
@@ -72,17 +84,18 @@ def _cnp_arrives(pend, npend, f, t_end, due):
 
 
 @njit(cache=True)
-def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
+def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-               st, hop_tab, ccp, credit, pend, npend, rates, bottleneck, offered, send,
+               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Advance the fluid state of flows [0, n) by ``dt`` seconds from ``now_s`` (rates held constant over
     the step). counters: [pause events, CNPs, HPCC updates]. Returns whether a CC rate moved in this step
     (an HPCC rate: by more than ``QUIET_REL``, relative)."""
     n_links = cap.shape[0]
+    rtt_hops = hops if ack_queues else nfwd  # whether ACKs queue behind reverse traffic in a round trip
     # 1. offered rate: CC rate and window over the RTT including queueing delay
     for f in range(n):
-        qd = _queue_delay_s(f, nfwd, links, q, cap)
+        qd = _queue_delay_s(f, rtt_hops, links, q, cap)
         o = line_Bps[f]
         if cc_on[f] and mode != MODE_NONE:
             o = min(o, st[f, RATE] / 8.0 / dcoef[f])
@@ -155,14 +168,25 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
                         if q[k] < kmax[k]:
                             pk = pmax * (q[k] - kmin[k]) / (kmax[k] - kmin[k])
                         pm = 1.0 - (1.0 - pm) * (1.0 - pk)
-                credit[f] += pm * got / payload
+                if random_marks:  # mark[f]: expected marks to go before the next, stream key, marks so far
+                    mark[f, 0] -= pm * got / payload
+                else:  # mark[f, 0]: expected marks accumulated since the last mark
+                    mark[f, 0] += pm * got / payload
             _fire_dcqcn_timers(st[f], ccp, now_ns)
             due = -1.0
-            if credit[f] >= 1.0:
+            marked = False
+            if random_marks and mark[f, 0] <= 0.0:
+                marked = True
+                while mark[f, 0] <= 0.0:
+                    mark[f, 2] += 1.0
+                    mark[f, 0] += exp_draw(mark[f, 1], mark[f, 2])
+            elif not random_marks and mark[f, 0] >= 1.0:
+                marked = True
+                mark[f, 0] -= np.floor(mark[f, 0])
+            if marked:
                 # a marked packet: its CNP comes back once the packet has crossed the queues ahead of
-                # it (the backlog of the saturated ports it was marked at) and the ACK the base path
-                credit[f] -= np.floor(credit[f])
-                due = t_end + rtt0[f] + _queue_delay_s(f, nfwd, links, q, cap)
+                # it (the backlog of the saturated ports it was marked at) and the ACK the way back
+                due = t_end + rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap)
             if _cnp_arrives(pend[f], npend, f, t_end, due):
                 dcqcn.on_ack(st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
                 counters[1] += 1
@@ -178,7 +202,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload,
                     ints[m, 3] = np.int64(cap[k] * 8.0)
                     m += 1
             if m > 0:
-                inflight = rates[f] * (rtt0[f] + _queue_delay_s(f, nfwd, links, q, cap))
+                inflight = rates[f] * (rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap))
                 r0 = st[f, RATE]
                 hpcc.on_ack(st[f], hop_tab[f], ccp, now_ns, np.int64(acked[f]), np.int64(acked[f] + inflight + 1.0),
                             False, ints, m, np.int64(win[f]), np.int64(rtt0[f] * 1e9))
@@ -242,25 +266,26 @@ def _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered
 
 
 @njit(cache=True)
-def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload,
+def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload, random_marks, ack_queues,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-               st, hop_tab, ccp, credit, pend, npend, rates, bottleneck, offered, send,
+               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Rates for the current flow set (a zero-length step unless ``fresh``), then (time to the next
     drain or DCQCN timer at those rates, whether the state is dynamic)."""
     if not fresh:
-        fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
-                   cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, pend, npend, rates,
-                   bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
+        fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues,
+                   links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
+                   st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
+                   cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
     dynamic = is_dynamic(n, mode, q, send, rates, cc_on, st, npend) != STATIC
     return next_event_dt(n, t, step_s, mode, rem, send, cc_on, st), dynamic
 
 
 @njit(cache=True)
 def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat,
-              mode, qcn, has_win, var_win, payload,
+              mode, qcn, has_win, var_win, payload, random_marks, ack_queues,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-              st, hop_tab, ccp, credit, pend, npend, rates, bottleneck, offered, send,
+              st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
     ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain or
@@ -287,9 +312,10 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
         else:
             dt = 0.0  # rates for a changed flow set, before any time passes
             step = step_s
-        moved = fluid_step(dt, t, n, mode, qcn, has_win, var_win, payload, links, coefs, hops, nfwd, first_queued,
-                   cc_on, rem, acked, win, rtt0, dcoef, line_Bps, st, hop_tab, ccp, credit, pend, npend, rates,
-                   bottleneck, offered, send, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
+        moved = fluid_step(dt, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues,
+                           links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef,
+                           line_Bps, st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
+                           cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
         fresh = not (moved and mode == MODE_DCQCN)  # a DCQCN timer or CNP changed a rate: new rates first
         t = t_s if dt >= t_s - t else t + dt
         steps += 1

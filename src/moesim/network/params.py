@@ -31,6 +31,10 @@ KMAX_KB = _kb_map({25 * GBPS: 400, 40 * GBPS: 800, 100 * GBPS: 1600, 200 * GBPS:
                    512 * GBPS: 4096, 2400 * GBPS: 3200})
 
 
+CHOICES: dict[str, tuple[str, ...]] = {"fluid_marks": ("expected", "random")}
+"""Fields whose value is one of a few names."""
+
+
 @dataclass(frozen=True)
 class NetworkParams:
     """All parameters of the RDMA network model; names follow the reference keys, with units."""
@@ -76,6 +80,8 @@ class NetworkParams:
     data_header_bytes: int = 36
     ack_bytes: int = 48
     int_header_bytes: int = 42
+    # fluid backend only: ECN marks as expected values, or drawn per flow (docs/network-fluid.md)
+    fluid_marks: str = "expected"
     extra: tuple[tuple[str, Any], ...] = field(default=())
 
     @property
@@ -110,6 +116,9 @@ class NetworkParams:
         for key in overrides:
             if key not in names:
                 raise MoesimError(f"{source}: field '{key}': unknown network parameter (allowed: {', '.join(sorted(names))})")
+            if key in CHOICES and overrides[key] not in CHOICES[key]:
+                allowed = ", ".join(CHOICES[key])
+                raise MoesimError(f"{source}: field '{key}': {overrides[key]!r} is not one of {allowed}")
         return dataclasses.replace(self, **overrides)
 
     def as_dict(self) -> dict[str, Any]:
