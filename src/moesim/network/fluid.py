@@ -32,7 +32,7 @@ from moesim.network.fluid_kernel import (
     fluid_peek,
     fluid_run,
 )
-from moesim.network.params import NetworkParams
+from moesim.network.params import NetworkParams, check_choice
 from moesim.topology.model import NodeKind, Topology
 
 FLUID_STEP_S = 1e-6
@@ -109,8 +109,9 @@ class _FlowTable:
     def __init__(self) -> None:
         self.n = 0
         self.width = 1
-        self.cols: dict[str, np.ndarray] = {k: np.zeros((64, *(self.width if d == 0 else d for d in shape)), dtype=dtype)
-                     for k, (shape, dtype) in _COLUMNS.items()}
+        self.cols: dict[str, np.ndarray] = {
+            k: np.zeros((64, *(self.width if d == 0 else d for d in shape)), dtype=dtype)
+            for k, (shape, dtype) in _COLUMNS.items()}
         self.version = 0  # bumped whenever a column is reallocated (arrays handed out before are stale)
 
     def append(self, flow_id: int, size_bytes: float, route: _Route, mark: tuple[float, int, int]) -> None:
@@ -163,6 +164,7 @@ class FluidBackend(NetworkBackend):
         self.cc = algorithm_for_mode(params.cc_mode)
         self._mode = {"dcqcn": MODE_DCQCN, "hpcc": MODE_HPCC}.get(self.cc.name, MODE_NONE)
         self._ccp = self.cc.pack_params(params)
+        check_choice("fluid_marks", params.fluid_marks, "network parameters")
         self._random_marks = params.fluid_marks == "random"
         n_links = len(topology.links)
         self._q = np.zeros(n_links)

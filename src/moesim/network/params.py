@@ -35,6 +35,12 @@ CHOICES: dict[str, tuple[str, ...]] = {"fluid_marks": ("expected", "random")}
 """Fields whose value is one of a few names."""
 
 
+def check_choice(key: str, value: Any, source: str) -> None:
+    """A one-line error unless ``value`` is allowed for ``key`` (fields listed in ``CHOICES``)."""
+    if key in CHOICES and value not in CHOICES[key]:
+        raise MoesimError(f"{source}: field '{key}': {value!r} is not one of {', '.join(CHOICES[key])}")
+
+
 @dataclass(frozen=True)
 class NetworkParams:
     """All parameters of the RDMA network model; names follow the reference keys, with units."""
@@ -116,9 +122,7 @@ class NetworkParams:
         for key in overrides:
             if key not in names:
                 raise MoesimError(f"{source}: field '{key}': unknown network parameter (allowed: {', '.join(sorted(names))})")
-            if key in CHOICES and overrides[key] not in CHOICES[key]:
-                allowed = ", ".join(CHOICES[key])
-                raise MoesimError(f"{source}: field '{key}': {overrides[key]!r} is not one of {allowed}")
+            check_choice(key, overrides[key], source)
         return dataclasses.replace(self, **overrides)
 
     def as_dict(self) -> dict[str, Any]:
