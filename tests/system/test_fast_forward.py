@@ -68,3 +68,30 @@ def test_packet_backend_jumps_from_idle_network_snapshots():
     assert fast.fast_forwarded_layers > 10
     for a, b in zip(fast_ranks, full_ranks, strict=True):
         assert abs(a.wall_s - b.wall_s) <= 2e-9
+
+
+def test_a_two_layer_cycle_jumps_exactly():
+    """Topology 4, TP16EP2, ring at 256 tokens: the ranks alternate between two offsets, so the layer
+    periods alternate (1.351 / 1.515 ms) and no state repeats one layer later; it repeats two layers
+    later, and jumping whole cycles gives the full simulation's times."""
+    spec = RunSpec("deepseek-v4-flash", "4", "TP16EP2", "ring_direct", "ib_cc0", "flow", (("tokens", 256),))
+    fast, fast_ranks = run(spec, True)
+    _, full_ranks = run(spec, False)
+    assert fast.fast_forward_mode == "exact" and fast.fast_forwarded_layers >= 10
+    assert fast.fast_forwarded_layers % 2 == 0
+    for a, b in zip(fast_ranks, full_ranks, strict=True):
+        for x, y in ((a.wall_s, b.wall_s), (a.gpu_s, b.gpu_s), (a.comm_s, b.comm_s)):
+            assert abs(x - y) <= 1e-9 * y
+
+
+def test_states_that_differ_only_in_tie_order_are_not_taken_as_equal():
+    """deepseek-v4-pro, topology 5, TP16EP2, ring, ib_hpcc: from layer 33 the layer state repeats every
+    two layers except for the order in which simultaneous compute completions are taken, which rotates;
+    the full simulation leaves that cycle at layer 41. A snapshot blind to that order jumped "exactly"
+    at layer 35 to a wall time 0.45 % off; with the order in the state the run must match in full."""
+    spec = RunSpec("deepseek-v4-pro", "5", "TP16EP2", "ring_direct", "ib_hpcc", "flow")
+    fast, fast_ranks = run(spec, True)
+    _, full_ranks = run(spec, False)
+    fast_wall, full_wall = max(r.wall_s for r in fast_ranks), max(r.wall_s for r in full_ranks)
+    allowed = 0.02 if fast.fast_forward_mode == "approximate" else 1e-9
+    assert abs(fast_wall - full_wall) <= allowed * full_wall
