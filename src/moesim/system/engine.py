@@ -386,7 +386,6 @@ class Simulation:
 
 
 _APPROX_PERIODS = 8  # layer periods observed before an approximate jump
-_MAX_CYCLE = 4  # longest exact cycle of layers looked for
 _WINDOW_LAYERS = 2  # a snapshot covers each rank's current layer and the next one
 
 
@@ -458,19 +457,14 @@ class _FastForward:
         if snap is None:
             return
         if complete:
-            # the state repeats after p layers (p = 1, or a cycle of up to _MAX_CYCLE layers: shared links
-            # can make ranks alternate between two offsets): every further p identical layers cost the same
             hist = self.history.setdefault(snap.key, [])
-            for back in reversed(hist):
-                p = snap.layers[0] - back.layers[0]
-                cycle_s = snap.now - back.now
-                if (0 < p <= _MAX_CYCLE and all(a == b + p for a, b in zip(snap.layers, back.layers, strict=True))
-                        and cycle_s > 0 and snap.random_draws == back.random_draws
-                        and _close(snap, back, cycle_s, 1e-9)):
-                    self._try_jump(snap, back, cycle_s / p, p, "exact")
-                    return
             hist.append(snap)
-            del hist[:-_MAX_CYCLE]
+            del hist[:-2]
+            if len(hist) == 2 and all(a == b + 1 for a, b in zip(hist[1].layers, hist[0].layers, strict=True)):
+                period = snap.now - hist[0].now
+                if period > 0 and snap.random_draws == hist[0].random_draws and _close(snap, hist[0], period, 1e-9):
+                    self._try_jump(snap, hist[0], period, 1, "exact")
+                    return
         if approximate_done:
             return
         # Not exactly periodic: shared links let the ranks' offsets wander from layer to layer. If the
@@ -533,7 +527,7 @@ class _FastForward:
                                                        for c, ch in sorted(inst.chunks.items()))))
             times.extend(inst.issue_time[m] - now for m in sorted(inst.issue_time))
         events = []
-        for t, prio, seq, action, args in sim.events.items():
+        for t, prio, _, action, args in sim.events.items():
             if action == sim._compute_done:
                 desc: tuple[Any, ...] = ("compute", args[0], args[1] - base[args[0]])
             elif action == sim._start_transfer and id(args[0]) in inst_id:
@@ -542,25 +536,21 @@ class _FastForward:
                 desc = ("exit", inst_id[id(args[1])], args[2], args[3])
             else:
                 return None
-            events.append((t, prio, seq, desc))
-        # canonical orders (by what an event or flow is, not by when it was created), plus the order in
-        # which the events will be taken and the flows were started: simultaneous events go first in,
-        # first out and the backend reports simultaneous completions in start order, so two states
-        # that differ only in those orders can diverge (ranks in lockstep rotate them layer by layer)
-        events.sort(key=lambda e: (e[3], e[1]))
-        taken = sorted(range(len(events)), key=lambda i: events[i][:3])
-        events_key = [(prio, desc) for _, prio, _, desc in events] + taken
-        times.extend(e[0] - now for e in events)
+            events.append((t, prio, desc))
+        # canonical orders (by what an event or flow is, not by when it was created: simultaneous
+        # events and flows may be created in a different order from layer to layer)
+        events.sort(key=lambda e: (e[2], e[1]))
+        events_key = [(prio, desc) for _, prio, desc in events]
+        times.extend(t - now for t, _, _ in events)
         flows = []
         for fid, (inst, c, j) in sim.flows.items():
             state = flow_state.get(fid)
             if state is None or id(inst) not in inst_id:
                 return None
-            flows.append(((inst_id[id(inst)], c, j, len(state[0]), len(state[1])), fid, state))
+            flows.append(((inst_id[id(inst)], c, j, len(state[0]), len(state[1])), state))
         flows.sort(key=lambda f: f[0])
-        started = sorted(range(len(flows)), key=lambda i: flows[i][1])
-        flows_key = [desc for desc, _, _ in flows] + started
-        for _, _, state in flows:
+        flows_key = [desc for desc, _ in flows]
+        for _, state in flows:
             times.extend(state[0])
             mags.extend(state[1])
         key = (tuple(ranks_key), tuple(inst_key), tuple(events_key), tuple(flows_key))
@@ -569,11 +559,8 @@ class _FastForward:
 
     def _try_jump(self, snap: _Snapshot, back: _Snapshot, period: float, periods_back: int, mode: str) -> None:
         m = self._skippable(snap.layers, periods_back)
-        if mode == "exact":
-            m -= m % periods_back  # whole cycles only
-        if m < 1:
+        if m < 1 or not self._jump(m, period, snap.layers, back, periods_back):
             return
-        self._jump(m, period, snap.layers, back, periods_back, mode == "exact")
         self.history.clear()
         self.recent.clear()
         sim = self.sim
@@ -593,12 +580,11 @@ class _FastForward:
             m = k - _WINDOW_LAYERS if m is None else min(m, k - _WINDOW_LAYERS)
         return max(m or 0, 0)
 
-    def _jump(self, m: int, period: float, layers: tuple[int, ...], back: _Snapshot, periods_back: int,
-              exact: bool) -> None:
+    def _jump(self, m: int, period: float, layers: tuple[int, ...], back: _Snapshot, periods_back: int) -> bool:
         sim = self.sim
-        observed = sim._next_flow - back.next_flow
-        # flow ids the skipped layers would have used: whole cycles when exact, else the mean per layer
-        skipped_flows = m // periods_back * observed if exact else m * (observed // periods_back)
+        flows_per_period, rest = divmod(sim._next_flow - back.next_flow, periods_back)
+        if rest and periods_back == 1:
+            return False
         shift = m * period
         stride = []
         per_layer: dict[tuple[int, ...], int] = defaultdict(int)  # collectives per layer on each group
@@ -651,8 +637,9 @@ class _FastForward:
         sim.events.replace(items)
         sim.backend.shift_time(shift)
         sim.now += shift
-        sim._next_flow += skipped_flows
+        sim._next_flow += m * flows_per_period
         sim.fast_forwarded_layers += m
+        return True
 
 
 @dataclass(frozen=True)
