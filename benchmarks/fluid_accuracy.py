@@ -9,6 +9,7 @@ alternating, on ring or dbt). That gives per-configuration wall-time errors plus
 
     python benchmarks/fluid_accuracy.py --tokens 256   # 48 configurations (doc table)
     python benchmarks/fluid_accuracy.py --quick    # 4 configurations, tokens=256 (CI)
+    python benchmarks/fluid_accuracy.py --tokens 256 --set fluid_marks=random   # a fluid variant
 
 Prints the table and the median / worst relative wall-time error; exits 1 when the median exceeds
 --median-target (3 %).
@@ -45,8 +46,10 @@ def validation_set(n: int) -> list[tuple[str, str, str, str]]:
     return out[:n]
 
 
-def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float]) -> dict[str, float]:
-    """Packet and fluid wall times of one configuration; packet results may come from ``cache``."""
+def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float],
+             fluid_overrides: tuple[tuple[str, str], ...] = ()) -> dict[str, float]:
+    """Packet and fluid wall times of one configuration; packet results may come from ``cache``;
+    ``fluid_overrides`` apply to the fluid run only (the packet run is the reference)."""
     topo, strat, alg, net = cfg
     res = {}
     for backend in ("packet", "fluid"):
@@ -55,7 +58,8 @@ def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float
             res["packet"], res["packet_cpu_s"] = cache[key], 0.0
             continue
         t0 = time.perf_counter()
-        r = simulate_run(RunSpec(MODEL, topo, strat, alg, net, backend, (("tokens", tokens),)))
+        extra = fluid_overrides if backend == "fluid" else ()
+        r = simulate_run(RunSpec(MODEL, topo, strat, alg, net, backend, tuple(sorted((("tokens", tokens),) + extra))))
         res[backend] = r.wall_s
         res[backend + "_cpu_s"] = time.perf_counter() - t0
         if backend == "packet":
@@ -86,9 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=None, help="tokens override (default 1024, quick 256)")
     ap.add_argument("--packet-cache", type=Path, default=None,
                     help="JSON file of packet wall times (read, and updated atomically): the packet backend is slow")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="parameter override for the fluid runs only, e.g. fluid_marks=random (repeatable)")
     ap.add_argument("--median-target", type=float, default=0.03)
     ap.add_argument("--worst-target", type=float, default=0.10)
     args = ap.parse_args(argv)
+    fluid_overrides = tuple(tuple(o.split("=", 1)) for o in args.overrides)
+    if any(len(o) != 2 for o in fluid_overrides):
+        ap.error("--set takes KEY=VALUE")
     cfgs = list(QUICK) if args.quick else validation_set(args.configs)[args.start:]
     tokens = args.tokens or (256 if args.quick else 1024)
     cache = json.loads(args.packet_cache.read_text()) if args.packet_cache and args.packet_cache.exists() else {}
@@ -96,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'topo':>4} {'strategy':>8} {'algorithm':>11} {'mode':>10} {'packet s':>10} {'fluid s':>10} "
           f"{'err':>8} {'pkt cpu':>8} {'fl cpu':>7}")
     for cfg in cfgs:
-        r = results[cfg] = run_pair(cfg, tokens, cache)
+        r = results[cfg] = run_pair(cfg, tokens, cache, fluid_overrides)
         if args.packet_cache:
             tmp = args.packet_cache.with_suffix(".tmp")
             tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
