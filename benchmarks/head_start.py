@@ -1,29 +1,40 @@
 """How a head start grows when four GPUs share one NIC (docs/network-fluid.md, "What it approximates").
 
-    python benchmarks/head_start.py [--lead-us 2] [--size-bytes 786432]
+    python benchmarks/head_start.py [--lead-us 2] [--size-bytes 786432] [--set fluid_marks=random]
+    python benchmarks/head_start.py --dispatch [--lead-us 1]
 
 Topology 4, ib_cc0: GPUs 4..7 (one PCIe switch, one NIC) each send one message to GPU +16 on another
 server; GPU 7 starts ``lead`` µs before the other three. Without and then with the reverse messages
 (GPU +16 back to each GPU, started at the same times), as in the study's EP all-to-all. Prints each
-backend's completion times and by how much GPU 7 finishes ahead of the others. Writes nothing.
+backend's completion times and by how much GPU 7 finishes ahead of the others.
+
+``--dispatch``: the first EP dispatch of V4 Flash on topology 4, TP16EP2, 256 tokens (every GPU's 6 MiB
+to its EP peer, in back-to-back chunks) alone, the GPUs 8k+7 starting ``lead`` µs before the others;
+prints when GPUs 4..7 finish it. Writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 
 from moesim.network import BACKENDS
 from moesim.network.base import Flow
 from moesim.network.params import network_mode
+from moesim.system.engine import Simulation
+from moesim.system.run import prepare
+from moesim.system.spec import RunSpec
 from moesim.topology.catalog import get_topology
+from moesim.workload.graph import Node, NodeKind
 
 EARLY, LATE = (7,), (4, 5, 6)
 
 
-def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool) -> dict[int, float]:
+def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool,
+              overrides: dict[str, str]) -> dict[int, float]:
     """Completion time (µs) of each forward message, by its source GPU."""
-    params = network_mode("ib_cc0")
+    params = network_mode("ib_cc0").with_overrides(overrides or None)
     backend = BACKENDS.get(backend_name)(get_topology("4", nic_switch_delay_s=params.nic_switch_delay_s), params)
     starts = sorted([(0.0, g) for g in EARLY] + [(lead_s, g) for g in LATE])
     done: dict[int, float] = {}
@@ -39,15 +50,41 @@ def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool) 
     return {g: done[g] * 1e6 for g in EARLY + LATE}
 
 
+def dispatch_end_us(backend_name: str, lead_s: float) -> list[float]:
+    """When GPUs 4..7 finish the first EP dispatch (µs after the early GPUs start)."""
+    spec = RunSpec("deepseek-v4-flash", "4", "TP16EP2", "ring_direct", "ib_cc0", backend_name, (("tokens", 256),))
+    _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
+    graphs = []
+    for g in workload.graphs:
+        node = next(n for n in g.nodes if n.name.startswith("ep_dispatch"))
+        wait = Node(-1, "wait", NodeKind.COMPUTE, duration_ns=0 if g.rank % 8 == 7 else round(lead_s * 1e9))
+        graphs.append(dataclasses.replace(g, nodes=(wait, dataclasses.replace(node, deps=(-1,)))))
+    sim = Simulation(dataclasses.replace(workload, graphs=tuple(graphs)), topology, backend_cls(topology, params),
+                     dataclasses.replace(settings, fast_forward=False, roofline=False))
+    return [r.wall_s * 1e6 for r in sim.run()[4:8]]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lead-us", type=float, default=2.0)
     ap.add_argument("--size-bytes", type=int, default=786432)
+    ap.add_argument("--dispatch", action="store_true", help="the study's EP dispatch instead of single messages")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="network parameter override for the single messages, e.g. fluid_marks=random "
+                         "(under ib_cc0 that only counts the ACK path's queues in the fluid's round trips)")
     args = ap.parse_args()
+    if args.dispatch:
+        print(f"EP dispatch, GPUs 8k+7 start {args.lead_us} µs early: when GPUs 4..7 finish (µs)")
+        for name in ("packet", "fluid", "flow"):
+            ends = dispatch_end_us(name, args.lead_us * 1e-6)
+            print(f"  {name:6s} " + " ".join(f"GPU{4 + i} {t:7.1f}" for i, t in enumerate(ends))
+                  + f"   GPU 7 ahead by {min(ends[:3]) - ends[3]:5.1f} µs")
+        return
     for reverse in (False, True):
         print(f"GPU 7 starts {args.lead_us} µs early; reverse messages: {'yes' if reverse else 'no'}")
         for name in ("packet", "fluid", "flow"):
-            t = finish_us(name, args.lead_us * 1e-6, args.size_bytes, reverse)
+            t = finish_us(name, args.lead_us * 1e-6, args.size_bytes, reverse,
+                          dict(o.split("=", 1) for o in args.overrides))
             ahead = min(t[g] for g in LATE) - t[7]
             print(f"  {name:6s} " + " ".join(f"GPU{g} {t[g]:7.2f}" for g in EARLY + LATE)
                   + f"   GPU 7 ahead by {ahead:5.2f} µs")
