@@ -74,7 +74,7 @@ def test_a_run_that_returns_to_a_state_only_up_to_tie_order_matches_full_simulat
     """deepseek-v4-pro, topology 5, TP16EP2, ring, ib_hpcc: from layer 33 the state repeats every two
     layers except for the order in which simultaneous compute completions are taken (it rotates), and
     the full simulation leaves that cycle at layer 41. Fast-forward must not take that for a repeat: a
-    version that looked for 2-layer cycles jumped 'exactly' to a wall time 0.45 % off (docs/system.md)."""
+    version that looked for 2-layer cycles jumped 'exactly' to a wall time 0.45 % off."""
     spec = RunSpec("deepseek-v4-pro", "5", "TP16EP2", "ring_direct", "ib_hpcc", "flow")
     fast, fast_ranks = run(spec, True)
     _, full_ranks = run(spec, False)
