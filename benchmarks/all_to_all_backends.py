@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from typing import Any
 
 import numpy as np
 
+from moesim.commands.run import parse_set
 from moesim.network.base import BACKENDS, Flow
 from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.params import network_mode
@@ -27,7 +29,7 @@ SAMPLES_US = (25, 50, 100, 150, 200, 300)
 
 
 def run(topology: str, ranks: int, groups: int, size_bytes: int, mode: str, backend_name: str,
-        overrides: dict[str, str]) -> None:
+        overrides: dict[str, Any]) -> None:
     params = network_mode(mode).with_overrides(overrides or None, "--set")
     topo = get_topology(topology, nic_switch_delay_s=params.nic_switch_delay_s)
     names = [f"{link.src}->{link.dst}" for link in topo.links]
@@ -73,9 +75,9 @@ def main() -> None:
     ap.add_argument("--modes", default="ib_cc0,roce_dcqcn")
     ap.add_argument("--backends", default="packet,fluid")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="network parameter override (string values, e.g. fluid_marks=random)")
+                    help="network parameter override, e.g. fluid_marks=random (repeatable)")
     args = ap.parse_args()
-    overrides = dict(kv.split("=", 1) for kv in args.set)
+    overrides = dict(parse_set(args.set))
     ranks = args.ranks or len(get_topology(args.topology).gpus)
     for mode in args.modes.split(","):
         for backend_name in args.backends.split(","):

@@ -24,7 +24,9 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from moesim.commands.run import parse_set
 from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
 
@@ -47,7 +49,7 @@ def validation_set(n: int) -> list[tuple[str, str, str, str]]:
 
 
 def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float],
-             fluid_overrides: tuple[tuple[str, str], ...] = ()) -> dict[str, float]:
+             fluid_overrides: tuple[tuple[str, Any], ...] = ()) -> dict[str, float]:
     """Packet and fluid wall times of one configuration; packet results may come from ``cache``;
     ``fluid_overrides`` apply to the fluid run only (the packet run is the reference)."""
     topo, strat, alg, net = cfg
@@ -95,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--median-target", type=float, default=0.03)
     ap.add_argument("--worst-target", type=float, default=0.10)
     args = ap.parse_args(argv)
-    fluid_overrides = tuple(tuple(o.split("=", 1)) for o in args.overrides)
-    if any(len(o) != 2 for o in fluid_overrides):
-        ap.error("--set takes KEY=VALUE")
+    fluid_overrides = parse_set(args.overrides)
     cfgs = list(QUICK) if args.quick else validation_set(args.configs)[args.start:]
     tokens = args.tokens or (256 if args.quick else 1024)
     cache = json.loads(args.packet_cache.read_text()) if args.packet_cache and args.packet_cache.exists() else {}

@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from typing import Any
 
+from moesim.commands.run import parse_set
 from moesim.network import BACKENDS
 from moesim.network.base import Flow
 from moesim.network.params import network_mode
@@ -32,7 +34,7 @@ EARLY, LATE = (7,), (4, 5, 6)
 
 
 def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool,
-              overrides: dict[str, str]) -> dict[int, float]:
+              overrides: dict[str, Any]) -> dict[int, float]:
     """Completion time (µs) of each forward message, by its source GPU."""
     params = network_mode("ib_cc0").with_overrides(overrides or None)
     backend = BACKENDS.get(backend_name)(get_topology("4", nic_switch_delay_s=params.nic_switch_delay_s), params)
@@ -84,7 +86,7 @@ def main() -> None:
         print(f"GPU 7 starts {args.lead_us} µs early; reverse messages: {'yes' if reverse else 'no'}")
         for name in ("packet", "fluid", "flow"):
             t = finish_us(name, args.lead_us * 1e-6, args.size_bytes, reverse,
-                          dict(o.split("=", 1) for o in args.overrides))
+                          dict(parse_set(args.overrides)))
             ahead = min(t[g] for g in LATE) - t[7]
             print(f"  {name:6s} " + " ".join(f"GPU{g} {t[g]:7.2f}" for g in EARLY + LATE)
                   + f"   GPU 7 ahead by {ahead:5.2f} µs")
