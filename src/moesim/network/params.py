@@ -23,15 +23,15 @@ def _kb_map(pairs: dict[float, float]) -> tuple[tuple[float, float], ...]:
     return tuple(sorted(pairs.items()))
 
 
-# Shipped ASTRA-sim ECN maps (KB = 1000 B, keyed by port rate in b/s), plus the 512 Gbps GPU
-# attachments the reference maps lack: thresholds scaled with the link rate (STUDY.md section 5).
+# Shipped ASTRA-sim ECN maps (KB = 1000 B, keyed by port rate in b/s). They have no entry for the
+# study's 512 Gbps GPU attachments; ``ecn_unmapped_rate`` says what such a port gets.
 KMIN_KB = _kb_map({25 * GBPS: 100, 40 * GBPS: 200, 100 * GBPS: 400, 200 * GBPS: 600, 400 * GBPS: 800,
-                   512 * GBPS: 1024, 2400 * GBPS: 800})
+                   2400 * GBPS: 800})
 KMAX_KB = _kb_map({25 * GBPS: 400, 40 * GBPS: 800, 100 * GBPS: 1600, 200 * GBPS: 2400, 400 * GBPS: 3200,
-                   512 * GBPS: 4096, 2400 * GBPS: 3200})
+                   2400 * GBPS: 3200})
 
 
-CHOICES: dict[str, tuple[str, ...]] = {"fluid_marks": ("expected", "random")}
+CHOICES: dict[str, tuple[str, ...]] = {"fluid_marks": ("expected", "random"), "ecn_unmapped_rate": ("scale", "zero")}
 """Fields whose value is one of a few names."""
 
 
@@ -79,6 +79,9 @@ class NetworkParams:
     kmin_kb: tuple[tuple[float, float], ...] = KMIN_KB
     kmax_kb: tuple[tuple[float, float], ...] = KMAX_KB
     pmax: float = 0.2
+    # a port rate missing from the KMIN/KMAX maps: "scale" the 400 Gbps entry with the rate (STUDY.md
+    # section 5), or "zero" as the reference's release build reads it (docs/network.md)
+    ecn_unmapped_rate: str = "scale"
     nack_interval_s: float = 500e-6
     # per-flow policy: flows between GPUs of one server carry no congestion-control state
     intra_server_cc: bool = False
@@ -109,10 +112,10 @@ class NetworkParams:
         return {CC_NONE: "none", CC_DCQCN: "dcqcn", CC_HPCC: "hpcc"}.get(self.cc_mode, "none")
 
     def kmin_bytes(self, rate_bps: float) -> float:
-        return _lookup(self.kmin_kb, rate_bps, "KMIN_MAP") * 1000.0
+        return _lookup(self.kmin_kb, rate_bps, "KMIN_MAP", self.ecn_unmapped_rate) * 1000.0
 
     def kmax_bytes(self, rate_bps: float) -> float:
-        return _lookup(self.kmax_kb, rate_bps, "KMAX_MAP") * 1000.0
+        return _lookup(self.kmax_kb, rate_bps, "KMAX_MAP", self.ecn_unmapped_rate) * 1000.0
 
     def with_overrides(self, overrides: dict[str, Any] | None, source: str = "overrides") -> NetworkParams:
         """Return a copy with fields replaced; unknown names are a one-line error listing the allowed ones."""
@@ -129,11 +132,12 @@ class NetworkParams:
         return dataclasses.asdict(self)
 
 
-def _lookup(table: tuple[tuple[float, float], ...], rate_bps: float, key: str) -> float:
+def _lookup(table: tuple[tuple[float, float], ...], rate_bps: float, key: str, unmapped: str) -> float:
     for rate, value in table:
         if abs(rate - rate_bps) < 1e-6 * rate:
             return value
-    # not in the map: scale the 400 Gbps entry with the link rate (documented in docs/network.md)
+    if unmapped == "zero":  # std::map::operator[] of a missing key, the assertion compiled out
+        return 0.0
     for rate, value in table:
         if rate == 400 * GBPS:
             return value * rate_bps / rate
