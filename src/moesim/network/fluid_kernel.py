@@ -146,6 +146,16 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
         b = bottleneck[f]
         if b >= 0 and frac[b] < 1.0:
             send[f] = rates[f] + frac[b] * (send[f] - rates[f])
+    # a port whose ECN thresholds are 0 (ecn_unmapped_rate=zero) marks whenever its queue is not empty,
+    # so at least while more arrives than it sends, even where the fluid lumps the backlog further on
+    overloaded = np.zeros(n_links, dtype=np.bool_)
+    if mode == MODE_DCQCN and qcn:
+        arrive = np.zeros(n_links)
+        for f in range(n):
+            for h in range(1, nfwd[f]):
+                arrive[links[f, h]] += coefs[f, h] * send[f]
+        for k in range(n_links):
+            overloaded[k] = kmax[k] == 0.0 and arrive[k] > cap[k] * (1.0 + 1e-9)
     # 5. bytes and congestion-control reactions at the end of the step
     t_end = now_s + dt
     now_ns = np.floor(t_end * 1e9)
@@ -163,11 +173,14 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
                 pm = 0.0
                 for h in range(nfwd[f]):
                     k = links[f, h]
-                    if switch_egress[k] and q[k] > kmin[k]:
-                        pk = pmax if q[k] < kmax[k] else 1.0
+                    if not switch_egress[k]:
+                        continue
+                    pk = 1.0 if overloaded[k] else 0.0
+                    if q[k] > kmin[k]:
+                        pk = 1.0
                         if q[k] < kmax[k]:
                             pk = pmax * (q[k] - kmin[k]) / (kmax[k] - kmin[k])
-                        pm = 1.0 - (1.0 - pm) * (1.0 - pk)
+                    pm = 1.0 - (1.0 - pm) * (1.0 - pk)
                 if random_marks:  # mark[f]: expected marks to go before the next, stream key, marks so far
                     mark[f, 0] -= pm * got / payload
                 else:  # mark[f, 0]: expected marks accumulated since the last mark
