@@ -180,7 +180,8 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
                         pk = 1.0
                         if q[k] < kmax[k]:
                             pk = pmax * (q[k] - kmin[k]) / (kmax[k] - kmin[k])
-                    pm = 1.0 - (1.0 - pm) * (1.0 - pk)
+                    if pk > 0.0:
+                        pm = 1.0 - (1.0 - pm) * (1.0 - pk)
                 if random_marks:  # mark[f]: expected marks to go before the next, stream key, marks so far
                     mark[f, 0] -= pm * got / payload
                 else:  # mark[f, 0]: expected marks accumulated since the last mark
