@@ -80,7 +80,7 @@ class NetworkParams:
     kmax_kb: tuple[tuple[float, float], ...] = KMAX_KB
     pmax: float = 0.2
     # a port rate missing from the KMIN/KMAX maps: "scale" the 400 Gbps entry with the rate (STUDY.md
-    # section 5), or "zero" as the reference's release build reads it (docs/network.md)
+    # section 5), or "zero" as the reference code reads it with its assertions compiled out (docs/network.md)
     ecn_unmapped_rate: str = "scale"
     nack_interval_s: float = 500e-6
     # per-flow policy: flows between GPUs of one server carry no congestion-control state
