@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from moesim.network.params import NETWORK_MODES
+from moesim.system.export import network_config_text
 from moesim.topology.catalog import get_topology
 from moesim.topology.ns3_export import read_ns3_topology
 from moesim.workload.chakra import read_et
@@ -45,3 +46,24 @@ def test_export_directory_is_complete_and_consistent(tmp_path):
     assert "ns3.42-AstraSimNetwork-default" in (out / "README.md").read_text()
     policy = json.loads((out / "cc_policy.json").read_text())
     assert [0, 1] in policy["no_cc_pairs"] and [0, 8] not in policy["no_cc_pairs"]
+
+
+def test_the_ecn_maps_carry_the_unmapped_512_gbps_reading_used():
+    """The exported config states the 512 Gb/s thresholds moesim used, so ASTRA-sim reproduces them
+    whatever its build: scaled (1024/4096 KB) by default, 0/0 with ecn_unmapped_rate=zero."""
+    topo = get_topology("3")
+
+    def maps(unmapped: str) -> tuple[dict[int, str], dict[int, str]]:
+        params = NETWORK_MODES["roce_dcqcn"].with_overrides({"ecn_unmapped_rate": unmapped})
+        config = dict(line.split(" ", 1) for line in network_config_text(params, topo).splitlines())
+        out = []
+        for key in ("KMIN_MAP", "KMAX_MAP"):
+            f = config[key].split()
+            out.append({int(f[i]): f[i + 1] for i in range(1, len(f), 2)})
+        return out[0], out[1]
+
+    kmin, kmax = maps("scale")
+    assert (kmin[512_000_000_000], kmax[512_000_000_000]) == ("1024", "4096")
+    kmin, kmax = maps("zero")
+    assert (kmin[512_000_000_000], kmax[512_000_000_000]) == ("0", "0")
+    assert (kmin[400_000_000_000], kmax[400_000_000_000]) == ("800", "3200")
