@@ -1,12 +1,13 @@
 """How a head start grows when four GPUs share one NIC (docs/network-fluid.md, "What it approximates").
 
-    python benchmarks/head_start.py [--lead-us 2] [--size-bytes 786432] [--set fluid_marks=random]
+    python benchmarks/head_start.py [--lead-us 2] [--size-bytes 786432] [--set fluid_marks=random] [--trace]
     python benchmarks/head_start.py --dispatch [--lead-us 1]
 
 Topology 4, ib_cc0: GPUs 4..7 (one PCIe switch, one NIC) each send one message to GPU +16 on another
 server; GPU 7 starts ``lead`` µs before the other three. Without and then with the reverse messages
 (GPU +16 back to each GPU, started at the same times), as in the study's EP all-to-all. Prints each
-backend's completion times and by how much GPU 7 finishes ahead of the others.
+backend's completion times and by how much GPU 7 finishes ahead of the others; ``--trace`` adds, at
+packet level, how many bytes of GPU 7's and GPU 4's messages are acknowledged over time.
 
 ``--dispatch``: the first EP dispatch of V4 Flash on topology 4, TP16EP2, 256 tokens (every GPU's 6 MiB
 to its EP peer, in back-to-back chunks) alone, the GPUs 8k+7 starting ``lead`` µs before the others;
@@ -31,25 +32,32 @@ from moesim.topology.catalog import get_topology
 from moesim.workload.graph import Node, NodeKind
 
 EARLY, LATE = (7,), (4, 5, 6)
+TRACE_US = (6, 10, 15, 20, 25, 30)
 
 
-def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool,
-              overrides: dict[str, Any]) -> dict[int, float]:
-    """Completion time (µs) of each forward message, by its source GPU."""
+def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool, overrides: dict[str, Any],
+              trace_us: tuple[float, ...] = ()) -> tuple[dict[int, float], list[tuple[float, dict[int, int]]]]:
+    """Completion time (µs) of each forward message, by its source GPU; with ``trace_us`` (packet backend)
+    also the bytes acknowledged of each forward message at those instants."""
     params = network_mode("ib_cc0").with_overrides(overrides or None)
     backend = BACKENDS.get(backend_name)(get_topology("4", nic_switch_delay_s=params.nic_switch_delay_s), params)
-    starts = sorted([(0.0, g) for g in EARLY] + [(lead_s, g) for g in LATE])
+    events = sorted([(0.0, g) for g in EARLY] + [(lead_s, g) for g in LATE] + [(t * 1e-6, -1) for t in trace_us])
     done: dict[int, float] = {}
-    for t, gpu in starts:
+    trace = []
+    for t, gpu in events:
         while (nxt := backend.next_completion_s(t)) <= t:
             done.update({f: nxt for f in backend.advance_to(nxt)})
         backend.advance_to(t)
+        if gpu < 0:
+            progress = backend.flow_progress()
+            trace.append((t * 1e6, {g: progress[g][0] if g in progress else size_bytes for g in EARLY + LATE}))
+            continue
         backend.start_flow(Flow(gpu, gpu, gpu + 16, size_bytes, cc=False), t)
         if reverse:
             backend.start_flow(Flow(gpu + 16, gpu + 16, gpu, size_bytes, cc=False), t)
     while (t := backend.next_completion_s(math.inf)) < math.inf:
         done.update({f: t for f in backend.advance_to(t)})
-    return {g: done[g] * 1e6 for g in EARLY + LATE}
+    return {g: done[g] * 1e6 for g in EARLY + LATE}, trace
 
 
 def dispatch_end_us(backend_name: str, lead_s: float) -> list[float]:
@@ -71,6 +79,7 @@ def main() -> None:
     ap.add_argument("--lead-us", type=float, default=2.0)
     ap.add_argument("--size-bytes", type=int, default=786432)
     ap.add_argument("--dispatch", action="store_true", help="the study's EP dispatch instead of single messages")
+    ap.add_argument("--trace", action="store_true", help="packet: bytes acknowledged of GPUs 7 and 4 over time")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="network parameter override for the single messages, e.g. fluid_marks=random "
                          "(under ib_cc0 that only counts the ACK path's queues in the fluid's round trips)")
@@ -85,11 +94,13 @@ def main() -> None:
     for reverse in (False, True):
         print(f"GPU 7 starts {args.lead_us} µs early; reverse messages: {'yes' if reverse else 'no'}")
         for name in ("packet", "fluid", "flow"):
-            t = finish_us(name, args.lead_us * 1e-6, args.size_bytes, reverse,
-                          dict(parse_set(args.overrides)))
+            t, trace = finish_us(name, args.lead_us * 1e-6, args.size_bytes, reverse,
+                                 dict(parse_set(args.overrides)), TRACE_US if args.trace and name == "packet" else ())
             ahead = min(t[g] for g in LATE) - t[7]
             print(f"  {name:6s} " + " ".join(f"GPU{g} {t[g]:7.2f}" for g in EARLY + LATE)
                   + f"   GPU 7 ahead by {ahead:5.2f} µs")
+            for at_us, acked in trace:
+                print(f"    {at_us:4.0f} µs: kB acknowledged GPU7 {acked[7] / 1e3:4.0f}, GPU4 {acked[4] / 1e3:4.0f}")
 
 
 if __name__ == "__main__":
