@@ -149,7 +149,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
     # a port whose ECN thresholds are 0 (ecn_unmapped_rate=zero) marks whenever its queue is not empty,
     # so at least while more arrives than it sends, even where the fluid lumps the backlog further on
     overloaded = np.zeros(n_links, dtype=np.bool_)
-    if mode == MODE_DCQCN and qcn:
+    if mode == MODE_DCQCN and qcn and kmax.min() == 0.0:
         arrive = np.zeros(n_links)
         for f in range(n):
             for h in range(1, nfwd[f]):
