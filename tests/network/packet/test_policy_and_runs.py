@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 from helpers import star
@@ -58,6 +59,14 @@ def incast(params, seed=1):
 def test_identical_results_run_to_run():
     p = REFERENCE_PRESETS["dcqcn"]  # ECN marking uses the seeded RNG
     assert incast(p) == incast(p)
+
+
+def test_the_seed_drives_the_ecn_marks():
+    p = REFERENCE_PRESETS["dcqcn"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # seeding wraps modulo 2**64 without an overflow warning
+        other = incast(p, seed=2)
+    assert other[0] != incast(p)[0]
 
 
 def test_memory_stays_bounded_over_a_long_run():

@@ -259,7 +259,7 @@ def new_state(fabric: Fabric, params: NetworkParams, cc: CcAlgorithm, *, stall_n
         qp=np.zeros(n_qp, dtype=QP_DTYPE), qp_cc=np.zeros((n_qp, MAX_SLOTS)),
         qp_hop=np.zeros((n_qp, int_hops, HOP_FIELDS)), qp_free=qp_free,
         ev=ev, wheel=np.full((wheel, 2), NIL, dtype=np.int32), ovf=np.zeros(1024, dtype=OVF_DTYPE),
-        g=g, rng=np.array([np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)], dtype=np.uint64),
+        g=g, rng=np.array([(seed * 0x9E3779B97F4A7C15) % 2**64 | 1], dtype=np.uint64),
         starts=np.zeros(n_qp, dtype=np.int32), comp=np.zeros(n_qp, dtype=np.int32),
         pfc_log=np.zeros(log_rows, dtype=PFC_LOG_DTYPE), qlen_log=np.zeros(max(log_rows, 4 * len(fabric.link)),
                                                                           dtype=QLEN_LOG_DTYPE),
