@@ -1,9 +1,10 @@
 """How a head start grows when four GPUs share one NIC (docs/network-fluid.md, "What it approximates").
 
     python benchmarks/head_start.py [--lead-us 2] [--size-bytes 786432] [--set fluid_marks=random] [--trace]
+        [--mode roce_hpcc]
     python benchmarks/head_start.py --dispatch [--lead-us 1]
 
-Topology 4, ib_cc0: GPUs 4..7 (one PCIe switch, one NIC) each send one message to GPU +16 on another
+Topology 4, ib_cc0 (or ``--mode``, congestion-controlling the messages): GPUs 4..7 (one PCIe switch, one NIC) each send one message to GPU +16 on another
 server; GPU 7 starts ``lead`` µs before the other three. Without and then with the reverse messages
 (GPU +16 back to each GPU, started at the same times), as in the study's EP all-to-all. Prints each
 backend's completion times and by how much GPU 7 finishes ahead of the others; ``--trace`` adds, at
@@ -36,10 +37,12 @@ TRACE_US = (6, 10, 15, 20, 25, 30)
 
 
 def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool, overrides: dict[str, Any],
-              trace_us: tuple[float, ...] = ()) -> tuple[dict[int, float], list[tuple[float, dict[int, int]]]]:
+              trace_us: tuple[float, ...] = (), mode: str = "ib_cc0",
+              ) -> tuple[dict[int, float], list[tuple[float, dict[int, int]]]]:
     """Completion time (µs) of each forward message, by its source GPU; with ``trace_us`` (packet backend)
     also the bytes acknowledged of each forward message at those instants."""
-    params = network_mode("ib_cc0").with_overrides(overrides or None)
+    params = network_mode(mode).with_overrides(overrides or None)
+    cc = mode != "ib_cc0"
     backend = BACKENDS.get(backend_name)(get_topology("4", nic_switch_delay_s=params.nic_switch_delay_s), params)
     events = sorted([(0.0, g) for g in EARLY] + [(lead_s, g) for g in LATE] + [(t * 1e-6, -1) for t in trace_us])
     done: dict[int, float] = {}
@@ -52,9 +55,9 @@ def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool, 
             progress = backend.flow_progress()
             trace.append((t * 1e6, {g: progress[g][0] if g in progress else size_bytes for g in EARLY + LATE}))
             continue
-        backend.start_flow(Flow(gpu, gpu, gpu + 16, size_bytes, cc=False), t)
+        backend.start_flow(Flow(gpu, gpu, gpu + 16, size_bytes, cc=cc), t)
         if reverse:
-            backend.start_flow(Flow(gpu + 16, gpu + 16, gpu, size_bytes, cc=False), t)
+            backend.start_flow(Flow(gpu + 16, gpu + 16, gpu, size_bytes, cc=cc), t)
     while (t := backend.next_completion_s(math.inf)) < math.inf:
         done.update({f: t for f in backend.advance_to(t)})
     return {g: done[g] * 1e6 for g in EARLY + LATE}, trace
@@ -80,6 +83,7 @@ def main() -> None:
     ap.add_argument("--size-bytes", type=int, default=786432)
     ap.add_argument("--dispatch", action="store_true", help="the study's EP dispatch instead of single messages")
     ap.add_argument("--trace", action="store_true", help="packet: bytes acknowledged of GPUs 7 and 4 over time")
+    ap.add_argument("--mode", default="ib_cc0", help="network mode of the single messages")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="network parameter override for the single messages, e.g. fluid_marks=random "
                          "(under ib_cc0 that only counts the ACK path's queues in the fluid's round trips)")
@@ -95,7 +99,8 @@ def main() -> None:
         print(f"GPU 7 starts {args.lead_us} µs early; reverse messages: {'yes' if reverse else 'no'}")
         for name in ("packet", "fluid", "flow"):
             t, trace = finish_us(name, args.lead_us * 1e-6, args.size_bytes, reverse,
-                                 dict(parse_set(args.overrides)), TRACE_US if args.trace and name == "packet" else ())
+                                 dict(parse_set(args.overrides)), TRACE_US if args.trace and name == "packet" else (),
+                                 args.mode)
             ahead = min(t[g] for g in LATE) - t[7]
             print(f"  {name:6s} " + " ".join(f"GPU{g} {t[g]:7.2f}" for g in EARLY + LATE)
                   + f"   GPU 7 ahead by {ahead:5.2f} µs")

@@ -2,11 +2,16 @@
 
     python benchmarks/packet_drift.py pair
     python benchmarks/packet_drift.py layers deepseek-v4-flash 6 TP2EP16 ring_direct ib_cc0 [--tokens 256]
+        [--backend fluid] [--set key=value ...] [--seed N]
 
 ``pair``: two GPUs behind one PCIe switch (512 Gb/s, 0.2 µs links), ib_cc0. Two opposite 256 KiB
 messages started δ apart, then a 2 MiB two-rank ring all-reduce with one rank starting δ late; prints
-how far apart they end. ``layers``: one study run simulated in full with its timeline; prints per
-layer rank 0's period and, for the first nodes, how far apart the ranks finish them. Writes nothing.
+how far apart they end. ``layers``: one study run simulated in full (no fast-forward) with its
+timeline; prints per layer rank 0's period (with their mean, standard deviation and the means of the
+run's two halves, and the wall error of extrapolating later layers with the mean of the periods
+before them) and, for the first nodes, how long rank 0 takes and how far apart the ranks finish
+them. ``--backend`` runs it on another backend, ``--seed`` seeds the packet backend's ECN marks.
+Writes nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import statistics
 
+from moesim.commands.run import parse_set
 from moesim.network.base import Flow
 from moesim.network.packet import PacketBackend
 from moesim.network.params import network_mode
@@ -67,27 +74,43 @@ def pair() -> None:
               f"2-rank ring all-reduce: ranks end {r1 - r0:+5.0f} ns apart")
 
 
-def layers(spec: RunSpec, show_nodes: int) -> None:
+def layers(spec: RunSpec, show_nodes: int, seed: int | None) -> None:
     _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
-    sim = Simulation(workload, topology, backend_cls(topology, params),
-                     dataclasses.replace(settings, fast_forward=False), record_timeline=True)
+    backend = backend_cls(topology, params) if seed is None else backend_cls(topology, params, seed=seed)
+    sim = Simulation(workload, topology, backend, dataclasses.replace(settings, fast_forward=False),
+                     record_timeline=True)
     sim.run()
     layer_of = {n.id: n.layer for n in workload.graphs[0].nodes}
     ends: dict[int, dict[int, float]] = {}
+    rank0: dict[int, tuple[float, float]] = {}
     layer_start: dict[int, float] = {}
     for rank, node_id, _name, start, end in sim.timeline or []:
         ends.setdefault(node_id, {})[rank] = end
         if rank == 0:
+            rank0[node_id] = (start, end)
             layer = layer_of[node_id]
             layer_start[layer] = min(start, layer_start.get(layer, math.inf))
     names = {n.id: n.name for n in workload.graphs[0].nodes}
     for node_id in sorted(ends)[:show_nodes]:
         e = ends[node_id]
-        print(f"node {node_id:4d} {names[node_id]:20s} ranks end within {(max(e.values()) - min(e.values())) * 1e9:9.0f} ns")
+        start, end = rank0[node_id]
+        print(f"node {node_id:4d} {names[node_id]:20s} rank 0 takes {(end - start) * 1e6:9.2f} µs, "
+              f"ranks end within {(max(e.values()) - min(e.values())) * 1e9:9.0f} ns")
     starts = [layer_start[k] for k in sorted(layer_start) if k >= 0]
     periods = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-    print("layer periods (rank 0), ms: " + " ".join(f"{p * 1e3:.3f}" for p in periods))
-    print(f"min {min(periods) * 1e3:.3f} ms, max {max(periods) * 1e3:.3f} ms")
+    half = len(periods) // 2
+    print(f"wall {sim.now:.6f} s; layer periods (rank 0), ms: " + " ".join(f"{p * 1e3:.3f}" for p in periods))
+    print(f"min {min(periods) * 1e3:.3f} ms, max {max(periods) * 1e3:.3f} ms, mean {statistics.mean(periods) * 1e3:.3f}, "
+          f"sd {statistics.pstdev(periods) * 1e3:.3f}; first half {statistics.mean(periods[:half]) * 1e3:.3f}, "
+          f"second half {statistics.mean(periods[half:]) * 1e3:.3f}")
+    # what a fast-forward would get by extrapolating every later layer with the mean of the last k periods
+    for k in (8, 16):
+        errors = []
+        for j in range(k, len(periods) - 2, 4):
+            rest = sum(periods[j:])
+            errors.append(f"{j}: {(len(periods) - j) * statistics.mean(periods[j - k:j]) / sim.now - rest / sim.now:+.2%}")
+        print(f"wall error if layers from L on were extrapolated with the mean of the {k} periods before L: "
+              + ", ".join(errors))
 
 
 def main() -> None:
@@ -98,14 +121,17 @@ def main() -> None:
     for name in ("model", "topology", "strategy", "algorithm", "network"):
         lp.add_argument(name)
     lp.add_argument("--tokens", type=int, default=None)
+    lp.add_argument("--backend", default="packet")
+    lp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a run override, repeatable")
+    lp.add_argument("--seed", type=int, default=None, help="the packet backend's RNG seed (default 1)")
     lp.add_argument("--nodes", type=int, default=28, help="how many nodes of the first layers to show")
     args = ap.parse_args()
     if args.what == "pair":
         pair()
     else:
-        over = (("tokens", args.tokens),) if args.tokens else ()
-        layers(RunSpec(args.model, args.topology, args.strategy, args.algorithm, args.network, "packet", over),
-               args.nodes)
+        over = {**dict(parse_set(args.set)), **({"tokens": args.tokens} if args.tokens else {})}
+        layers(RunSpec(args.model, args.topology, args.strategy, args.algorithm, args.network, args.backend,
+                       tuple(sorted(over.items()))), args.nodes, args.seed)
 
 
 if __name__ == "__main__":
