@@ -4,9 +4,10 @@
         [--mode roce_hpcc]
     python benchmarks/head_start.py --dispatch [--lead-us 1]
 
-Topology 4, ib_cc0 (or ``--mode``, congestion-controlling the messages): GPUs 4..7 (one PCIe switch, one NIC) each send one message to GPU +16 on another
-server; GPU 7 starts ``lead`` µs before the other three. Without and then with the reverse messages
-(GPU +16 back to each GPU, started at the same times), as in the study's EP all-to-all. Prints each
+Topology 4, ib_cc0 (or ``--mode``, which congestion-controls the messages): GPUs 4..7 (one PCIe
+switch, one NIC) each send one message to GPU +16 on another server; GPU 7 starts ``lead`` µs before
+the other three. Without and then with the reverse messages (GPU +16 back to each GPU, started at the
+same times), as in the study's EP all-to-all. Prints each
 backend's completion times and by how much GPU 7 finishes ahead of the others; ``--trace`` adds, at
 packet level, how many bytes of GPU 7's and GPU 4's messages are acknowledged over time.
 
@@ -25,7 +26,7 @@ from typing import Any
 from moesim.commands.run import parse_set
 from moesim.network import BACKENDS
 from moesim.network.base import Flow
-from moesim.network.params import network_mode
+from moesim.network.params import CC_NONE, network_mode
 from moesim.system.engine import Simulation
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
@@ -42,7 +43,7 @@ def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool, 
     """Completion time (µs) of each forward message, by its source GPU; with ``trace_us`` (packet backend)
     also the bytes acknowledged of each forward message at those instants."""
     params = network_mode(mode).with_overrides(overrides or None)
-    cc = mode != "ib_cc0"
+    cc = params.cc_mode != CC_NONE
     backend = BACKENDS.get(backend_name)(get_topology("4", nic_switch_delay_s=params.nic_switch_delay_s), params)
     events = sorted([(0.0, g) for g in EARLY] + [(lead_s, g) for g in LATE] + [(t * 1e-6, -1) for t in trace_us])
     done: dict[int, float] = {}
