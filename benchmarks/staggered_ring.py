@@ -1,0 +1,53 @@
+"""A TP ring all-reduce whose ranks start at different times, on every backend (docs/network-fluid.md).
+
+    python benchmarks/staggered_ring.py 4 TP16EP2 roce_hpcc [--offsets-us 87,74,88,89,0,68,84,62]
+
+In a study run the TP all-reduce after the EP combine starts on each rank when that rank's combine
+ends, so its ranks start up to ~100 µs apart. This runs only that collective (V4 Flash, 256 tokens,
+``tp_allreduce_out`` of the first layer, chunked as in the study), rank r starting
+``offsets[r mod len(offsets)]`` µs late (the default: the combine ends of topology 4 TP16EP2 ring at
+packet level), and prints per backend when the ranks finish and how long after the last start.
+With every offset 0 all backends agree. Writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from moesim.system.engine import Simulation
+from moesim.system.run import prepare
+from moesim.system.spec import RunSpec
+from moesim.workload.graph import Node, NodeKind
+
+
+def ends_us(topology: str, strategy: str, mode: str, backend: str, offsets_us: list[float]) -> list[float]:
+    spec = RunSpec("deepseek-v4-flash", topology, strategy, "ring_direct", mode, backend, (("tokens", 256),))
+    _, _, params, topo, workload, settings, backend_cls, _ = prepare(spec)
+    graphs = []
+    for g in workload.graphs:
+        node = next(n for n in g.nodes if n.name.startswith("tp_allreduce_out"))
+        wait = Node(-1, "wait", NodeKind.COMPUTE, duration_ns=round(offsets_us[g.rank % len(offsets_us)] * 1e3))
+        graphs.append(dataclasses.replace(g, nodes=(wait, dataclasses.replace(node, deps=(-1,)))))
+    sim = Simulation(dataclasses.replace(workload, graphs=tuple(graphs)), topo, backend_cls(topo, params),
+                     dataclasses.replace(settings, fast_forward=False, roofline=False))
+    return [r.wall_s * 1e6 for r in sim.run()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("topology")
+    ap.add_argument("strategy")
+    ap.add_argument("mode")
+    ap.add_argument("--offsets-us", default="87,74,88,89,0,68,84,62")
+    ap.add_argument("--backends", default="packet,fluid,flow")
+    args = ap.parse_args()
+    offsets = [float(x) for x in args.offsets_us.split(",")]
+    for backend in args.backends.split(","):
+        ends = ends_us(args.topology, args.strategy, args.mode, backend, offsets)
+        print(f"{backend:6s}: ranks end {min(ends):7.1f}–{max(ends):7.1f} µs, "
+              f"{max(ends) - max(offsets):6.1f} µs after the last start ({max(offsets):.0f} µs)")
+
+
+if __name__ == "__main__":
+    main()
