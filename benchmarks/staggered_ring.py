@@ -3,8 +3,8 @@
     python benchmarks/staggered_ring.py 4 TP16EP2 roce_hpcc [--offsets-us 87,74,88,89,0,68,84,62]
 
 In a study run the TP all-reduce after the EP combine starts on each rank when that rank's combine
-ends, so its ranks start up to ~100 µs apart. This runs only that collective (V4 Flash, 256 tokens,
-``tp_allreduce_out`` of the first layer, chunked as in the study), rank r starting
+ends, so its ranks start up to ~100 µs apart. This runs only that collective (V4 Flash, 256 tokens
+unless ``--tokens``, ``tp_allreduce_out`` of the first layer, chunked as in the study), rank r starting
 ``offsets[r mod len(offsets)]`` µs late (the default: the combine ends of topology 4 TP16EP2 ring at
 packet level), and prints per backend when the ranks finish and how long after the last start.
 With every offset 0 all backends agree. Writes nothing.
@@ -21,8 +21,9 @@ from moesim.system.spec import RunSpec
 from moesim.workload.graph import Node, NodeKind
 
 
-def ends_us(topology: str, strategy: str, mode: str, backend: str, offsets_us: list[float]) -> list[float]:
-    spec = RunSpec("deepseek-v4-flash", topology, strategy, "ring_direct", mode, backend, (("tokens", 256),))
+def ends_us(topology: str, strategy: str, mode: str, backend: str, offsets_us: list[float],
+            tokens: int = 256) -> list[float]:
+    spec = RunSpec("deepseek-v4-flash", topology, strategy, "ring_direct", mode, backend, (("tokens", tokens),))
     _, _, params, topo, workload, settings, backend_cls, _ = prepare(spec)
     graphs = []
     for g in workload.graphs:
@@ -41,10 +42,11 @@ def main() -> None:
     ap.add_argument("mode")
     ap.add_argument("--offsets-us", default="87,74,88,89,0,68,84,62")
     ap.add_argument("--backends", default="packet,fluid,flow")
+    ap.add_argument("--tokens", type=int, default=256)
     args = ap.parse_args()
     offsets = [float(x) for x in args.offsets_us.split(",")]
     for backend in args.backends.split(","):
-        ends = ends_us(args.topology, args.strategy, args.mode, backend, offsets)
+        ends = ends_us(args.topology, args.strategy, args.mode, backend, offsets, args.tokens)
         print(f"{backend:6s}: ranks end {min(ends):7.1f}–{max(ends):7.1f} µs, "
               f"{max(ends) - max(offsets):6.1f} µs after the last start ({max(offsets):.0f} µs)")
 

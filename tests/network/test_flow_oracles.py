@@ -62,6 +62,19 @@ def test_ack_stream_shares_the_link_with_data_in_a_ring():
     assert done[0] == pytest.approx(latency(size) + size * per_byte / C, rel=1e-12)
 
 
+def test_a_link_carrying_only_its_acks_does_not_hold_a_flow_to_a_fair_share():
+    # two flows 0→1 and one 1→2: switch→1 carries both 0→1 data streams and the 1→2 flow's ACKs. The
+    # 0→1 flows freeze there at r1 = C/(2·1.036 + 0.048); the 1→2 flow is limited only by its own
+    # uplink, which also carries the 0→1 flows' ACKs: r2 = (C − 2·0.048·r1)/1.036 (≈ 0.92 C, not r1).
+    ack = P.ack_bytes / P.packet_payload_bytes
+    small = 100_000
+    flows = [Flow(0, 0, 1, 10_000_000), Flow(1, 0, 1, 10_000_000), Flow(2, 1, 2, small)]
+    done = run_all(FlowBackend(star(3), P), flows)
+    r1 = C / (2 * DATA + ack)
+    r2 = (C - 2 * ack * r1) / DATA
+    assert done[2] == pytest.approx(latency(small) + small / r2, rel=1e-12)
+
+
 def test_max_min_gives_leftover_capacity_to_unconstrained_flows():
     # links: 0 (cap 1), 1 (cap 10). flow 0 uses both, flow 1 only link 1 → rates 1 and 9
     rates = max_min_rates(np.array([0, 0, 1]), np.array([0, 1, 1]), np.ones(3), 2, np.array([1.0, 10.0]))
@@ -80,7 +93,7 @@ def test_capped_water_filling_meets_the_max_min_conditions(seed):
     cap = rng.uniform(1.0, 10.0, size=n_links)
     demand_cap = np.where(rng.random(n) < 1 / 3, np.inf, rng.uniform(0.01, 1.0, size=n))
     rates, bottleneck = np.zeros(n), np.zeros(n, dtype=np.int64)
-    waterfill_capped(links, coefs, hops, cap, demand_cap, rates, bottleneck)
+    waterfill_capped(links, coefs, hops, hops, cap, demand_cap, rates, bottleneck)
     load = np.zeros(n_links)
     for f in range(n):
         np.add.at(load, links[f, : hops[f]], coefs[f, : hops[f]] * rates[f])

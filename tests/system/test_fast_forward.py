@@ -47,9 +47,9 @@ def test_exact_fast_forward_matches_full_simulation(model, topology, strategy, a
 
 
 def test_approximate_fast_forward_stays_within_two_percent():
-    """A run whose layers never repeat exactly (topology 6, TP8EP4: the ranks' offsets drift through a
-    long cycle) is extrapolated from stationary periods; docs/system.md gives the study-wide error."""
-    spec = RunSpec("deepseek-v4-flash", "6", "TP8EP4", "ring_direct", "ib_cc0", "flow")
+    """A run whose layers never repeat exactly (topology 5, TP8EP4: the ranks' offsets keep wandering)
+    is extrapolated from stationary periods; docs/system.md gives the study-wide error."""
+    spec = RunSpec("deepseek-v4-flash", "5", "TP8EP4", "ring_direct", "ib_cc0", "flow")
     fast, fast_ranks = run(spec, True)
     _, full_ranks = run(spec, False)
     assert fast.fast_forward_mode == "approximate" and fast.fast_forwarded_layers > 10

@@ -23,25 +23,33 @@ from moesim.topology.model import Topology
 
 
 @njit(cache=True)
-def waterfill_capped(links, coefs, hops, cap, demand_cap, rates, bottleneck):
+def waterfill_capped(links, coefs, hops, nfwd, cap, demand_cap, rates, bottleneck):
     """Weighted progressive filling where flow f never exceeds ``demand_cap[f]`` (its CC/window rate).
 
+    A flow's first ``nfwd[f]`` hops carry its data, the rest its ACKs. ACK bytes take link capacity but
+    never freeze a flow: the NIC sends ACKs first and a switch's FIFO serves them as they arrive
+    (REFERENCE_SEMANTICS.md A.1, A.2), so a data stream is not held to the fair share of a link that
+    only carries its ACKs (measured at packet level: docs/network.md).
     Writes rates and, per flow, the link that froze it (-1 when its own cap did)."""
     n, n_links = links.shape[0], cap.shape[0]
     frozen = np.zeros(n, dtype=np.bool_)
     used = np.zeros(n_links)
     demand = np.zeros(n_links)
+    carries_data = np.zeros(n_links, dtype=np.bool_)
     level = np.empty(n_links)
     left = n
     while left > 0:
         demand[:] = 0.0
+        carries_data[:] = False
         for f in range(n):
             if not frozen[f]:
                 for h in range(hops[f]):
                     demand[links[f, h]] += coefs[f, h]
+                for h in range(nfwd[f]):
+                    carries_data[links[f, h]] = True
         x = np.inf
         for k in range(n_links):
-            level[k] = (cap[k] - used[k]) / demand[k] if demand[k] > 0 else np.inf
+            level[k] = max(cap[k] - used[k], 0.0) / demand[k] if carries_data[k] else np.inf
             if level[k] < x:
                 x = level[k]
         # Every flow capped clearly below the lowest link level is frozen at its cap in one pass:
@@ -62,14 +70,12 @@ def waterfill_capped(links, coefs, hops, cap, demand_cap, rates, bottleneck):
         for f in range(n):
             if not frozen[f] and demand_cap[f] < x:
                 x = demand_cap[f]
-        if x < 0.0:
-            x = 0.0
         threshold = x * (1.0 + 1e-12)
         for f in range(n):
             if frozen[f]:
                 continue
             hit = -2
-            for h in range(hops[f]):
+            for h in range(nfwd[f]):
                 if level[links[f, h]] <= threshold:
                     hit = links[f, h]
                     break
@@ -84,11 +90,12 @@ def waterfill_capped(links, coefs, hops, cap, demand_cap, rates, bottleneck):
                     used[links[f, h]] += coefs[f, h] * rates[f]
 
 
-def _waterfill(links: np.ndarray, coefs: np.ndarray, hops: np.ndarray, cap: np.ndarray) -> np.ndarray:
+def _waterfill(links: np.ndarray, coefs: np.ndarray, hops: np.ndarray, nfwd: np.ndarray,
+               cap: np.ndarray) -> np.ndarray:
     """Uncapped progressive filling over padded per-flow link rows (the flow backend's allocation)."""
     n = links.shape[0]
     rates = np.zeros(n)
-    waterfill_capped(links, coefs, hops, cap, np.full(n, np.inf), rates, np.zeros(n, dtype=np.int64))
+    waterfill_capped(links, coefs, hops, nfwd, cap, np.full(n, np.inf), rates, np.zeros(n, dtype=np.int64))
     return rates
 
 
@@ -107,7 +114,7 @@ def max_min_rates(inc_flow: np.ndarray, inc_link: np.ndarray, inc_coef: np.ndarr
         links[f, fill[f]] = k
         coefs[f, fill[f]] = c
         fill[f] += 1
-    return _waterfill(links, coefs, hops, cap.astype(np.float64))
+    return _waterfill(links, coefs, hops, hops, cap.astype(np.float64))
 
 
 _Described = tuple[tuple[int, ...], tuple[int, ...], float, float, float, np.ndarray, np.ndarray]
@@ -172,9 +179,11 @@ class FlowBackend(NetworkBackend):
         self._links = np.zeros((16, 1), dtype=np.int64)
         self._coefs = np.zeros((16, 1))
         self._hops = np.zeros(16, dtype=np.int64)
+        self._nfwd = np.zeros(16, dtype=np.int64)  # the first nfwd links of a row carry data, the rest ACKs
         self._dirty = False
         self._drain_s = math.inf
-        self._pending: list[tuple[int, float, float, np.ndarray, np.ndarray]] = []  # started since last reallocation
+        # started since the last reallocation: (id, size, latency, link row, coefficient row, data hops)
+        self._pending: list[tuple[int, float, float, np.ndarray, np.ndarray, int]] = []
         self._done: list[tuple[float, int, int]] = []  # (completion time, seq, flow id)
         self._seq = 0
         self.link_bytes = np.zeros(len(topology.links))
@@ -190,7 +199,7 @@ class FlowBackend(NetworkBackend):
         if flow.size_bytes <= 0:
             self._push_done(now_s + lat, flow.flow_id)
             return
-        self._pending.append((flow.flow_id, float(flow.size_bytes), lat, row, coef_row))
+        self._pending.append((flow.flow_id, float(flow.size_bytes), lat, row, coef_row, len(fwd)))
         self._dirty = True
 
     def _push_done(self, t: float, flow_id: int) -> None:
@@ -210,7 +219,7 @@ class FlowBackend(NetworkBackend):
         width = max(self._links.shape[1], max(len(p[3]) for p in pend))
         if n + k > len(self._ids) or width > self._links.shape[1]:
             cap = max(2 * (n + k), len(self._ids))
-            for name in ("_ids", "_rem", "_rate", "_lat", "_hops"):
+            for name in ("_ids", "_rem", "_rate", "_lat", "_hops", "_nfwd"):
                 old = getattr(self, name)
                 new = np.zeros(cap, dtype=old.dtype)
                 new[:n] = old[:n]
@@ -220,8 +229,8 @@ class FlowBackend(NetworkBackend):
                 new = np.zeros((cap, width), dtype=old.dtype)
                 new[:n, : old.shape[1]] = old[:n]
                 setattr(self, name, new)
-        for i, (fid, size, lat, row, coef_row) in enumerate(pend, start=n):
-            self._ids[i], self._rem[i], self._lat[i], self._hops[i] = fid, size, lat, len(row)
+        for i, (fid, size, lat, row, coef_row, nfwd) in enumerate(pend, start=n):
+            self._ids[i], self._rem[i], self._lat[i], self._hops[i], self._nfwd[i] = fid, size, lat, len(row), nfwd
             self._links[i, : len(row)] = row
             self._links[i, len(row):] = 0
             self._coefs[i, : len(row)] = coef_row
@@ -238,7 +247,7 @@ class FlowBackend(NetworkBackend):
             self._merge_pending()
         n = self._n
         if n:
-            self._rate[:n] = _waterfill(self._links[:n], self._coefs[:n], self._hops[:n], self._cap)
+            self._rate[:n] = _waterfill(self._links[:n], self._coefs[:n], self._hops[:n], self._nfwd[:n], self._cap)
             self._drain_s = self._t_ref + float(np.min(self._rem[:n] / self._rate[:n]))
         else:
             self._drain_s = math.inf
@@ -261,7 +270,7 @@ class FlowBackend(NetworkBackend):
                 self._push_done(td + float(self._lat[i]), int(self._ids[i]))
             keep = np.flatnonzero(~drained)
             m = len(keep)
-            for arr in (self._ids, self._rem, self._rate, self._lat, self._hops, self._links, self._coefs):
+            for arr in (self._ids, self._rem, self._rate, self._lat, self._hops, self._nfwd, self._links, self._coefs):
                 arr[:m] = arr[keep]
             self._n = m
             self._now = max(self._now, td)

@@ -108,10 +108,11 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
     # 2. what each sender puts on its own port: its NIC serves its flows round-robin, i.e. max-min on
     #    that port alone under the offers, whatever their downstream share
     rr = np.empty(n)
-    waterfill_capped(first_queued[:n].reshape(n, 1), coefs[:n, :1], np.minimum(hops[:n], 1), cap, offered[:n], rr,
+    own = np.minimum(hops[:n], 1)
+    waterfill_capped(first_queued[:n].reshape(n, 1), coefs[:n, :1], own, own, cap, offered[:n], rr,
                      np.empty(n, dtype=np.int64))
     # 3. what the network delivers: max-min under those sending rates
-    waterfill_capped(links[:n], coefs[:n], hops[:n], cap, rr, rates[:n], bottleneck[:n])
+    waterfill_capped(links[:n], coefs[:n], hops[:n], nfwd[:n], cap, rr, rates[:n], bottleneck[:n])
     # 4. queues: a flow bottlenecked at a switch egress beyond its own port keeps sending its share of
     #    its own port; the surplus over the delivered rate builds that bottleneck's backlog. An
     #    unsaturated port drains its backlog.
