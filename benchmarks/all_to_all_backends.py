@@ -4,10 +4,11 @@ figures of docs/network-fluid.md on shared-NIC servers).
     python benchmarks/all_to_all_backends.py 2 --groups 2 --size-bytes 1048576 --modes ib_cc0,roce_dcqcn
     python benchmarks/all_to_all_backends.py 4 --ranks 16 --size-bytes 786432 --modes ib_cc0,roce_hpcc
     python benchmarks/all_to_all_backends.py 2 --groups 8 --size-bytes 12582912 --set fluid_marks=random
+    python benchmarks/all_to_all_backends.py 6 --pairs 3-4,7-0 --size-bytes 4194304 --modes ib_cc0
 
 The first ``--ranks`` GPUs (default: all) form ``--groups`` interleaved all-to-all groups (GPU i is in
-group i mod groups); every message is sent at t = 0, with congestion control on inter-server flows
-only. Prints per backend and mode the first / median / last completion, and the three largest egress
+group i mod groups), or ``--pairs`` lists the messages (source-destination GPUs); every message is sent
+at t = 0, with congestion control on inter-server flows only. Prints per backend and mode the first / median / last completion, and the three largest egress
 backlogs at a few instants (packet: sampled queue lengths; fluid: its port backlogs). Writes nothing.
 """
 
@@ -28,7 +29,7 @@ from moesim.topology.catalog import get_topology
 SAMPLES_US = (25, 50, 100, 150, 200, 300)
 
 
-def run(topology: str, ranks: int, groups: int, size_bytes: int, mode: str, backend_name: str,
+def run(topology: str, pairs: list[tuple[int, int]], size_bytes: int, mode: str, backend_name: str,
         overrides: dict[str, Any]) -> None:
     params = network_mode(mode).with_overrides(overrides or None, "--set")
     topo = get_topology(topology, nic_switch_delay_s=params.nic_switch_delay_s)
@@ -36,8 +37,6 @@ def run(topology: str, ranks: int, groups: int, size_bytes: int, mode: str, back
     extra = {"diagnostics": DiagnosticsSpec(qlen=True, qlen_interval_s=25e-6, qlen_min_bytes=0,
                                             qlen_window_s=(0.0, 1e-3))} if backend_name == "packet" else {}
     backend = BACKENDS.get(backend_name)(topo, params, **extra)
-    members = [[r for r in range(ranks) if r % groups == g] for g in range(groups)]
-    pairs = [(s, d) for g in members for s in g for d in g if s != d]
     for i, (s, d) in enumerate(pairs):
         backend.start_flow(Flow(i, s, d, size_bytes, cc=not topo.same_server(s, d)), 0.0)
     done: list[float] = []
@@ -71,6 +70,7 @@ def main() -> None:
     ap.add_argument("topology")
     ap.add_argument("--ranks", type=int, default=0)
     ap.add_argument("--groups", type=int, default=1)
+    ap.add_argument("--pairs", default="", help="explicit messages instead of all-to-alls, e.g. 3-4,7-0")
     ap.add_argument("--size-bytes", type=int, default=1 << 20)
     ap.add_argument("--modes", default="ib_cc0,roce_dcqcn")
     ap.add_argument("--backends", default="packet,fluid")
@@ -79,9 +79,13 @@ def main() -> None:
     args = ap.parse_args()
     overrides = dict(parse_set(args.set))
     ranks = args.ranks or len(get_topology(args.topology).gpus)
+    members = [[r for r in range(ranks) if r % args.groups == g] for g in range(args.groups)]
+    pairs = [(s, d) for g in members for s in g for d in g if s != d]
+    if args.pairs:
+        pairs = [(int(s), int(d)) for s, d in (p.split("-") for p in args.pairs.split(","))]
     for mode in args.modes.split(","):
         for backend_name in args.backends.split(","):
-            run(args.topology, ranks, args.groups, args.size_bytes, mode, backend_name, overrides)
+            run(args.topology, pairs, args.size_bytes, mode, backend_name, overrides)
 
 
 if __name__ == "__main__":
