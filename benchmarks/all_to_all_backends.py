@@ -82,7 +82,10 @@ def main() -> None:
     members = [[r for r in range(ranks) if r % args.groups == g] for g in range(args.groups)]
     pairs = [(s, d) for g in members for s in g for d in g if s != d]
     if args.pairs:
-        pairs = [(int(s), int(d)) for s, d in (p.split("-") for p in args.pairs.split(","))]
+        try:
+            pairs = [(int(s), int(d)) for s, d in (p.split("-") for p in args.pairs.split(","))]
+        except ValueError:
+            ap.error(f"--pairs {args.pairs!r}: expected source-destination GPU pairs, e.g. 3-4,7-0")
     for mode in args.modes.split(","):
         for backend_name in args.backends.split(","):
             run(args.topology, pairs, args.size_bytes, mode, backend_name, overrides)
