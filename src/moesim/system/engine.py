@@ -20,6 +20,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from moesim.errors import MoesimError, input_error
 from moesim.network.base import Flow, NetworkBackend
 from moesim.system.collectives import Plan, StepTiming, chunk_sizes, plan_for
@@ -58,6 +60,10 @@ class SystemSettings:
     intra_server_cc: bool = False
     fast_forward: bool = True
     fast_forward_tolerance: float = 2e-3
+    # rank r starts at a uniform draw in [0, start_jitter_s) from jitter_seed: rerun with a few seeds
+    # to see how far a result moves when nothing but the ranks' start times does (docs/system.md)
+    start_jitter_s: float = 0.0
+    jitter_seed: int = 0
 
     def __post_init__(self) -> None:
         if self.scheduling_policy not in ("LIFO", "FIFO"):
@@ -70,7 +76,9 @@ class SystemSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise input_error("system settings", name, f"must be a positive number, got {value!r}")
-        for name in ("endpoint_delay_s", "fast_forward_tolerance"):
+        if isinstance(self.jitter_seed, bool) or not isinstance(self.jitter_seed, int) or self.jitter_seed < 0:
+            raise input_error("system settings", "jitter_seed", f"must be an integer >= 0, got {self.jitter_seed!r}")
+        for name in ("endpoint_delay_s", "fast_forward_tolerance", "start_jitter_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise input_error("system settings", name, f"must be a number >= 0, got {value!r}")
@@ -184,8 +192,11 @@ class Simulation:
 
     # ----------------------------------------------------------------- main loop
     def run(self) -> list[RankTimes]:
-        for r in range(len(self.ranks)):
-            self._dispatch(r)
+        for r, start_s in enumerate(self.start_times_s()):
+            if start_s > 0.0:
+                self.events.schedule(start_s, self._dispatch, r)
+            else:
+                self._dispatch(r)
         while True:
             te = self.events.next_time()
             tn = self.backend.next_completion_s(te)
@@ -214,6 +225,13 @@ class Simulation:
                 "issue it, or a dependency cycle)"
             )
         return [RankTimes(st.wall_s, st.gpu_s, st.comm_s) for st in self.ranks]
+
+    def start_times_s(self) -> list[float]:
+        """When each rank starts: 0, or a seeded uniform draw in [0, start_jitter_s)."""
+        n, jitter = len(self.ranks), self.settings.start_jitter_s
+        if jitter <= 0.0:
+            return [0.0] * n
+        return (np.random.default_rng(self.settings.jitter_seed).random(n) * jitter).tolist()
 
     # ----------------------------------------------------------------- graph execution
     def _dispatch(self, r: int) -> None:

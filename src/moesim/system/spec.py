@@ -19,7 +19,8 @@ class RunSpec:
 
     Override names: network parameters (see ``moesim.network.params.NetworkParams``), the system
     settings ``tokens``, ``dataset_splits``, ``active_chunks``, ``endpoint_delay_s``, ``peak_flops``,
-    ``mem_bw_bytes_per_s``, ``scheduling_policy``, ``fast_forward``, ``fast_forward_tolerance``, and
+    ``mem_bw_bytes_per_s``, ``scheduling_policy``, ``fast_forward``, ``fast_forward_tolerance``,
+    ``start_jitter_s``, ``jitter_seed``, and
     the bandwidth of every link of one kind: ``pcie_bandwidth_bps``, ``upi_bandwidth_bps``,
     ``p2p_bandwidth_bps``, ``fabric_bandwidth_bps``, ``nvlink_bandwidth_bps``.
     """
