@@ -8,8 +8,9 @@ figures of docs/network-fluid.md on shared-NIC servers).
 
 The first ``--ranks`` GPUs (default: all) form ``--groups`` interleaved all-to-all groups (GPU i is in
 group i mod groups), or ``--pairs`` lists the messages (source-destination GPUs); every message is sent
-at t = 0, with congestion control on inter-server flows only. Prints per backend and mode the first / median / last completion, and the three largest egress
-backlogs at a few instants (packet: sampled queue lengths; fluid: its port backlogs). Writes nothing.
+at t = 0, with congestion control on inter-server flows only. Prints per backend and mode the first /
+median / last completion, and the three largest egress backlogs at a few instants (packet: sampled
+queue lengths; fluid: its port backlogs). Writes nothing.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@
 Topology 4, ib_cc0 (or ``--mode``, which congestion-controls the messages): GPUs 4..7 (one PCIe
 switch, one NIC) each send one message to GPU +16 on another server; GPU 7 starts ``lead`` µs before
 the other three. Without and then with the reverse messages (GPU +16 back to each GPU, started at the
-same times), as in the study's EP all-to-all. Prints each
-backend's completion times and by how much GPU 7 finishes ahead of the others; ``--trace`` adds, at
-packet level, how many bytes of GPU 7's and GPU 4's messages are acknowledged over time.
+same times), as in the study's EP all-to-all. Prints each backend's completion times and by how much
+GPU 7 finishes ahead of the others; ``--trace`` adds, at packet level, how many bytes of GPU 7's and
+GPU 4's messages are acknowledged over time.
 
 ``--dispatch``: the first EP dispatch of V4 Flash on topology 4, TP16EP2, 256 tokens (every GPU's 6 MiB
 to its EP peer, in back-to-back chunks) alone, the GPUs 8k+7 starting ``lead`` µs before the others;
