@@ -2,15 +2,16 @@
 
     python benchmarks/packet_drift.py pair
     python benchmarks/packet_drift.py layers deepseek-v4-flash 6 TP2EP16 ring_direct ib_cc0 [--tokens 256]
-        [--backend fluid] [--set key=value ...] [--seed N]
+        [--backend fluid] [--set key=value ...] [--seed N] [--offsets]
 
 ``pair``: two GPUs behind one PCIe switch (512 Gb/s, 0.2 µs links), ib_cc0. Two opposite 256 KiB
 messages started δ apart, then a 2 MiB two-rank ring all-reduce with one rank starting δ late; prints
-how far apart they end. ``layers``: one study run simulated in full (no fast-forward) with its
+how far apart they end; then, for longer and shorter links, what the late message loses. ``layers``: one study run simulated in full (no fast-forward) with its
 timeline; prints per layer rank 0's period (with their mean, standard deviation and the means of the
 run's two halves, and the wall error of extrapolating later layers with the mean of the periods
 before them) and, for the first nodes, how long rank 0 takes and how far apart the ranks finish
-them. ``--backend`` runs it on another backend, ``--seed`` seeds the packet backend's ECN marks.
+them (``--offsets``: when each of ranks 0-7 ends them). ``--backend`` runs it on another backend,
+``--seed`` seeds the packet backend's ECN marks.
 Writes nothing.
 """
 
@@ -33,6 +34,7 @@ from moesim.workload.graph import CollectiveType, Node, RankGraph, Workload
 from moesim.workload.graph import NodeKind as WorkNodeKind
 
 DELTAS_NS = (0, 10, 30, 100)
+LATE_NS = 3000
 
 
 def two_gpus(bandwidth_bps: float = 512e9, delay_s: float = 200e-9) -> Topology:
@@ -42,8 +44,8 @@ def two_gpus(bandwidth_bps: float = 512e9, delay_s: float = 200e-9) -> Topology:
     return Topology("two_gpus", nodes, links, (GpuInfo("g0", 0, None, None, None), GpuInfo("g1", 1, None, None, None)))
 
 
-def opposite_messages(delta_ns: int, size_bytes: int = 256 << 10) -> tuple[float, float]:
-    topo = two_gpus()
+def opposite_messages(delta_ns: int, size_bytes: int = 256 << 10, delay_s: float = 200e-9) -> tuple[float, float]:
+    topo = two_gpus(delay_s=delay_s)
     b = PacketBackend(topo, network_mode("ib_cc0"))
     b.start_flow(Flow(0, 0, 1, size_bytes), 0.0)
     b.advance_to(delta_ns * 1e-9)
@@ -72,9 +74,14 @@ def pair() -> None:
         r0, r1 = late_all_reduce(delta)
         print(f"δ {delta:4d} ns: opposite 256 KiB messages end {b - a:+5.0f} ns apart (A {a:.0f}, B {b:.0f}); "
               f"2-rank ring all-reduce: ranks end {r1 - r0:+5.0f} ns apart")
+    # what the late message loses grows with the latency by which each message's ACK stream lags its data
+    for delay_ns in (100, 200, 400, 800):
+        a, b = opposite_messages(LATE_NS, delay_s=delay_ns * 1e-9)
+        print(f"links {delay_ns} ns (one-way {2 * delay_ns + 32} ns): with δ {LATE_NS} ns the late message "
+              f"ends {b - a - LATE_NS:+4.0f} ns later than δ")
 
 
-def layers(spec: RunSpec, show_nodes: int, seed: int | None) -> None:
+def layers(spec: RunSpec, show_nodes: int, seed: int | None, offsets: bool) -> None:
     _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
     backend = backend_cls(topology, params) if seed is None else backend_cls(topology, params, seed=seed)
     sim = Simulation(workload, topology, backend, dataclasses.replace(settings, fast_forward=False),
@@ -94,8 +101,11 @@ def layers(spec: RunSpec, show_nodes: int, seed: int | None) -> None:
     for node_id in sorted(ends)[:show_nodes]:
         e = ends[node_id]
         start, end = rank0[node_id]
+        first = min(e.values())
         print(f"node {node_id:4d} {names[node_id]:20s} rank 0 takes {(end - start) * 1e6:9.2f} µs, "
-              f"ranks end within {(max(e.values()) - min(e.values())) * 1e9:9.0f} ns")
+              f"ranks end within {(max(e.values()) - first) * 1e9:9.0f} ns"
+              + (", ranks 0-7 after the first (ns): " + " ".join(f"{(e[r] - first) * 1e9:.0f}" for r in sorted(e)[:8])
+                 if offsets else ""))
     starts = [layer_start[k] for k in sorted(layer_start) if k >= 0]
     periods = [b - a for a, b in zip(starts, starts[1:], strict=False)]
     half = len(periods) // 2
@@ -125,13 +135,14 @@ def main() -> None:
     lp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a run override, repeatable")
     lp.add_argument("--seed", type=int, default=None, help="the packet backend's RNG seed (default 1)")
     lp.add_argument("--nodes", type=int, default=28, help="how many nodes of the first layers to show")
+    lp.add_argument("--offsets", action="store_true", help="also print when ranks 0-7 end each shown node")
     args = ap.parse_args()
     if args.what == "pair":
         pair()
     else:
         over = {**dict(parse_set(args.set)), **({"tokens": args.tokens} if args.tokens else {})}
         layers(RunSpec(args.model, args.topology, args.strategy, args.algorithm, args.network, args.backend,
-                       tuple(sorted(over.items()))), args.nodes, args.seed)
+                       tuple(sorted(over.items()))), args.nodes, args.seed, args.offsets)
 
 
 if __name__ == "__main__":
