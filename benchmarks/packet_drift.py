@@ -6,11 +6,11 @@
 
 ``pair``: two GPUs behind one PCIe switch (512 Gb/s, 0.2 µs links), ib_cc0. Two opposite 256 KiB
 messages started δ apart, then a 2 MiB two-rank ring all-reduce with one rank starting δ late; prints
-how far apart they end; then, for longer and shorter links, what the late message loses. ``layers``: one study run simulated in full (no fast-forward) with its
-timeline; prints per layer rank 0's period (with their mean, standard deviation and the means of the
-run's two halves, and the wall error of extrapolating later layers with the mean of the periods
-before them) and, for the first nodes, how long rank 0 takes and how far apart the ranks finish
-them (``--offsets``: when each of ranks 0-7 ends them). ``--backend`` runs it on another backend,
+how far apart they end; then, for longer and shorter links, what the late message loses. ``layers``:
+one study run simulated in full (no fast-forward) with its timeline; prints per layer rank 0's period
+(with their mean, standard deviation and the means of the run's two halves, and the wall error of
+extrapolating later layers with the mean of the periods before them) and, for the first nodes, how long
+rank 0 takes and how far apart the ranks finish them (``--offsets``: when each of ranks 0-7 ends them). ``--backend`` runs it on another backend,
 ``--seed`` seeds the packet backend's ECN marks.
 Writes nothing.
 """
@@ -77,7 +77,8 @@ def pair() -> None:
     # what the late message loses grows with the latency by which each message's ACK stream lags its data
     for delay_ns in (100, 200, 400, 800):
         a, b = opposite_messages(LATE_NS, delay_s=delay_ns * 1e-9)
-        print(f"links {delay_ns} ns (one-way {2 * delay_ns + 32} ns): with δ {LATE_NS} ns the late message "
+        one_way_ns = 2 * delay_ns + 32  # two links plus two 16 ns store-and-forward hops of a data packet
+        print(f"links {delay_ns} ns (one-way {one_way_ns} ns): with δ {LATE_NS} ns the late message "
               f"ends {b - a - LATE_NS:+4.0f} ns later than δ")
 
 
