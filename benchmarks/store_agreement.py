@@ -5,7 +5,8 @@ study itself (tokens=4096), where ``fluid_accuracy.py`` keeps the packet runs af
     moesim sweep study --models deepseek-v4-flash --backend fluid --out F
     python benchmarks/store_agreement.py P F
 
-Runs are matched on model, topology, strategy, algorithm, network mode and overrides. Prints the median
+Runs are matched on model, topology, strategy, algorithm, network mode and overrides (except the fluid
+backend's own ``fluid_*`` parameters, which choose a model variant, not a configuration). Prints the median
 and worst relative wall-time error of the second store against the first, the same per network mode,
 the DCQCN/HPCC (ring, RoCE) and DBT/Ring (roce_hpcc) ratio errors, the worst runs, and CPU time.
 """
@@ -13,6 +14,7 @@ the DCQCN/HPCC (ring, RoCE) and DBT/Ring (roce_hpcc) ratio errors, the worst run
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -32,7 +34,14 @@ def load(store: Path) -> dict[tuple[str, ...], tuple[float, float]]:
         rows = con.execute(f"select {', '.join(KEY)}, wall_s, sim_wallclock_s from runs where status = 'ok'").fetchall()
     finally:
         con.close()
-    return {tuple(r[:len(KEY)]): (float(r[-2]), float(r[-1] or 0.0)) for r in rows}
+    return {tuple(r[:len(KEY) - 1]) + (_configuration(r[len(KEY) - 1]),): (float(r[-2]), float(r[-1] or 0.0))
+            for r in rows}
+
+
+def _configuration(overrides_json: str | None) -> str:
+    """The overrides that define the configuration: all but the fluid backend's ``fluid_*`` variants."""
+    overrides = json.loads(overrides_json or "{}")
+    return json.dumps({k: v for k, v in sorted(overrides.items()) if not k.startswith("fluid_")})
 
 
 def _ratio_errors(ref: dict, new: dict, num: tuple[str, str], den: tuple[str, str]) -> list[float]:

@@ -162,3 +162,18 @@ def test_a_settled_hpcc_flow_takes_growing_steps(monkeypatch):
     assert steps_fixed > 8_000_000 * 8 / BW_BPS / fluid.FLUID_STEP_S  # about 170 steps of 1 µs
     assert steps_grown < steps_fixed / 3
     assert abs(t_grown / t_fixed - 1) < 1e-3
+
+
+def test_acks_queueing_behind_reverse_traffic_bound_the_window_backlog():
+    """Topology 2, eight interleaved 4-GPU all-to-alls of 12 MiB (the EP dispatch of V4 Flash TP8EP4).
+    At packet level the windows' backlog at NIC → ToR stays below KMIN (800 KB): the ACKs wait behind
+    the reverse all-to-all there, so that queue holds part of every window, and DCQCN changes nothing.
+    With ``fluid_rtt=round_trip`` the fluid counts that queue in the round trip and agrees; counting the
+    data path only, its backlog crosses KMIN and DCQCN cuts rates (2541 against 1641 µs without CC)."""
+    def last_s(backend, mode, **overrides):
+        return max(all_to_all(backend, mode, 12 << 20, n=32, topology="2", groups=8, **overrides)[0])
+
+    packet = last_s("packet", "roce_dcqcn")
+    assert packet < 1.02 * last_s("packet", "ib_cc0")
+    assert abs(last_s("fluid", "roce_dcqcn", fluid_rtt="round_trip") / packet - 1) < 0.05
+    assert last_s("fluid", "roce_dcqcn", fluid_rtt="data") > 1.3 * packet

@@ -165,7 +165,10 @@ class FluidBackend(NetworkBackend):
         self._mode = {"dcqcn": MODE_DCQCN, "hpcc": MODE_HPCC}.get(self.cc.name, MODE_NONE)
         self._ccp = self.cc.pack_params(params)
         check_choice("fluid_marks", params.fluid_marks, "network parameters")
+        check_choice("fluid_rtt", params.fluid_rtt, "network parameters")
         self._random_marks = params.fluid_marks == "random"
+        rtt = params.fluid_rtt if params.fluid_rtt != "auto" else ("round_trip" if self._random_marks else "data")
+        self._ack_queues = rtt == "round_trip" and not params.ack_high_prio
         n_links = len(topology.links)
         self._q = np.zeros(n_links)
         self._tx = np.zeros(n_links)
@@ -226,7 +229,7 @@ class FluidBackend(NetworkBackend):
             self._args_version = c.version
             self._args = (
                 self._mode, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
-                self._random_marks, self._random_marks and not p.ack_high_prio,
+                self._random_marks, self._ack_queues,
                 *(col[k] for k in ("links", "coefs", "hops", "nfwd", "first", "cc_on", "rem", "acked", "win", "rtt0",
                                    "dcoef", "line", "st", "hop")),
                 self._ccp, *(col[k] for k in ("mark", "pend", "npend", "rates", "bn", "offered", "send")),

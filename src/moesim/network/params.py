@@ -31,7 +31,8 @@ KMAX_KB = _kb_map({25 * GBPS: 400, 40 * GBPS: 800, 100 * GBPS: 1600, 200 * GBPS:
                    2400 * GBPS: 3200})
 
 
-CHOICES: dict[str, tuple[str, ...]] = {"fluid_marks": ("expected", "random"), "ecn_unmapped_rate": ("scale", "zero")}
+CHOICES: dict[str, tuple[str, ...]] = {"fluid_marks": ("expected", "random"), "fluid_rtt": ("auto", "data", "round_trip"),
+                                        "ecn_unmapped_rate": ("scale", "zero")}
 """Fields whose value is one of a few names."""
 
 
@@ -91,6 +92,10 @@ class NetworkParams:
     int_header_bytes: int = 42
     # fluid backend only: ECN marks as expected values, or drawn per flow (docs/network-fluid.md)
     fluid_marks: str = "expected"
+    # fluid backend only: which queues a round trip crosses: the data path's, or also the ACK path's
+    # ("round_trip": ACKs wait behind reverse traffic unless ack_high_prio); "auto": round_trip with
+    # random marks, data with expected ones (docs/network-fluid.md)
+    fluid_rtt: str = "auto"
     extra: tuple[tuple[str, Any], ...] = field(default=())
 
     @property
