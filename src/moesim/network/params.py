@@ -31,8 +31,11 @@ KMAX_KB = _kb_map({25 * GBPS: 400, 40 * GBPS: 800, 100 * GBPS: 1600, 200 * GBPS:
                    2400 * GBPS: 3200})
 
 
-CHOICES: dict[str, tuple[str, ...]] = {"fluid_marks": ("expected", "random"), "fluid_rtt": ("auto", "data", "round_trip"),
-                                        "ecn_unmapped_rate": ("scale", "zero")}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "fluid_marks": ("expected", "random"),
+    "fluid_rtt": ("auto", "data", "round_trip"),
+    "ecn_unmapped_rate": ("scale", "zero"),
+}
 """Fields whose value is one of a few names."""
 
 
