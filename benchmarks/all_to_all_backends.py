@@ -1,5 +1,5 @@
 """All-to-alls on a study topology, packet against fluid: completions and where the backlog sits (the
-figures of docs/network-fluid.md on shared-NIC servers).
+figures of docs/fluid-accuracy.md on shared-NIC servers).
 
     python benchmarks/all_to_all_backends.py 2 --groups 2 --size-bytes 1048576 --modes ib_cc0,roce_dcqcn
     python benchmarks/all_to_all_backends.py 4 --ranks 16 --size-bytes 786432 --modes ib_cc0,roce_hpcc

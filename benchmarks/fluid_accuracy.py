@@ -1,4 +1,4 @@
-"""Accuracy of the fluid backend against the packet backend (docs/network-fluid.md, issue "Fast
+"""Accuracy of the fluid backend against the packet backend (docs/fluid-accuracy.md, issue "Fast
 congestion-aware tier").
 
 The validation set is a fixed, deterministic list of study configurations (V4 Flash): twelve

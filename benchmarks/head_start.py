@@ -1,4 +1,4 @@
-"""How a head start grows when four GPUs share one NIC (docs/network-fluid.md, "What it approximates").
+"""How a head start grows when four GPUs share one NIC (docs/fluid-accuracy.md, "Where the errors come from").
 
     python benchmarks/head_start.py [--lead-us 2] [--size-bytes 786432] [--set fluid_marks=random] [--trace]
         [--mode roce_hpcc]

@@ -1,4 +1,4 @@
-"""How far single runs move under a few ns of start jitter, on each backend (docs/network-fluid.md).
+"""How far single runs move under a few ns of start jitter, on each backend (docs/fluid-accuracy.md).
 
     python benchmarks/jitter_spread.py 4/TP16EP2/ring_direct/roce_dcqcn 6/TP4EP8/ring_direct/ib_cc0 \
         [--tokens 256] [--jitter-s 1e-8] [--seeds 3] [--backends packet,fluid]

@@ -1,5 +1,5 @@
 """ECN marks, CNPs and DCQCN stragglers at packet level (the figures of docs/network-packet.md and
-docs/network-fluid.md on DCQCN).
+docs/fluid-accuracy.md on DCQCN).
 
     python benchmarks/packet_marks.py alltoall [--size-bytes 2097152] [--at-us 130]
     python benchmarks/packet_marks.py run deepseek-v4-flash 1 TP4EP8 ring_direct roce_dcqcn

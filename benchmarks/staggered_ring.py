@@ -1,4 +1,4 @@
-"""A TP ring all-reduce whose ranks start at different times, on every backend (docs/network-fluid.md).
+"""A TP ring all-reduce whose ranks start at different times, on every backend (docs/fluid-accuracy.md).
 
     python benchmarks/staggered_ring.py 4 TP16EP2 roce_hpcc [--offsets-us 87,74,88,89,0,68,84,62]
 

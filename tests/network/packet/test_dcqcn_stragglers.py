@@ -1,4 +1,4 @@
-"""DCQCN stragglers in an all-to-all (docs/network-fluid.md, "study scale"): 8 GPUs of topology 1 exchange
+"""DCQCN stragglers in an all-to-all (docs/fluid-accuracy.md, "study scale"): 8 GPUs of topology 1 exchange
 2 MiB messages. Each GPU pushes 512 Gb/s of PCIe into a 400 Gb/s NIC port, so the NIC egress queue
 passes KMIN; ECN marks fall at random, some flows collect several rate cuts and, with DCQCN's 900 µs
 recovery timer, finish long after the rest. Without CC the seven flows of a NIC share it evenly."""
