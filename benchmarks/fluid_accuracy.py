@@ -10,6 +10,7 @@ alternating, on ring or dbt). That gives per-configuration wall-time errors plus
     python benchmarks/fluid_accuracy.py --tokens 256   # 48 configurations (doc table)
     python benchmarks/fluid_accuracy.py --quick    # 4 configurations, tokens=256 (CI)
     python benchmarks/fluid_accuracy.py --tokens 256 --set fluid_marks=random   # a fluid variant
+    python benchmarks/fluid_accuracy.py --tokens 256 --jitter-seeds 3   # medians over 10 ns start jitter
 
 Prints the table and the median / worst relative wall-time error; exits 1 when the median exceeds
 --median-target (3 %).
@@ -49,23 +50,31 @@ def validation_set(n: int) -> list[tuple[str, str, str, str]]:
 
 
 def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float],
-             fluid_overrides: tuple[tuple[str, Any], ...] = ()) -> dict[str, float]:
+             fluid_overrides: tuple[tuple[str, Any], ...] = (), jitter_seeds: int = 0,
+             jitter_s: float = 1e-8) -> dict[str, float]:
     """Packet and fluid wall times of one configuration; packet results may come from ``cache``;
-    ``fluid_overrides`` apply to the fluid run only (the packet run is the reference)."""
+    ``fluid_overrides`` apply to the fluid run only (the packet run is the reference). With
+    ``jitter_seeds`` N, each backend's wall time is the median over ranks started with ``start_jitter_s``
+    = ``jitter_s`` and seeds 1..N, and ``*_lo`` / ``*_hi`` hold the smallest and largest of them."""
     topo, strat, alg, net = cfg
     res = {}
     for backend in ("packet", "fluid"):
-        key = f"{topo}/{strat}/{alg}/{net}/{tokens}"
-        if backend == "packet" and key in cache:
-            res["packet"], res["packet_cpu_s"] = cache[key], 0.0
-            continue
-        t0 = time.perf_counter()
-        extra = fluid_overrides if backend == "fluid" else ()
-        r = simulate_run(RunSpec(MODEL, topo, strat, alg, net, backend, tuple(sorted((("tokens", tokens),) + extra))))
-        res[backend] = r.wall_s
-        res[backend + "_cpu_s"] = time.perf_counter() - t0
-        if backend == "packet":
-            cache[key] = r.wall_s
+        walls, cpu_s = [], 0.0
+        for seed in range(1, jitter_seeds + 1) if jitter_seeds else (0,):
+            jitter = (("jitter_seed", seed), ("start_jitter_s", jitter_s)) if seed else ()
+            key = f"{topo}/{strat}/{alg}/{net}/{tokens}" + (f"/jitter{jitter_s:g}/seed{seed}" if seed else "")
+            if backend == "packet" and key in cache:
+                walls.append(cache[key])
+                continue
+            t0 = time.perf_counter()
+            extra = (fluid_overrides if backend == "fluid" else ()) + jitter
+            r = simulate_run(RunSpec(MODEL, topo, strat, alg, net, backend, tuple(sorted((("tokens", tokens),) + extra))))
+            walls.append(r.wall_s)
+            cpu_s += time.perf_counter() - t0
+            if backend == "packet":
+                cache[key] = r.wall_s
+        res[backend], res[backend + "_lo"], res[backend + "_hi"] = statistics.median(walls), min(walls), max(walls)
+        res[backend + "_cpu_s"] = cpu_s
     return res
 
 
@@ -94,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="JSON file of packet wall times (read, and updated atomically): the packet backend is slow")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="parameter override for the fluid runs only, e.g. fluid_marks=random (repeatable)")
+    ap.add_argument("--jitter-seeds", type=int, default=0,
+                    help="compare medians over ranks started up to --jitter-s apart, seeds 1..N (default: no jitter)")
+    ap.add_argument("--jitter-s", type=float, default=1e-8)
     ap.add_argument("--median-target", type=float, default=0.03)
     ap.add_argument("--worst-target", type=float, default=0.10)
     args = ap.parse_args(argv)
@@ -105,14 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'topo':>4} {'strategy':>8} {'algorithm':>11} {'mode':>10} {'packet s':>10} {'fluid s':>10} "
           f"{'err':>8} {'pkt cpu':>8} {'fl cpu':>7}")
     for cfg in cfgs:
-        r = results[cfg] = run_pair(cfg, tokens, cache, fluid_overrides)
+        r = results[cfg] = run_pair(cfg, tokens, cache, fluid_overrides, args.jitter_seeds, args.jitter_s)
         if args.packet_cache:
             tmp = args.packet_cache.with_suffix(".tmp")
             tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
             os.replace(tmp, args.packet_cache)
         err = r["fluid"] / r["packet"] - 1.0
         print(f"{cfg[0]:>4} {cfg[1]:>8} {cfg[2]:>11} {cfg[3]:>10} {r['packet']:10.5f} {r['fluid']:10.5f} "
-              f"{err:+8.2%} {r['packet_cpu_s']:8.1f} {r['fluid_cpu_s']:7.1f}", flush=True)
+              f"{err:+8.2%} {r['packet_cpu_s']:8.1f} {r['fluid_cpu_s']:7.1f}"
+              + (f"   packet {r['packet_lo']:.5f}-{r['packet_hi']:.5f}, fluid {r['fluid_lo']:.5f}-{r['fluid_hi']:.5f}"
+                 if args.jitter_seeds else ""), flush=True)
     errs = [abs(r["fluid"] / r["packet"] - 1.0) for r in results.values()]
     for title, num, den in (("DCQCN/HPCC (ring, RoCE)", ("ring_direct", "roce_dcqcn"), ("ring_direct", "roce_hpcc")),
                             ("DBT/Ring (roce_hpcc)", ("dbt_direct", "roce_hpcc"), ("ring_direct", "roce_hpcc"))):
@@ -127,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwall time, {len(errs)} configurations (tokens={tokens}): median |error| {med:.2%}, worst {worst:.2%} "
           f"(targets {args.median_target:.0%} / {args.worst_target:.0%}); "
           f"{sum(e > args.worst_target for e in errs)} above {args.worst_target:.0%}")
+    if args.jitter_seeds:
+        inside = sum(r["packet_lo"] <= r["fluid"] <= r["packet_hi"] for r in results.values())
+        print(f"medians over {args.jitter_seeds} seeds of {args.jitter_s:g} s start jitter; the fluid median lies "
+              f"within the packet runs' range in {inside} of {len(results)}")
     print(f"CPU: packet {sum(r['packet_cpu_s'] for r in results.values()):.0f} s, "
           f"fluid {sum(r['fluid_cpu_s'] for r in results.values()):.0f} s")
     if med > args.median_target:

@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from moesim.system.engine import Simulation
+from moesim.system.engine import Simulation, stationary_mean
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
 
@@ -56,6 +56,28 @@ def test_approximate_fast_forward_stays_within_two_percent():
     fast_wall, full_wall = max(r.wall_s for r in fast_ranks), max(r.wall_s for r in full_ranks)
     assert fast_wall != full_wall
     assert abs(fast_wall - full_wall) <= 0.02 * full_wall
+
+
+def test_a_three_layer_cycle_is_stationary_over_twelve_periods_only():
+    """Layer periods (ms) that settle into a 3-cycle, as kimi-k3 on topology 4 TP16EP2 ring does in the
+    fluid backend from layer 44: over 8 periods the halves differ by 1.3 %, over 12 not at all."""
+    cycle = [29.384, 30.649, 29.516]
+    assert stationary_mean((cycle * 4)[-8:], 2e-3) is None
+    assert stationary_mean(cycle * 4, 2e-3) == pytest.approx(sum(cycle) / 3)
+    assert stationary_mean(cycle * 3 + [31.0, 30.0, 29.0], 2e-3) is None  # halves 0.25 % apart
+
+
+@pytest.mark.slow
+def test_a_run_that_settles_into_a_three_layer_cycle_jumps_it():
+    """kimi-k3, topology 4, TP16EP2, ring, ib_cc0 on the fluid backend: 43 noisy layers, then a 3-layer
+    cycle the 8-period test never accepts; the 12-period one jumps it and lands within 0.1 % of the full
+    simulation."""
+    spec = RunSpec("kimi-k3", "4", "TP16EP2", "ring_direct", "ib_cc0", "fluid")
+    fast, fast_ranks = run(spec, True)
+    _, full_ranks = run(spec, False)
+    assert fast.fast_forward_mode == "approximate" and fast.fast_forwarded_layers > 20
+    fast_wall, full_wall = max(r.wall_s for r in fast_ranks), max(r.wall_s for r in full_ranks)
+    assert abs(fast_wall - full_wall) <= 1e-3 * full_wall
 
 
 def test_packet_backend_jumps_from_idle_network_snapshots():

@@ -403,8 +403,19 @@ class Simulation:
         self._node_done(r, inst.node_of[m])
 
 
-_APPROX_PERIODS = 8  # layer periods observed before an approximate jump
+_APPROX_PERIODS = (8, 12)  # layer periods compared before an approximate jump: 12 also sees 3- and 6-cycles
 _WINDOW_LAYERS = 2  # a snapshot covers each rank's current layer and the next one
+
+
+def stationary_mean(periods: list[float], tol: float) -> float | None:
+    """The mean of ``periods`` if they look stationary: the means of their two halves agree within ``tol``
+    (relative) and no period is 5 % off the mean; else None."""
+    k = len(periods)
+    mean = sum(periods) / k
+    first_half, second_half = sum(periods[:k // 2]) / (k // 2), sum(periods[k // 2:]) / (k - k // 2)
+    if mean > 0 and abs(first_half - second_half) <= tol * mean and max(abs(p - mean) for p in periods) <= 0.05 * mean:
+        return mean
+    return None
 
 
 class _FastForward:
@@ -485,20 +496,21 @@ class _FastForward:
                     return
         if approximate_done:
             return
-        # Not exactly periodic: shared links let the ranks' offsets wander from layer to layer. If the
-        # layer period is stationary (the means of the two halves of the last periods agree within the
-        # tolerance), extrapolate the current state with the mean period.
-        k, tol = _APPROX_PERIODS, self.sim.settings.fast_forward_tolerance
+        # Not exactly periodic: shared links let the ranks' offsets wander from layer to layer, or the
+        # layers settle into a cycle of a few periods. If the last k layer periods are stationary (the
+        # means of their two halves agree within the tolerance, and none is 5 % off their mean),
+        # extrapolate the current state with the mean period.
+        tol = self.sim.settings.fast_forward_tolerance
         self.recent.append(snap)
-        del self.recent[:-(k + 1)]
-        window = self.recent
-        if tol <= 0 or len(window) < k + 1 or any(a + k != b for a, b in zip(window[0].layers, snap.layers, strict=True)):
-            return
-        periods = [b.now - a.now for a, b in zip(window, window[1:], strict=False)]
-        mean = sum(periods) / k
-        first_half, second_half = sum(periods[:k // 2]) / (k // 2), sum(periods[k // 2:]) / (k - k // 2)
-        if mean > 0 and abs(first_half - second_half) <= tol * mean and max(abs(p - mean) for p in periods) <= 0.05 * mean:
-            self._try_jump(snap, window[0], mean, k, "approximate")
+        del self.recent[:-(max(_APPROX_PERIODS) + 1)]
+        for k in _APPROX_PERIODS if tol > 0 else ():
+            window = self.recent[-k - 1:]
+            if len(window) < k + 1 or any(a + k != b for a, b in zip(window[0].layers, snap.layers, strict=True)):
+                continue
+            mean = stationary_mean([b.now - a.now for a, b in zip(window, window[1:], strict=False)], tol)
+            if mean is not None:
+                self._try_jump(snap, window[0], mean, k, "approximate")
+                return
 
     def _snapshot(self, flow_state: dict[int, tuple[tuple[float, ...], tuple[float, ...]]]) -> _Snapshot | None:
         sim, now = self.sim, self.sim.now
