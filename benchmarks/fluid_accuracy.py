@@ -10,7 +10,7 @@ alternating, on ring or dbt). That gives per-configuration wall-time errors plus
     python benchmarks/fluid_accuracy.py --tokens 256   # 48 configurations (doc table)
     python benchmarks/fluid_accuracy.py --quick    # 4 configurations, tokens=256 (CI)
     python benchmarks/fluid_accuracy.py --tokens 256 --set fluid_marks=random   # a fluid variant
-    python benchmarks/fluid_accuracy.py --tokens 256 --jitter-seeds 3   # medians over 10 ns start jitter
+    python benchmarks/fluid_accuracy.py --tokens 256 --jitter-seeds 3 --workers 2   # medians over 10 ns jitter
 
 Prints the table and the median / worst relative wall-time error; exits 1 when the median exceeds
 --median-target (3 %).
@@ -24,6 +24,7 @@ import os
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,14 @@ def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float
     return res
 
 
+def _pair_job(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float],
+              *rest: Any) -> tuple[dict[str, float], dict[str, float]]:
+    """``run_pair`` in a worker process: its results and the packet wall times it added to the cache."""
+    local = dict(cache)
+    res = run_pair(cfg, tokens, local, *rest)
+    return res, {k: v for k, v in local.items() if k not in cache}
+
+
 def _ratio_errors(results: dict[tuple[str, str, str, str], dict[str, float]], num: tuple[str, str],
                   den: tuple[str, str]) -> list[tuple[str, float, float, float]]:
     """Per (topology, strategy): (label, packet ratio, fluid ratio, relative error) of num/den runs."""
@@ -106,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jitter-seeds", type=int, default=0,
                     help="compare medians over ranks started up to --jitter-s apart, seeds 1..N (default: no jitter)")
     ap.add_argument("--jitter-s", type=float, default=1e-8)
+    ap.add_argument("--workers", type=int, default=1, help="configurations run in parallel processes")
     ap.add_argument("--median-target", type=float, default=0.03)
     ap.add_argument("--worst-target", type=float, default=0.10)
     args = ap.parse_args(argv)
@@ -116,8 +126,16 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     print(f"{'topo':>4} {'strategy':>8} {'algorithm':>11} {'mode':>10} {'packet s':>10} {'fluid s':>10} "
           f"{'err':>8} {'pkt cpu':>8} {'fl cpu':>7}")
-    for cfg in cfgs:
-        r = results[cfg] = run_pair(cfg, tokens, cache, fluid_overrides, args.jitter_seeds, args.jitter_s)
+    job = (fluid_overrides, args.jitter_seeds, args.jitter_s)
+    pool = ProcessPoolExecutor(args.workers) if args.workers > 1 else None
+    pending = [pool.submit(_pair_job, cfg, tokens, cache, *job) for cfg in cfgs] if pool else []
+    for i, cfg in enumerate(cfgs):
+        if pool:
+            r, added = pending[i].result()
+            cache.update(added)
+        else:
+            r = run_pair(cfg, tokens, cache, *job)
+        results[cfg] = r
         if args.packet_cache:
             tmp = args.packet_cache.with_suffix(".tmp")
             tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
@@ -127,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{err:+8.2%} {r['packet_cpu_s']:8.1f} {r['fluid_cpu_s']:7.1f}"
               + (f"   packet {r['packet_lo']:.5f}-{r['packet_hi']:.5f}, fluid {r['fluid_lo']:.5f}-{r['fluid_hi']:.5f}"
                  if args.jitter_seeds else ""), flush=True)
+    if pool:
+        pool.shutdown()
     errs = [abs(r["fluid"] / r["packet"] - 1.0) for r in results.values()]
     for title, num, den in (("DCQCN/HPCC (ring, RoCE)", ("ring_direct", "roce_dcqcn"), ("ring_direct", "roce_hpcc")),
                             ("DBT/Ring (roce_hpcc)", ("dbt_direct", "roce_hpcc"), ("ring_direct", "roce_hpcc"))):
