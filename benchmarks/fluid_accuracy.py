@@ -11,6 +11,7 @@ alternating, on ring or dbt). That gives per-configuration wall-time errors plus
     python benchmarks/fluid_accuracy.py --quick    # 4 configurations, tokens=256 (CI)
     python benchmarks/fluid_accuracy.py --tokens 256 --set fluid_marks=random   # a fluid variant
     python benchmarks/fluid_accuracy.py --tokens 256 --jitter-seeds 3 --workers 2   # medians over 10 ns jitter
+    python benchmarks/fluid_accuracy.py --tokens 256 --backend flow   # the flow backend on the same set
 
 Prints the table and the median / worst relative wall-time error; exits 1 when the median exceeds
 --median-target (3 %).
@@ -52,14 +53,14 @@ def validation_set(n: int) -> list[tuple[str, str, str, str]]:
 
 def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float],
              fluid_overrides: tuple[tuple[str, Any], ...] = (), jitter_seeds: int = 0,
-             jitter_s: float = 1e-8) -> dict[str, float]:
-    """Packet and fluid wall times of one configuration; packet results may come from ``cache``;
-    ``fluid_overrides`` apply to the fluid run only (the packet run is the reference). With
+             jitter_s: float = 1e-8, candidate: str = "fluid") -> dict[str, float]:
+    """Packet and ``candidate`` (key ``cand``) wall times of one configuration; packet results may come
+    from ``cache``; ``fluid_overrides`` apply to the candidate run only (the packet run is the reference). With
     ``jitter_seeds`` N, each backend's wall time is the median over ranks started with ``start_jitter_s``
     = ``jitter_s`` and seeds 1..N, and ``*_lo`` / ``*_hi`` hold the smallest and largest of them."""
     topo, strat, alg, net = cfg
     res = {}
-    for backend in ("packet", "fluid"):
+    for backend, name in (("packet", "packet"), (candidate, "cand")):
         walls, cpu_s = [], 0.0
         for seed in range(1, jitter_seeds + 1) if jitter_seeds else (0,):
             jitter = (("jitter_seed", seed), ("start_jitter_s", jitter_s)) if seed else ()
@@ -68,14 +69,14 @@ def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float
                 walls.append(cache[key])
                 continue
             t0 = time.perf_counter()
-            extra = (fluid_overrides if backend == "fluid" else ()) + jitter
+            extra = (fluid_overrides if name == "cand" else ()) + jitter
             r = simulate_run(RunSpec(MODEL, topo, strat, alg, net, backend, tuple(sorted((("tokens", tokens),) + extra))))
             walls.append(r.wall_s)
             cpu_s += time.perf_counter() - t0
             if backend == "packet":
                 cache[key] = r.wall_s
-        res[backend], res[backend + "_lo"], res[backend + "_hi"] = statistics.median(walls), min(walls), max(walls)
-        res[backend + "_cpu_s"] = cpu_s
+        res[name], res[name + "_lo"], res[name + "_hi"] = statistics.median(walls), min(walls), max(walls)
+        res[name + "_cpu_s"] = cpu_s
     return res
 
 
@@ -89,7 +90,7 @@ def _pair_job(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, floa
 
 def _ratio_errors(results: dict[tuple[str, str, str, str], dict[str, float]], num: tuple[str, str],
                   den: tuple[str, str]) -> list[tuple[str, float, float, float]]:
-    """Per (topology, strategy): (label, packet ratio, fluid ratio, relative error) of num/den runs."""
+    """Per (topology, strategy): (label, packet ratio, candidate ratio, relative error) of num/den runs."""
     out = []
     for (topo, strat, alg, net), r in results.items():
         if (alg, net) != num:
@@ -97,7 +98,7 @@ def _ratio_errors(results: dict[tuple[str, str, str, str], dict[str, float]], nu
         d = results.get((topo, strat) + den)
         if d is None:
             continue
-        pr, fr = r["packet"] / d["packet"], r["fluid"] / d["fluid"]
+        pr, fr = r["packet"] / d["packet"], r["cand"] / d["cand"]
         out.append((f"{topo}/{strat}", pr, fr, fr / pr - 1.0))
     return out
 
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="JSON file of packet wall times (read, and updated atomically): the packet backend is slow")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="parameter override for the fluid runs only, e.g. fluid_marks=random (repeatable)")
+    ap.add_argument("--backend", default="fluid", help="the backend compared with packet (default fluid)")
     ap.add_argument("--jitter-seeds", type=int, default=0,
                     help="compare medians over ranks started up to --jitter-s apart, seeds 1..N (default: no jitter)")
     ap.add_argument("--jitter-s", type=float, default=1e-8)
@@ -124,9 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     tokens = args.tokens or (256 if args.quick else 1024)
     cache = json.loads(args.packet_cache.read_text()) if args.packet_cache and args.packet_cache.exists() else {}
     results = {}
-    print(f"{'topo':>4} {'strategy':>8} {'algorithm':>11} {'mode':>10} {'packet s':>10} {'fluid s':>10} "
+    print(f"{'topo':>4} {'strategy':>8} {'algorithm':>11} {'mode':>10} {'packet s':>10} {args.backend + ' s':>10} "
           f"{'err':>8} {'pkt cpu':>8} {'fl cpu':>7}")
-    job = (fluid_overrides, args.jitter_seeds, args.jitter_s)
+    job = (fluid_overrides, args.jitter_seeds, args.jitter_s, args.backend)
     pool = ProcessPoolExecutor(args.workers) if args.workers > 1 else None
     pending = [pool.submit(_pair_job, cfg, tokens, cache, *job) for cfg in cfgs] if pool else []
     for i, cfg in enumerate(cfgs):
@@ -140,19 +142,19 @@ def main(argv: list[str] | None = None) -> int:
             tmp = args.packet_cache.with_suffix(".tmp")
             tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
             os.replace(tmp, args.packet_cache)
-        err = r["fluid"] / r["packet"] - 1.0
-        print(f"{cfg[0]:>4} {cfg[1]:>8} {cfg[2]:>11} {cfg[3]:>10} {r['packet']:10.5f} {r['fluid']:10.5f} "
-              f"{err:+8.2%} {r['packet_cpu_s']:8.1f} {r['fluid_cpu_s']:7.1f}"
-              + (f"   packet {r['packet_lo']:.5f}-{r['packet_hi']:.5f}, fluid {r['fluid_lo']:.5f}-{r['fluid_hi']:.5f}"
+        err = r["cand"] / r["packet"] - 1.0
+        print(f"{cfg[0]:>4} {cfg[1]:>8} {cfg[2]:>11} {cfg[3]:>10} {r['packet']:10.5f} {r['cand']:10.5f} "
+              f"{err:+8.2%} {r['packet_cpu_s']:8.1f} {r['cand_cpu_s']:7.1f}"
+              + (f"   packet {r['packet_lo']:.5f}-{r['packet_hi']:.5f}, {args.backend} {r['cand_lo']:.5f}-{r['cand_hi']:.5f}"
                  if args.jitter_seeds else ""), flush=True)
     if pool:
         pool.shutdown()
-    errs = [abs(r["fluid"] / r["packet"] - 1.0) for r in results.values()]
+    errs = [abs(r["cand"] / r["packet"] - 1.0) for r in results.values()]
     for title, num, den in (("DCQCN/HPCC (ring, RoCE)", ("ring_direct", "roce_dcqcn"), ("ring_direct", "roce_hpcc")),
                             ("DBT/Ring (roce_hpcc)", ("dbt_direct", "roce_hpcc"), ("ring_direct", "roce_hpcc"))):
         rows = _ratio_errors(results, num, den)
         if rows:
-            print(f"\n{title}: cell, packet ratio, fluid ratio, error")
+            print(f"\n{title}: cell, packet ratio, {args.backend} ratio, error")
             for label, pr, fr, e in rows:
                 print(f"  {label:>12} {pr:8.4f} {fr:8.4f} {e:+8.2%}")
             print(f"  median |error| {statistics.median(abs(x[3]) for x in rows):.2%}, "
@@ -162,11 +164,11 @@ def main(argv: list[str] | None = None) -> int:
           f"(targets {args.median_target:.0%} / {args.worst_target:.0%}); "
           f"{sum(e > args.worst_target for e in errs)} above {args.worst_target:.0%}")
     if args.jitter_seeds:
-        inside = sum(r["packet_lo"] <= r["fluid"] <= r["packet_hi"] for r in results.values())
-        print(f"medians over {args.jitter_seeds} seeds of {args.jitter_s:g} s start jitter; the fluid median lies "
+        inside = sum(r["packet_lo"] <= r["cand"] <= r["packet_hi"] for r in results.values())
+        print(f"medians over {args.jitter_seeds} seeds of {args.jitter_s:g} s start jitter; the {args.backend} median lies "
               f"within the packet runs' range in {inside} of {len(results)}")
     print(f"CPU: packet {sum(r['packet_cpu_s'] for r in results.values()):.0f} s, "
-          f"fluid {sum(r['fluid_cpu_s'] for r in results.values()):.0f} s")
+          f"{args.backend} {sum(r['cand_cpu_s'] for r in results.values()):.0f} s")
     if med > args.median_target:
         print("FAIL: median wall-time error above target")
         return 1
