@@ -1,5 +1,5 @@
-"""Accuracy of the fluid backend against the packet backend (docs/fluid-accuracy.md, issue "Fast
-congestion-aware tier").
+"""Accuracy of the fluid backend (or another, ``--backend``) against the packet backend
+(docs/fluid-accuracy.md, issue "Fast congestion-aware tier").
 
 The validation set is a fixed, deterministic list of study configurations (V4 Flash): twelve
 (topology, strategy) cells — every topology twice, every strategy three times — each with four runs:
