@@ -52,10 +52,10 @@ def validation_set(n: int) -> list[tuple[str, str, str, str]]:
 
 
 def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float],
-             fluid_overrides: tuple[tuple[str, Any], ...] = (), jitter_seeds: int = 0,
+             overrides: tuple[tuple[str, Any], ...] = (), jitter_seeds: int = 0,
              jitter_s: float = 1e-8, candidate: str = "fluid") -> dict[str, float]:
     """Packet and ``candidate`` (key ``cand``) wall times of one configuration; packet results may come
-    from ``cache``; ``fluid_overrides`` apply to the candidate run only (the packet run is the reference). With
+    from ``cache``; ``overrides`` apply to the candidate run only (the packet run is the reference). With
     ``jitter_seeds`` N, each backend's wall time is the median over ranks started with ``start_jitter_s``
     = ``jitter_s`` and seeds 1..N, and ``*_lo`` / ``*_hi`` hold the smallest and largest of them."""
     topo, strat, alg, net = cfg
@@ -69,7 +69,7 @@ def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float
                 walls.append(cache[key])
                 continue
             t0 = time.perf_counter()
-            extra = (fluid_overrides if name == "cand" else ()) + jitter
+            extra = (overrides if name == "cand" else ()) + jitter
             r = simulate_run(RunSpec(MODEL, topo, strat, alg, net, backend, tuple(sorted((("tokens", tokens),) + extra))))
             walls.append(r.wall_s)
             cpu_s += time.perf_counter() - t0
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--packet-cache", type=Path, default=None,
                     help="JSON file of packet wall times (read, and updated atomically): the packet backend is slow")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="parameter override for the fluid runs only, e.g. fluid_marks=random (repeatable)")
+                    help="parameter override for the compared backend's runs only, e.g. fluid_marks=random (repeatable)")
     ap.add_argument("--backend", default="fluid", help="the backend compared with packet (default fluid)")
     ap.add_argument("--jitter-seeds", type=int, default=0,
                     help="compare medians over ranks started up to --jitter-s apart, seeds 1..N (default: no jitter)")
@@ -121,14 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--median-target", type=float, default=0.03)
     ap.add_argument("--worst-target", type=float, default=0.10)
     args = ap.parse_args(argv)
-    fluid_overrides = parse_set(args.overrides)
+    overrides = parse_set(args.overrides)
     cfgs = list(QUICK) if args.quick else validation_set(args.configs)[args.start:]
     tokens = args.tokens or (256 if args.quick else 1024)
     cache = json.loads(args.packet_cache.read_text()) if args.packet_cache and args.packet_cache.exists() else {}
     results = {}
     print(f"{'topo':>4} {'strategy':>8} {'algorithm':>11} {'mode':>10} {'packet s':>10} {args.backend + ' s':>10} "
           f"{'err':>8} {'pkt cpu':>8} {'fl cpu':>7}")
-    job = (fluid_overrides, args.jitter_seeds, args.jitter_s, args.backend)
+    job = (overrides, args.jitter_seeds, args.jitter_s, args.backend)
     pool = ProcessPoolExecutor(args.workers) if args.workers > 1 else None
     pending = [pool.submit(_pair_job, cfg, tokens, cache, *job) for cfg in cfgs] if pool else []
     for i, cfg in enumerate(cfgs):
