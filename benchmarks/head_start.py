@@ -64,9 +64,10 @@ def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool, 
     return {g: done[g] * 1e6 for g in EARLY + LATE}, trace
 
 
-def dispatch_end_us(backend_name: str, lead_s: float) -> list[float]:
+def dispatch_end_us(backend_name: str, lead_s: float, overrides: dict[str, Any]) -> list[float]:
     """When GPUs 4..7 finish the first EP dispatch (µs after the early GPUs start)."""
-    spec = RunSpec("deepseek-v4-flash", "4", "TP16EP2", "ring_direct", "ib_cc0", backend_name, (("tokens", 256),))
+    spec = RunSpec("deepseek-v4-flash", "4", "TP16EP2", "ring_direct", "ib_cc0", backend_name,
+                   tuple(sorted({"tokens": 256, **(overrides if backend_name == "fluid" else {})}.items())))
     _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
     graphs = []
     for g in workload.graphs:
@@ -92,7 +93,7 @@ def main() -> None:
     if args.dispatch:
         print(f"EP dispatch, GPUs 8k+7 start {args.lead_us} µs early: when GPUs 4..7 finish (µs)")
         for name in ("packet", "fluid", "flow"):
-            ends = dispatch_end_us(name, args.lead_us * 1e-6)
+            ends = dispatch_end_us(name, args.lead_us * 1e-6, dict(parse_set(args.overrides)))
             print(f"  {name:6s} " + " ".join(f"GPU{4 + i} {t:7.1f}" for i, t in enumerate(ends))
                   + f"   GPU 7 ahead by {min(ends[:3]) - ends[3]:5.1f} µs")
         return

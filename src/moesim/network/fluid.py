@@ -8,7 +8,8 @@ the network delivers the max-min fair allocation under those sending rates; the 
 delivered rate at a bottleneck downstream of the sender's own port builds that port's backlog (an
 unsaturated port drains); the backlog sets the ECN marking probability
 (KMIN/KMAX/PMAX, RED-like) and the INT records; a backlog at the PFC dynamic threshold is held there
-(a PAUSE event). The CC state machines are those of the packet backend (``moesim.network.cc``).
+(a PAUSE event). ``fluid_window=bytes`` makes windows bytes in flight and serves each port's queued
+flows FIFO (``fluid_kernel``). The CC state machines are those of the packet backend (``moesim.network.cc``).
 A flow completes one fixed latency (as in ``flow``) plus its path's queueing delay after it drains.
 """
 
@@ -75,7 +76,8 @@ _COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
     "line": ((), np.float64), "lat": ((), np.float64), "st": ((MAX_SLOTS,), np.float64),
     "hop": ((MAX_HOP_RECORDS, HOP_FIELDS), np.float64), "mark": ((3,), np.float64),
     "pend": ((MAX_PENDING_CNPS,), np.float64), "npend": ((), np.int64), "rates": ((), np.float64),
-    "bn": ((), np.int64), "offered": ((), np.float64), "send": ((), np.float64),
+    "bn": ((), np.int64), "offered": ((), np.float64), "send": ((), np.float64), "sent": ((), np.float64),
+    "acked_rt": ((), np.float64), "qport": ((), np.int64),
 }
 """Per-flow columns: shape after the row axis (``(0,)`` = as wide as the longest route) and dtype."""
 
@@ -137,7 +139,7 @@ class _FlowTable:
             cols[k][i] = getattr(route, k)
         fresh: tuple[tuple[str, Any], ...] = (
             ("ids", flow_id), ("rem", size_bytes), ("acked", 0.0), ("mark", mark), ("npend", 0), ("rates", 0.0),
-            ("bn", -1), ("offered", 0.0), ("send", 0.0))
+            ("bn", -1), ("offered", 0.0), ("send", 0.0), ("sent", 0.0), ("acked_rt", 0.0), ("qport", -1))
         for k, v in fresh:
             cols[k][i] = v
         self.n += 1
@@ -169,6 +171,8 @@ class FluidBackend(NetworkBackend):
         self._random_marks = params.fluid_marks == "random"
         rtt = params.fluid_rtt if params.fluid_rtt != "auto" else ("round_trip" if self._random_marks else "data")
         self._ack_queues = rtt == "round_trip" and not params.ack_high_prio
+        check_choice("fluid_window", params.fluid_window, "network parameters")
+        self._win_bytes = params.fluid_window == "bytes"
         n_links = len(topology.links)
         self._q = np.zeros(n_links)
         self._tx = np.zeros(n_links)
@@ -229,10 +233,11 @@ class FluidBackend(NetworkBackend):
             self._args_version = c.version
             self._args = (
                 self._mode, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
-                self._random_marks, self._ack_queues,
+                self._random_marks, self._ack_queues, self._win_bytes,
                 *(col[k] for k in ("links", "coefs", "hops", "nfwd", "first", "cc_on", "rem", "acked", "win", "rtt0",
                                    "dcoef", "line", "st", "hop")),
-                self._ccp, *(col[k] for k in ("mark", "pend", "npend", "rates", "bn", "offered", "send")),
+                self._ccp, *(col[k] for k in ("mark", "pend", "npend", "rates", "bn", "offered", "send", "sent",
+                                                          "acked_rt", "qport")),
                 s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax), s.switch_egress, self._counters,
             )
         return self._args

@@ -5,6 +5,12 @@ called here on fluid signals instead of packets: a DCQCN flow receives a CNP-fla
 delay (base RTT plus its path's queueing) after its accumulated expected number of ECN-marked packets
 crosses one; an HPCC flow receives one ACK per step whose INT records are the fluid link counters
 (cumulative wire bytes, queue backlog, line rate).
+
+Windows: a rate (window / RTT) with max-min sharing of the delivered rates, or, with ``win_bytes``
+(``fluid_window=bytes``), bytes in flight: each flow keeps its bytes sent, delivered
+(``acked``: through its bottleneck) and acknowledged (``acked_rt``: the delivered bytes one round trip
+later), and its own backlog (sent − delivered) at its queueing port, which serves its flows' bytes in
+proportion to their share of its backlog (FIFO in the fluid limit).
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ MODE_NONE, MODE_DCQCN, MODE_HPCC = 0, 1, 3
 QUIET_REL = 1e-3
 """An HPCC rate that moves less than this (relative) in a step counts as settled."""
 STATIC, DYNAMIC, HPCC_ONLY = 0, 1, 2
+WINDOW_STEP_S = 1e-6
+"""Window as bytes in flight: the bytes a window has left are offered over this time (one step)."""
+BACKLOG_EPS = 1e-3
+"""Window as bytes in flight: a flow's own backlog below this many bytes counts as empty."""
 CNP_MERGE_S = 1e-6
 """A CNP due within this of one already in flight merges with it (DCQCN's alpha interval)."""
 
@@ -50,13 +60,39 @@ def exp_draw(seed, k):
 
 
 @njit(cache=True)
-def _queue_delay_s(f, nhops, links, q, cap):
-    """Flow f's queueing delay over its first ``nhops[f]`` hops, their backlogs over their ports' rates
-    (``nfwd``: the data path; ``hops``: the round trip, ACKs queueing behind the reverse traffic)."""
+def _queue_delay_s(f, nhops, links, q, cap, first):
+    """Flow f's queueing delay over its hops ``first`` to ``nhops[f]``, their backlogs over their ports'
+    rates (``nfwd``: the data path; ``hops``: the round trip, ACKs queueing behind the reverse traffic)."""
     d = 0.0
-    for h in range(nhops[f]):
+    for h in range(first, nhops[f]):
         d += q[links[f, h]] / cap[links[f, h]]
     return d
+
+
+@njit(cache=True)
+def _coef_at(f, k, links, coefs, nfwd):
+    """Flow f's wire bytes per payload byte at port k of its data path (0 if it does not cross it)."""
+    for j in range(nfwd[f]):
+        if links[f, j] == k:
+            return coefs[f, j]
+    return 0.0
+
+
+@njit(cache=True)
+def _fifo_caps(n, links, coefs, nfwd, sent, acked, qport, rr, cap, q):
+    """Window as bytes in flight: what each flow may be delivered in a step. A flow with its own backlog at its
+    queueing port gets that port's rate in proportion to its share of the port's bytes (FIFO service in
+    the fluid limit), otherwise what it sends now."""
+    held = np.zeros(cap.shape[0])
+    for f in range(n):
+        if qport[f] >= 0:
+            held[qport[f]] += _coef_at(f, qport[f], links, coefs, nfwd) * max(sent[f] - acked[f], 0.0)
+    out = rr.copy()
+    for f in range(n):
+        p, b = qport[f], sent[f] - acked[f]
+        if p >= 0 and held[p] > 0.0 and b > BACKLOG_EPS:
+            out[f] = cap[p] * b / max(held[p], q[p])
+    return out
 
 
 @njit(cache=True)
@@ -84,26 +120,32 @@ def _cnp_arrives(pend, npend, f, t_end, due):
 
 
 @njit(cache=True)
-def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues,
+def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
+               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Advance the fluid state of flows [0, n) by ``dt`` seconds from ``now_s`` (rates held constant over
     the step). counters: [pause events, CNPs, HPCC updates]. Returns whether a CC rate moved in this step
     (an HPCC rate: by more than ``QUIET_REL``, relative)."""
     n_links = cap.shape[0]
     rtt_hops = hops if ack_queues else nfwd  # whether ACKs queue behind reverse traffic in a round trip
-    # 1. offered rate: CC rate and window over the RTT including queueing delay
+    # 1. offered rate: CC rate and window (as a rate over the RTT with queueing delay, or as bytes in flight)
+    ack_lag = np.empty(n)  # window as bytes in flight: a round trip from the bottleneck back to the sender
     for f in range(n):
-        qd = _queue_delay_s(f, rtt_hops, links, q, cap)
         o = line_Bps[f]
         if cc_on[f] and mode != MODE_NONE:
             o = min(o, st[f, RATE] / 8.0 / dcoef[f])
+        if win_bytes:
+            ack_lag[f] = rtt0[f] + _queue_delay_s(f, hops, links, q, cap, nfwd[f])
         if has_win and win[f] > 0:
             w = win[f]
             if var_win and cc_on[f] and mode != MODE_NONE:
                 w = max(np.floor(win[f] * st[f, RATE] / st[f, MAX_RATE]), 1.0)
-            o = min(o, w / (rtt0[f] + qd))
+            if win_bytes:  # what returning ACKs open plus what the window has left
+                o = min(o, max(acked[f] - acked_rt[f], 0.0) / ack_lag[f]
+                        + max(w - (sent[f] - acked_rt[f]), 0.0) / WINDOW_STEP_S)
+            else:
+                o = min(o, w / (rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0)))
         offered[f] = o
     # 2. what each sender puts on its own port: its NIC serves its flows round-robin, i.e. max-min on
     #    that port alone under the offers, whatever their downstream share
@@ -112,31 +154,49 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
     waterfill_capped(first_queued[:n].reshape(n, 1), coefs[:n, :1], own, own, cap, offered[:n], rr,
                      np.empty(n, dtype=np.int64))
     # 3. what the network delivers: max-min under those sending rates
-    waterfill_capped(links[:n], coefs[:n], hops[:n], nfwd[:n], cap, rr, rates[:n], bottleneck[:n])
+    dcap = _fifo_caps(n, links, coefs, nfwd, sent, acked, qport, rr, cap, q) if win_bytes else rr
+    waterfill_capped(links[:n], coefs[:n], hops[:n], nfwd[:n], cap, dcap, rates[:n], bottleneck[:n])
     # 4. queues: a flow bottlenecked at a switch egress beyond its own port keeps sending its share of
     #    its own port; the surplus over the delivered rate builds that bottleneck's backlog. An
     #    unsaturated port drains its backlog.
     load = np.zeros(n_links)
     excess = np.zeros(n_links)
+    owned = np.zeros(n_links)
     for f in range(n):
-        for h in range(hops[f]):
-            load[links[f, h]] += coefs[f, h] * rates[f]
+        for j in range(hops[f]):
+            load[links[f, j]] += coefs[f, j] * rates[f]
         send[f] = rates[f]
         b = bottleneck[f]
-        if b >= 0 and b != first_queued[f] and switch_egress[b] and rr[f] > rates[f]:
+        if win_bytes:  # it queues at the last switch egress beyond its own port that held it back
+            if b >= 0 and b != first_queued[f] and switch_egress[b]:
+                qport[f] = b
+                send[f] = rr[f]
+            elif sent[f] - acked[f] > BACKLOG_EPS and qport[f] >= 0:
+                send[f] = rr[f]
+            p = qport[f]
+            c = _coef_at(f, p, links, coefs, nfwd)
+            if c > 0.0:
+                excess[p] += c * (send[f] - rates[f])
+                owned[p] += c * max(sent[f] - acked[f] + (send[f] - rates[f]) * dt, 0.0)
+        elif b >= 0 and b != first_queued[f] and switch_egress[b] and rr[f] > rates[f]:
             send[f] = rr[f]
-            for h in range(nfwd[f]):
-                if links[f, h] == b:
-                    excess[b] += coefs[f, h] * (send[f] - rates[f])
+            for j in range(nfwd[f]):
+                if links[f, j] == b:
+                    excess[b] += coefs[f, j] * (send[f] - rates[f])
     frac = np.ones(n_links)
     for k in range(n_links):
         tx_bytes[k] += load[k] * dt
         if not switch_egress[k]:
             continue
-        qn = q[k] + (excess[k] + load[k] - cap[k]) * dt if (q[k] > 0.0 or excess[k] > 0.0) else 0.0
+        if win_bytes:  # live flows' own backlogs, and what departed flows left, served in its turn
+            rest = max(q[k] - owned[k] + excess[k] * dt, 0.0)
+            turn = cap[k] * rest / q[k] if q[k] > 0.0 else 0.0
+            qn = owned[k] + max(rest - max(turn, cap[k] - load[k]) * dt, 0.0)
+        else:
+            qn = q[k] + (excess[k] + load[k] - cap[k]) * dt if (q[k] > 0.0 or excess[k] > 0.0) else 0.0
         if qn < 0.0:
             qn = 0.0
-        if qn > q_pfc[k]:
+        if qn > q_pfc[k] and excess[k] * dt > 0.0:
             # PFC: the port holds at the threshold; the surplus stays at the senders (lossless)
             if q[k] < q_pfc[k]:
                 counters[0] += 1
@@ -144,7 +204,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
             qn = q_pfc[k]
         q[k] = qn
     for f in range(n):
-        b = bottleneck[f]
+        b = qport[f] if win_bytes else bottleneck[f]
         if b >= 0 and frac[b] < 1.0:
             send[f] = rates[f] + frac[b] * (send[f] - rates[f])
     # a port whose ECN thresholds are 0 (ecn_unmapped_rate=zero) marks whenever its queue is not empty,
@@ -163,9 +223,17 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
     ints = np.zeros((hop_tab.shape[1], INT_FIELDS), dtype=np.int64)
     moved = False
     for f in range(n):
+        out = min(send[f] * dt, rem[f])
         got = rates[f] * dt
-        rem[f] -= min(send[f] * dt, rem[f])
-        acked[f] += got
+        rem[f] -= out
+        if win_bytes:  # never more delivered than sent; ACKs follow the delivered bytes one lag behind
+            sent[f] += out
+            got = min(got, sent[f] - acked[f])
+            off = acked_rt[f] - acked[f] + rates[f] * ack_lag[f]  # off the steady lag: decays
+            acked[f] += got
+            acked_rt[f] = acked[f] - rates[f] * ack_lag[f] + off * np.exp(-dt / ack_lag[f])
+        else:
+            acked[f] += got
         if not cc_on[f] or mode == MODE_NONE:
             continue
         if mode == MODE_DCQCN:
@@ -201,7 +269,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
             if marked:
                 # a marked packet: its CNP comes back once the packet has crossed the queues ahead of
                 # it (the backlog of the saturated ports it was marked at) and the ACK the way back
-                due = t_end + rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap)
+                due = t_end + rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0)
             if _cnp_arrives(pend[f], npend, f, t_end, due):
                 dcqcn.on_ack(st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
                 counters[1] += 1
@@ -217,9 +285,12 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
                     ints[m, 3] = np.int64(cap[k] * 8.0)
                     m += 1
             if m > 0:
-                inflight = rates[f] * (rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap))
+                a_seq, s_nxt = acked_rt[f], sent[f] + 1.0
+                if not win_bytes:
+                    a_seq = acked[f]
+                    s_nxt = acked[f] + rates[f] * (rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0)) + 1.0
                 r0 = st[f, RATE]
-                hpcc.on_ack(st[f], hop_tab[f], ccp, now_ns, np.int64(acked[f]), np.int64(acked[f] + inflight + 1.0),
+                hpcc.on_ack(st[f], hop_tab[f], ccp, now_ns, np.int64(a_seq), np.int64(s_nxt),
                             False, ints, m, np.int64(win[f]), np.int64(rtt0[f] * 1e9))
                 counters[2] += 1
                 moved = moved or abs(st[f, RATE] - r0) > QUIET_REL * r0
@@ -227,15 +298,17 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
 
 
 @njit(cache=True)
-def next_event_dt(n, t, step_s, mode, rem, send, cc_on, st):
-    """Time until the first of flows [0, n) has sent all its remaining bytes at the current sending rates,
-    or until a DCQCN timer that changes a rate fires: rate increase, or a decrease after a CNP (between
-    those a DCQCN rate holds). Timers are reached in whole steps, as stepping would: the step grid stays
+def next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates):
+    """Time until the first of flows [0, n) has sent all its remaining bytes at the current sending rates
+    (or, with ``win_bytes``, has its own backlog served), or until a DCQCN timer that changes a rate
+    fires: rate increase, or a decrease after a CNP (between those a DCQCN rate holds). Timers are reached in whole steps, as stepping would: the step grid stays
     anchored at the last flow event, so periodic layers stay periodic."""
     x = np.inf
     for f in range(n):
         if send[f] > 0.0:
             x = min(x, rem[f] / max(send[f], 1e-300))
+        if win_bytes and rates[f] > send[f] and sent[f] - acked[f] > 0.0:
+            x = min(x, (sent[f] - acked[f]) / (rates[f] - send[f]))  # its backlog empties
         if mode == MODE_DCQCN and cc_on[f]:
             for timer in (dcqcn.TIMER_INC, dcqcn.TIMER_DEC):
                 t_ns = dcqcn.timer_time(st[f], timer)
@@ -245,8 +318,9 @@ def next_event_dt(n, t, step_s, mode, rem, send, cc_on, st):
 
 
 @njit(cache=True)
-def is_dynamic(n, mode, q, send, rates, cc_on, st, npend):
-    """STATIC, DYNAMIC (a backlog, a flow sending above what it gets, a DCQCN flow with CNPs in flight)
+def is_dynamic(n, mode, q, send, rates, cc_on, st, npend, win_bytes, sent, acked, acked_rt, win):
+    """STATIC, DYNAMIC (a backlog, a flow sending above what it gets, a DCQCN flow with CNPs in flight; with
+    ``win_bytes`` also a flow's own backlog or a full window)
     or HPCC_ONLY (nothing moves but HPCC flows' rates). A DCQCN rate otherwise changes only when a
     rate-changing timer fires: ``next_event_dt`` stops there."""
     for k in range(q.shape[0]):
@@ -255,6 +329,8 @@ def is_dynamic(n, mode, q, send, rates, cc_on, st, npend):
     for f in range(n):
         if send[f] > rates[f] * (1 + 1e-9):
             return DYNAMIC
+        if win_bytes and (sent[f] - acked[f] > BACKLOG_EPS or 0 < win[f] - 1.0 < sent[f] - acked_rt[f]):
+            return DYNAMIC  # an own backlog being served, or a window waiting on ACKs
     kind = STATIC
     for f in range(n):
         if cc_on[f]:
@@ -281,26 +357,26 @@ def _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered
 
 
 @njit(cache=True)
-def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload, random_marks, ack_queues,
+def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
+               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Rates for the current flow set (a zero-length step unless ``fresh``), then (time to the next
     drain or DCQCN timer at those rates, whether the state is dynamic)."""
     if not fresh:
-        fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues,
+        fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                    links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-                   st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
+                   st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                    cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
-    dynamic = is_dynamic(n, mode, q, send, rates, cc_on, st, npend) != STATIC
-    return next_event_dt(n, t, step_s, mode, rem, send, cc_on, st), dynamic
+    dynamic = is_dynamic(n, mode, q, send, rates, cc_on, st, npend, win_bytes, sent, acked, acked_rt, win) != STATIC
+    return next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates), dynamic
 
 
 @njit(cache=True)
 def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat,
-              mode, qcn, has_win, var_win, payload, random_marks, ack_queues,
+              mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-              st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
+              st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
     ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain or
@@ -318,8 +394,8 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
     moved = True
     while t < t_s and live > 0 and steps < max_steps:
         if fresh:
-            dt = min(t_s - t, next_event_dt(n, t, step_s, mode, rem, send, cc_on, st))
-            kind = is_dynamic(n, mode, q, send, rates, cc_on, st, npend)
+            dt = min(t_s - t, next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates))
+            kind = is_dynamic(n, mode, q, send, rates, cc_on, st, npend, win_bytes, sent, acked, acked_rt, win)
             step = min(2.0 * step, max_step_s) if kind == HPCC_ONLY and not moved else step_s
             if kind != STATIC:
                 dt = min(dt, step)
@@ -327,17 +403,18 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
         else:
             dt = 0.0  # rates for a changed flow set, before any time passes
             step = step_s
-        moved = fluid_step(dt, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues,
+        moved = fluid_step(dt, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                            links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef,
                            line_Bps, st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
-                           cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
+                           sent, acked_rt, qport, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress,
+                           counters)
         fresh = not (moved and mode == MODE_DCQCN)  # a DCQCN timer or CNP changed a rate: new rates first
         t = t_s if dt >= t_s - t else t + dt
         steps += 1
         for f in range(n):
             if rem[f] <= 1e-3:
                 done_ids[n_done] = ids[f]
-                done_t[n_done] = t + lat[f] + _queue_delay_s(f, nfwd, links, q, cap)
+                done_t[n_done] = t + lat[f] + _queue_delay_s(f, nfwd, links, q, cap, 0)
                 if stop_at_completion:
                     t_s = min(t_s, done_t[n_done])
                 n_done += 1

@@ -34,6 +34,7 @@ KMAX_KB = _kb_map({25 * GBPS: 400, 40 * GBPS: 800, 100 * GBPS: 1600, 200 * GBPS:
 CHOICES: dict[str, tuple[str, ...]] = {
     "fluid_marks": ("expected", "random"),
     "fluid_rtt": ("auto", "data", "round_trip"),
+    "fluid_window": ("rate", "bytes"),
     "ecn_unmapped_rate": ("scale", "zero"),
 }
 """Fields whose value is one of a few names."""
@@ -99,6 +100,10 @@ class NetworkParams:
     # ("round_trip": ACKs wait behind reverse traffic unless ack_high_prio); "auto": round_trip with
     # random marks, data with expected ones (docs/network-fluid.md)
     fluid_rtt: str = "auto"
+    # fluid backend only: a window as a rate (window / RTT) with max-min sharing of the delivered rates
+    # ("rate"), or as bytes in flight with FIFO service of each flow's own backlog ("bytes")
+    # (docs/network-fluid.md)
+    fluid_window: str = "rate"
     extra: tuple[tuple[str, Any], ...] = field(default=())
 
     @property
