@@ -2,7 +2,7 @@
 
     python benchmarks/head_start.py [--lead-us 2] [--size-bytes 786432] [--set fluid_marks=random] [--trace]
         [--mode roce_hpcc]
-    python benchmarks/head_start.py --dispatch [--lead-us 1]
+    python benchmarks/head_start.py --dispatch [--lead-us 1] [--set fluid_window=bytes]
 
 Topology 4, ib_cc0 (or ``--mode``, which congestion-controls the messages): GPUs 4..7 (one PCIe
 switch, one NIC) each send one message to GPU +16 on another server; GPU 7 starts ``lead`` µs before
@@ -87,8 +87,8 @@ def main() -> None:
     ap.add_argument("--trace", action="store_true", help="packet: bytes acknowledged of GPUs 7 and 4 over time")
     ap.add_argument("--mode", default="ib_cc0", help="network mode of the single messages")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="network parameter override for the single messages, e.g. fluid_marks=random "
-                         "(under ib_cc0 that only counts the ACK path's queues in the fluid's round trips)")
+                    help="network parameter override, e.g. fluid_window=bytes (with --dispatch: the fluid "
+                         "runs only)")
     args = ap.parse_args()
     if args.dispatch:
         print(f"EP dispatch, GPUs 8k+7 start {args.lead_us} µs early: when GPUs 4..7 finish (µs)")
