@@ -80,9 +80,9 @@ def _coef_at(f, k, links, coefs, nfwd):
 
 @njit(cache=True)
 def _fifo_caps(n, links, coefs, nfwd, sent, acked, qport, rr, cap, q):
-    """Window as bytes in flight: what each flow may be delivered in a step. A flow with its own backlog at its
-    queueing port gets that port's rate in proportion to its share of the port's bytes (FIFO service in
-    the fluid limit), otherwise what it sends now."""
+    """Window as bytes in flight: what each flow may be delivered in a step. A flow with its own backlog
+    at its queueing port gets that port's rate in proportion to its share of the port's bytes (FIFO
+    service in the fluid limit), otherwise what it sends now."""
     held = np.zeros(cap.shape[0])
     for f in range(n):
         if qport[f] >= 0:
@@ -288,7 +288,8 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
                 a_seq, s_nxt = acked_rt[f], sent[f] + 1.0
                 if not win_bytes:
                     a_seq = acked[f]
-                    s_nxt = acked[f] + rates[f] * (rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0)) + 1.0
+                    in_flight = rates[f] * (rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0))
+                    s_nxt = acked[f] + in_flight + 1.0
                 r0 = st[f, RATE]
                 hpcc.on_ack(st[f], hop_tab[f], ccp, now_ns, np.int64(a_seq), np.int64(s_nxt),
                             False, ints, m, np.int64(win[f]), np.int64(rtt0[f] * 1e9))
@@ -301,8 +302,9 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
 def next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates):
     """Time until the first of flows [0, n) has sent all its remaining bytes at the current sending rates
     (or, with ``win_bytes``, has its own backlog served), or until a DCQCN timer that changes a rate
-    fires: rate increase, or a decrease after a CNP (between those a DCQCN rate holds). Timers are reached in whole steps, as stepping would: the step grid stays
-    anchored at the last flow event, so periodic layers stay periodic."""
+    fires: rate increase, or a decrease after a CNP (between those a DCQCN rate holds). Timers are
+    reached in whole steps, as stepping would: the step grid stays anchored at the last flow event, so
+    periodic layers stay periodic."""
     x = np.inf
     for f in range(n):
         if send[f] > 0.0:
@@ -368,8 +370,8 @@ def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload, random
                    links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                    st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                    cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
-    dynamic = is_dynamic(n, mode, q, send, rates, cc_on, st, npend, win_bytes, sent, acked, acked_rt, win) != STATIC
-    return next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates), dynamic
+    kind = is_dynamic(n, mode, q, send, rates, cc_on, st, npend, win_bytes, sent, acked, acked_rt, win)
+    return next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates), kind != STATIC
 
 
 @njit(cache=True)
@@ -394,7 +396,8 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
     moved = True
     while t < t_s and live > 0 and steps < max_steps:
         if fresh:
-            dt = min(t_s - t, next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates))
+            dt = min(t_s - t,
+                     next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates))
             kind = is_dynamic(n, mode, q, send, rates, cc_on, st, npend, win_bytes, sent, acked, acked_rt, win)
             step = min(2.0 * step, max_step_s) if kind == HPCC_ONLY and not moved else step_s
             if kind != STATIC:
