@@ -130,7 +130,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
     n_links = cap.shape[0]
     rtt_hops = hops if ack_queues else nfwd  # whether ACKs queue behind reverse traffic in a round trip
     # 1. offered rate: CC rate and window (as a rate over the RTT with queueing delay, or as bytes in flight)
-    ack_lag = np.empty(n)  # window as bytes in flight: a round trip from the bottleneck back to the sender
+    ack_lag = np.empty(n if win_bytes else 0)  # bytes in flight: a round trip from the bottleneck back
     for f in range(n):
         o = line_Bps[f]
         if cc_on[f] and mode != MODE_NONE:
@@ -180,9 +180,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
                 owned[p] += c * max(sent[f] - acked[f] + (send[f] - rates[f]) * dt, 0.0)
         elif b >= 0 and b != first_queued[f] and switch_egress[b] and rr[f] > rates[f]:
             send[f] = rr[f]
-            for j in range(nfwd[f]):
-                if links[f, j] == b:
-                    excess[b] += coefs[f, j] * (send[f] - rates[f])
+            excess[b] += _coef_at(f, b, links, coefs, nfwd) * (send[f] - rates[f])
     frac = np.ones(n_links)
     for k in range(n_links):
         tx_bytes[k] += load[k] * dt
