@@ -1,11 +1,12 @@
 """The fluid backend's window as bytes in flight (``fluid_window=bytes``, docs/network-fluid.md): ACKs
-trail the delivered bytes by a round trip, a flow's own backlog is served FIFO at its queueing port,
+come back a round trip after the bytes are delivered, a flow's own backlog is served FIFO at its queueing port,
 and a head start at a shared NIC shrinks behind the reverse traffic as at packet level."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from moesim.network.base import Flow
@@ -47,6 +48,27 @@ def test_acks_trail_the_delivered_bytes_by_one_round_trip():
         sent, delivered, acked = cols["sent"][0], cols["acked"][0], cols["acked_rt"][0]
         assert sent >= delivered >= acked - 1e-6
     assert delivered - acked == pytest.approx(cols["rates"][0] * cols["rtt0"][0], rel=1e-3)
+
+
+def test_an_ack_returns_one_base_round_trip_after_delivery_on_an_idle_path():
+    """With no queue on its way back an ACK is a pure delay of one base round trip (not a lag that starts
+    at once): nothing is acknowledged before rtt0, and later acknowledged(t) = delivered(t − rtt0),
+    delivered taken linearly between the instants sampled here."""
+    backend = FluidBackend(get_topology("1"), network_mode("ib_cc0").with_overrides(BYTES))
+    backend.start_flow(Flow(0, 0, 1, 4 << 20), 0.0)
+    cols = backend._cols.cols
+    rtt0 = cols["rtt0"][0]
+    times = [k * 0.25e-6 for k in range(1, 81)]
+    delivered, acked = [], []
+    for t in times:
+        backend.advance_to(t)
+        delivered.append(cols["acked"][0])
+        acked.append(cols["acked_rt"][0])
+    early = [a for t, a in zip(times, acked, strict=True) if t < rtt0]
+    assert delivered[0] > 0 and max(early) == 0.0
+    for t, a in zip(times, acked, strict=True):
+        if t > rtt0 + 1e-6:
+            assert a == pytest.approx(float(np.interp(t - rtt0, [0.0, *times], [0.0, *delivered])), rel=1e-6)
 
 
 def head_start_lead_us(window: str, reverse: bool) -> float:

@@ -77,9 +77,13 @@ _COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
     "hop": ((MAX_HOP_RECORDS, HOP_FIELDS), np.float64), "mark": ((3,), np.float64),
     "pend": ((MAX_PENDING_CNPS,), np.float64), "npend": ((), np.int64), "rates": ((), np.float64),
     "bn": ((), np.int64), "offered": ((), np.float64), "send": ((), np.float64), "sent": ((), np.float64),
-    "acked_rt": ((), np.float64), "qport": ((), np.int64),
+    "acked_rt": ((), np.float64), "qport": ((), np.int64), "ackq": ((-1, 2), np.float64),
+    "ackp": ((3,), np.int64),
 }
-"""Per-flow columns: shape after the row axis (``(0,)`` = as wide as the longest route) and dtype."""
+"""Per-flow columns: shape after the row axis (``(0,)`` = as wide as the longest route, ``-1`` = the ACK
+ring's length) and dtype."""
+ACK_RING = 128
+"""Window as bytes in flight: (time, bytes) records of a flow's ACKs in flight, one per step."""
 
 
 class _Route(NamedTuple):
@@ -108,11 +112,11 @@ class _FlowTable:
     """Flows in preallocated columns, one row per flow in start order (live, or retired by the kernel
     once drained until the next compaction); kernels get the whole columns and work on rows [0, n)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ring: int = 1) -> None:
         self.n = 0
         self.width = 1
         self.cols: dict[str, np.ndarray] = {
-            k: np.zeros((64, *(self.width if d == 0 else d for d in shape)), dtype=dtype)
+            k: np.zeros((64, *({0: self.width, -1: ring}.get(d, d) for d in shape)), dtype=dtype)
             for k, (shape, dtype) in _COLUMNS.items()}
         self.version = 0  # bumped whenever a column is reallocated (arrays handed out before are stale)
 
@@ -139,7 +143,8 @@ class _FlowTable:
             cols[k][i] = getattr(route, k)
         fresh: tuple[tuple[str, Any], ...] = (
             ("ids", flow_id), ("rem", size_bytes), ("acked", 0.0), ("mark", mark), ("npend", 0), ("rates", 0.0),
-            ("bn", -1), ("offered", 0.0), ("send", 0.0), ("sent", 0.0), ("acked_rt", 0.0), ("qport", -1))
+            ("bn", -1), ("offered", 0.0), ("send", 0.0), ("sent", 0.0), ("acked_rt", 0.0), ("qport", -1),
+            ("ackp", 0))
         for k, v in fresh:
             cols[k][i] = v
         self.n += 1
@@ -178,7 +183,8 @@ class FluidBackend(NetworkBackend):
         self._tx = np.zeros(n_links)
         self._counters = np.zeros(3, dtype=np.int64)
         self._t = 0.0
-        self._cols = _FlowTable()  # live flows and retired (drained) rows not yet compacted away
+        # live flows and retired (drained) rows not yet compacted away
+        self._cols = _FlowTable(ACK_RING if self._win_bytes else 1)
         self._live = 0
         self._args: tuple | None = None  # kernel arguments over the flow table's columns
         self._args_version = -1
@@ -237,7 +243,7 @@ class FluidBackend(NetworkBackend):
                 *(col[k] for k in ("links", "coefs", "hops", "nfwd", "first", "cc_on", "rem", "acked", "win", "rtt0",
                                    "dcoef", "line", "st", "hop")),
                 self._ccp, *(col[k] for k in ("mark", "pend", "npend", "rates", "bn", "offered", "send", "sent",
-                                                          "acked_rt", "qport")),
+                                                          "acked_rt", "qport", "ackq", "ackp")),
                 s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax), s.switch_egress, self._counters,
             )
         return self._args

@@ -8,9 +8,10 @@ crosses one; an HPCC flow receives one ACK per step whose INT records are the fl
 
 Windows: a rate (window / RTT) with max-min sharing of the delivered rates, or, with ``win_bytes``
 (``fluid_window=bytes``), bytes in flight: each flow keeps its bytes sent, delivered
-(``acked``: through its bottleneck) and acknowledged (``acked_rt``: the delivered bytes one round trip
-later), and its own backlog (sent − delivered) at its queueing port, which serves its flows' bytes in
-proportion to their share of its backlog (FIFO in the fluid limit).
+(``acked``: through its bottleneck) and acknowledged (``acked_rt``: ACKs come back a round trip after
+delivery, queueing on the way as the ACK path's ports show when they reach them), and its own backlog
+(sent − delivered) at its queueing port, which serves its flows' bytes in proportion to their share of
+its backlog (FIFO in the fluid limit).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ QUIET_REL = 1e-3
 """An HPCC rate that moves less than this (relative) in a step counts as settled."""
 STATIC, DYNAMIC, HPCC_ONLY = 0, 1, 2
 WINDOW_STEP_S = 1e-6
-"""Window as bytes in flight: the bytes a window has left are offered over this time (one step)."""
+"""Window as bytes in flight: what the window lets out over this time (one step), with the ACKs back by
+then, is its offer."""
 BACKLOG_EPS = 1e-3
 """Window as bytes in flight: a flow's own backlog below this many bytes counts as empty."""
 CNP_MERGE_S = 1e-6
@@ -96,6 +98,62 @@ def _fifo_caps(n, links, coefs, nfwd, sent, acked, qport, rr, cap, q):
 
 
 @njit(cache=True)
+def _ack_push(f, t_queue, acked_b, ackq, ackp):
+    """Window as bytes in flight: the ACKs of flow f's first ``acked_b`` delivered bytes reach the queues
+    of the ACK path at ``t_queue`` (a record not yet resolved). ackp[f] = (first record, records,
+    resolved records); a full ring drops its oldest record."""
+    size = ackq.shape[1]
+    h, k, r = ackp[f, 0], ackp[f, 1], ackp[f, 2]
+    if k == size:
+        h = (h + 1) % size
+        k -= 1
+        r = max(r - 1, 0)
+    i = (h + k) % size
+    ackq[f, i, 0] = t_queue
+    ackq[f, i, 1] = acked_b
+    ackp[f, 0], ackp[f, 1], ackp[f, 2] = h, k + 1, r
+
+
+@njit(cache=True)
+def _ack_resolve(f, now_s, wait_s, ackq, ackp):
+    """ACK records that have reached the ACK path's queues by now return ``wait_s`` (those queues' delay
+    now plus the rest of the way) later (FIFO); return times are kept non-decreasing."""
+    size = ackq.shape[1]
+    h, k, r = ackp[f, 0], ackp[f, 1], ackp[f, 2]
+    while r < k and ackq[f, (h + r) % size, 0] <= now_s:
+        i = (h + r) % size
+        ackq[f, i, 0] += wait_s
+        if r > 0:
+            ackq[f, i, 0] = max(ackq[f, i, 0], ackq[f, (h + r - 1) % size, 0])
+        r += 1
+    ackp[f, 2] = r
+
+
+@njit(cache=True)
+def _acked_by(f, t, wait_s, ackq, ackp, pop):
+    """Bytes of flow f acknowledged by time t, linear between its return records (a record not yet
+    resolved is taken to return ``wait_s`` after it reaches the queues). ``pop`` drops the records t
+    has passed."""
+    size = ackq.shape[1]
+    h, k, r = ackp[f, 0], ackp[f, 1], ackp[f, 2]
+    if k == 0:
+        return 0.0
+    t0, b0 = ackq[f, h, 0] + (0.0 if r > 0 else wait_s), ackq[f, h, 1]
+    t1 = t0
+    while k > 1:
+        j = (h + 1) % size
+        t1 = max(ackq[f, j, 0] + (0.0 if r > 1 else wait_s), t0)
+        if t1 > t:
+            break
+        h, k, r, t0, b0 = j, k - 1, max(r - 1, 0), t1, ackq[f, j, 1]
+    if pop:
+        ackp[f, 0], ackp[f, 1], ackp[f, 2] = h, k, r
+    if k == 1 or t <= t0:
+        return b0
+    return b0 + (ackq[f, (h + 1) % size, 1] - b0) * (t - t0) / (t1 - t0)
+
+
+@njit(cache=True)
 def _cnp_arrives(pend, npend, f, t_end, due):
     """Flow f's CNPs in flight are pend[:npend[f]] (arrival times): deliver those due by ``t_end``, then
     add one due at ``due`` (if ≥ 0) unless one already arrives within CNP_MERGE_S of it (DCQCN reacts to
@@ -123,6 +181,7 @@ def _cnp_arrives(pend, npend, f, t_end, due):
 def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
+               ackq, ackp,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Advance the fluid state of flows [0, n) by ``dt`` seconds from ``now_s`` (rates held constant over
     the step). counters: [pause events, CNPs, HPCC updates]. Returns whether a CC rate moved in this step
@@ -130,20 +189,23 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
     n_links = cap.shape[0]
     rtt_hops = hops if ack_queues else nfwd  # whether ACKs queue behind reverse traffic in a round trip
     # 1. offered rate: CC rate and window (as a rate over the RTT with queueing delay, or as bytes in flight)
-    ack_lag = np.empty(n if win_bytes else 0)  # bytes in flight: a round trip from the bottleneck back
+    ack_wait = np.empty(n if win_bytes else 0)  # bytes in flight: what an ACK still has ahead of it
     for f in range(n):
         o = line_Bps[f]
         if cc_on[f] and mode != MODE_NONE:
             o = min(o, st[f, RATE] / 8.0 / dcoef[f])
-        if win_bytes:
-            ack_lag[f] = rtt0[f] + _queue_delay_s(f, hops, links, q, cap, nfwd[f])
+        if win_bytes:  # ACKs reach the ACK path's queues half a round trip after the bytes are delivered
+            ack_wait[f] = 0.5 * rtt0[f] + _queue_delay_s(f, hops, links, q, cap, nfwd[f])
+            _ack_resolve(f, now_s, ack_wait[f], ackq, ackp)
+            if ackp[f, 1] == 0 or dt > 0.0:
+                _ack_push(f, now_s + 0.5 * rtt0[f], acked[f], ackq, ackp)
         if has_win and win[f] > 0:
             w = win[f]
             if var_win and cc_on[f] and mode != MODE_NONE:
                 w = max(np.floor(win[f] * st[f, RATE] / st[f, MAX_RATE]), 1.0)
-            if win_bytes:  # what returning ACKs open plus what the window has left
-                o = min(o, max(acked[f] - acked_rt[f], 0.0) / ack_lag[f]
-                        + max(w - (sent[f] - acked_rt[f]), 0.0) / WINDOW_STEP_S)
+            if win_bytes:  # what the window lets out over the next step, with the ACKs back by then
+                acks = max(_acked_by(f, now_s + WINDOW_STEP_S, ack_wait[f], ackq, ackp, False), acked_rt[f])
+                o = min(o, max(acks + w - sent[f], 0.0) / WINDOW_STEP_S)
             else:
                 o = min(o, w / (rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0)))
         offered[f] = o
@@ -224,12 +286,11 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
         out = min(send[f] * dt, rem[f])
         got = rates[f] * dt
         rem[f] -= out
-        if win_bytes:  # never more delivered than sent; ACKs follow the delivered bytes one lag behind
+        if win_bytes:  # never more delivered than sent; ACKs come back a round trip after delivery
             sent[f] += out
             got = min(got, sent[f] - acked[f])
-            off = acked_rt[f] - acked[f] + rates[f] * ack_lag[f]  # off the steady lag: decays
             acked[f] += got
-            acked_rt[f] = acked[f] - rates[f] * ack_lag[f] + off * np.exp(-dt / ack_lag[f])
+            acked_rt[f] = max(acked_rt[f], _acked_by(f, t_end, ack_wait[f], ackq, ackp, True))
         else:
             acked[f] += got
         if not cc_on[f] or mode == MODE_NONE:
@@ -360,6 +421,7 @@ def _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered
 def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
+               ackq, ackp,
                cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Rates for the current flow set (a zero-length step unless ``fresh``), then (time to the next
     drain or DCQCN timer at those rates, whether the state is dynamic)."""
@@ -367,7 +429,7 @@ def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload, random
         fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                    links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                    st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
-                   cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
+                   ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
     kind = is_dynamic(n, mode, q, send, rates, cc_on, st, npend, win_bytes, sent, acked, acked_rt, win)
     return next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates), kind != STATIC
 
@@ -377,6 +439,7 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
               mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
+               ackq, ackp,
               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
     ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain or
@@ -398,7 +461,7 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
                      next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates))
             kind = is_dynamic(n, mode, q, send, rates, cc_on, st, npend, win_bytes, sent, acked, acked_rt, win)
             step = min(2.0 * step, max_step_s) if kind == HPCC_ONLY and not moved else step_s
-            if kind != STATIC:
+            if kind != STATIC or dt == np.inf:  # (flows left and no event ahead: their rates are stale)
                 dt = min(dt, step)
             dt = max(dt, 0.0)
         else:
@@ -407,8 +470,8 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
         moved = fluid_step(dt, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                            links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef,
                            line_Bps, st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
-                           sent, acked_rt, qport, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress,
-                           counters)
+                           sent, acked_rt, qport, ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax,
+                           switch_egress, counters)
         fresh = not (moved and mode == MODE_DCQCN)  # a DCQCN timer or CNP changed a rate: new rates first
         t = t_s if dt >= t_s - t else t + dt
         steps += 1
