@@ -1,6 +1,6 @@
 """Scenario tests of the fluid backend (docs/network-fluid.md): the packet backend's scenarios where
 they apply — lossless conservation, PFC under no CC, HPCC's near-empty queue, DCQCN's slower
-convergence — plus determinism. Incast: 16 hosts of a 17-host star send to host 0; the bottleneck is
+convergence — plus determinism, each with windows as rates and as bytes in flight. Incast: 16 hosts of a 17-host star send to host 0; the bottleneck is
 the switch port towards host 0 (link 1)."""
 
 from __future__ import annotations
@@ -44,14 +44,18 @@ def closed_form_s(params, size_bytes: int) -> float:
     return wire * 8 / BW_BPS + 4 * 500e-9
 
 
-def queue_at(mode: str, t_s: float, size_bytes: int = 4_000_000) -> float:
-    backend, _ = incast(mode, size_bytes)
+WINDOWS = pytest.mark.parametrize("window", ["rate", "bytes"])
+
+
+def queue_at(mode: str, t_s: float, window: str, size_bytes: int = 4_000_000) -> float:
+    backend, _ = incast(mode, size_bytes, fluid_window=window)
     backend.advance_to(t_s)
     return float(backend.diagnostics()["queue_bytes"][BOTTLENECK])
 
 
-def test_lossless_conservation_without_cc():
-    backend, params = incast("ib_cc0", 1_000_000)
+@WINDOWS
+def test_lossless_conservation_without_cc(window):
+    backend, params = incast("ib_cc0", 1_000_000, fluid_window=window)
     done = drain(backend)
     assert sorted(f for f, _ in done) == list(range(1, SENDERS + 1))
     t_last = max(t for _, t in done)
@@ -59,34 +63,38 @@ def test_lossless_conservation_without_cc():
     assert backend.diagnostics()["pause_events"] == 0
 
 
-def test_pfc_pauses_under_no_cc_and_stays_lossless():
+@WINDOWS
+def test_pfc_pauses_under_no_cc_and_stays_lossless(window):
     # a 512 KB buffer: the standing queue the BDP windows build (~1.5 MB) crosses the dynamic threshold
-    backend, params = incast("ib_cc0", 1_000_000, buffer_bytes=512_000)
+    backend, params = incast("ib_cc0", 1_000_000, buffer_bytes=512_000, fluid_window=window)
     done = drain(backend)
     assert backend.diagnostics()["pause_events"] > 0
     assert len(done) == SENDERS
     assert abs(max(t for _, t in done) / closed_form_s(params, 1_000_000) - 1) < 0.02
 
 
-def test_hpcc_keeps_the_queue_near_zero():
+@WINDOWS
+def test_hpcc_keeps_the_queue_near_zero(window):
     t = 200e-6
-    q_none, q_hpcc = queue_at("ib_cc0", t), queue_at("ib_hpcc", t)
+    q_none, q_hpcc = queue_at("ib_cc0", t, window), queue_at("ib_hpcc", t, window)
     assert q_none > 1e6  # no CC: the windows' standing queue, about 16 BDPs
     assert q_hpcc < 0.02 * q_none
 
 
-def test_dcqcn_converges_slower_than_hpcc():
+@WINDOWS
+def test_dcqcn_converges_slower_than_hpcc(window):
     # 30 µs after the incast starts HPCC has emptied the queue; DCQCN (cuts every 4 µs, alpha/2) has not
     t = 30e-6
-    q_hpcc, q_dcqcn = queue_at("roce_hpcc", t), queue_at("roce_dcqcn", t)
+    q_hpcc, q_dcqcn = queue_at("roce_hpcc", t, window), queue_at("roce_dcqcn", t, window)
     assert q_dcqcn > 10 * max(q_hpcc, 1000.0)
     # and DCQCN does bring it down eventually
-    assert queue_at("roce_dcqcn", 400e-6) < 0.5 * q_dcqcn
+    assert queue_at("roce_dcqcn", 400e-6, window) < 0.5 * q_dcqcn
 
 
-def test_deterministic():
-    a = drain(incast("roce_dcqcn", 300_000)[0])
-    b = drain(incast("roce_dcqcn", 300_000)[0])
+@WINDOWS
+def test_deterministic(window):
+    a = drain(incast("roce_dcqcn", 300_000, fluid_window=window)[0])
+    b = drain(incast("roce_dcqcn", 300_000, fluid_window=window)[0])
     assert a == b
 
 
