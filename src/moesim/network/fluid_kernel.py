@@ -195,10 +195,11 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
         if cc_on[f] and mode != MODE_NONE:
             o = min(o, st[f, RATE] / 8.0 / dcoef[f])
         if win_bytes:  # ACKs reach the ACK path's queues half a round trip after the bytes are delivered
-            ack_wait[f] = 0.5 * rtt0[f] + _queue_delay_s(f, hops, links, q, cap, nfwd[f])
+            half_rtt = 0.5 * rtt0[f]
+            ack_wait[f] = half_rtt + _queue_delay_s(f, hops, links, q, cap, nfwd[f])
             _ack_resolve(f, now_s, ack_wait[f], ackq, ackp)
             if ackp[f, 1] == 0 or dt > 0.0:
-                _ack_push(f, now_s + 0.5 * rtt0[f], acked[f], ackq, ackp)
+                _ack_push(f, now_s + half_rtt, acked[f], ackq, ackp)
         if has_win and win[f] > 0:
             w = win[f]
             if var_win and cc_on[f] and mode != MODE_NONE:
@@ -439,8 +440,7 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
               mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
-               ackq, ackp,
-              cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
+              ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
     """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
     ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain or
     DCQCN timer. A flow drains when its last byte is sent; it completes ``lat`` plus its path's queueing
