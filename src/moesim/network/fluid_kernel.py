@@ -81,6 +81,14 @@ def _coef_at(f, k, links, coefs, nfwd):
 
 
 @njit(cache=True)
+def _window_bytes(f, mode, var_win, cc_on, win, st):
+    """Flow f's window: the per-pair BDP, scaled by its CC rate over its line rate under VAR_WIN (0: none)."""
+    if win[f] > 0 and var_win and cc_on[f] and mode != MODE_NONE:
+        return max(np.floor(win[f] * st[f, RATE] / st[f, MAX_RATE]), 1.0)
+    return win[f]
+
+
+@njit(cache=True)
 def _fifo_caps(n, links, coefs, nfwd, sent, acked, qport, rr, cap, q):
     """Window as bytes in flight: what each flow may be delivered in a step. A flow with its own backlog
     at its queueing port gets that port's rate in proportion to its share of the port's bytes (FIFO
@@ -201,9 +209,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
             if ackp[f, 1] == 0 or dt > 0.0:
                 _ack_push(f, now_s + half_rtt, acked[f], ackq, ackp)
         if has_win and win[f] > 0:
-            w = win[f]
-            if var_win and cc_on[f] and mode != MODE_NONE:
-                w = max(np.floor(win[f] * st[f, RATE] / st[f, MAX_RATE]), 1.0)
+            w = _window_bytes(f, mode, var_win, cc_on, win, st)
             if win_bytes:  # what the window lets out over the next step, with the ACKs back by then
                 acks = max(_acked_by(f, now_s + WINDOW_STEP_S, ack_wait[f], ackq, ackp, False), acked_rt[f])
                 o = min(o, max(acks + w - sent[f], 0.0) / WINDOW_STEP_S)
@@ -380,18 +386,20 @@ def next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, ack
 
 
 @njit(cache=True)
-def is_dynamic(n, mode, q, send, rates, cc_on, st, npend, win_bytes, sent, acked, acked_rt, win):
-    """STATIC, DYNAMIC (a backlog, a flow sending above what it gets, a DCQCN flow with CNPs in flight; with
-    ``win_bytes`` also a flow's own backlog or a full window)
+def is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked, acked_rt,
+               win):
+    """STATIC, DYNAMIC (a backlog, a flow sending above what it gets or, with bytes left, nothing at all, a
+    DCQCN flow with CNPs in flight; with ``win_bytes`` also a flow's own backlog or a full window)
     or HPCC_ONLY (nothing moves but HPCC flows' rates). A DCQCN rate otherwise changes only when a
     rate-changing timer fires: ``next_event_dt`` stops there."""
     for k in range(q.shape[0]):
         if q[k] > 0.0:
             return DYNAMIC
     for f in range(n):
-        if send[f] > rates[f] * (1 + 1e-9):
+        if send[f] > rates[f] * (1 + 1e-9) or (send[f] == 0.0 and 0.0 < rem[f] < np.inf):
             return DYNAMIC
-        if win_bytes and (sent[f] - acked[f] > BACKLOG_EPS or 0 < win[f] - 1.0 < sent[f] - acked_rt[f]):
+        if win_bytes and (sent[f] - acked[f] > BACKLOG_EPS
+                          or 0 < _window_bytes(f, mode, var_win, cc_on, win, st) - 1.0 < sent[f] - acked_rt[f]):
             return DYNAMIC  # an own backlog being served, or a window waiting on ACKs
     kind = STATIC
     for f in range(n):
@@ -431,7 +439,8 @@ def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload, random
                    links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                    st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                    ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
-    kind = is_dynamic(n, mode, q, send, rates, cc_on, st, npend, win_bytes, sent, acked, acked_rt, win)
+    kind = is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked,
+                      acked_rt, win)
     return next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates), kind != STATIC
 
 
@@ -459,9 +468,10 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
         if fresh:
             dt = min(t_s - t,
                      next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates))
-            kind = is_dynamic(n, mode, q, send, rates, cc_on, st, npend, win_bytes, sent, acked, acked_rt, win)
+            kind = is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked,
+                      acked_rt, win)
             step = min(2.0 * step, max_step_s) if kind == HPCC_ONLY and not moved else step_s
-            if kind != STATIC or dt == np.inf:  # (flows left and no event ahead: their rates are stale)
+            if kind != STATIC:
                 dt = min(dt, step)
             dt = max(dt, 0.0)
         else:
