@@ -12,6 +12,7 @@ alternating, on ring or dbt). That gives per-configuration wall-time errors plus
     python benchmarks/fluid_accuracy.py --tokens 256 --set fluid_marks=random   # a fluid variant
     python benchmarks/fluid_accuracy.py --tokens 256 --jitter-seeds 3 --workers 2   # medians over 10 ns jitter
     python benchmarks/fluid_accuracy.py --tokens 256 --backend flow   # the flow backend on the same set
+    python benchmarks/fluid_accuracy.py --list benchmarks/study_scale_set.txt --tokens 4096   # at study scale
 
 Prints the table and the median / worst relative wall-time error; exits 1 when the median exceeds
 --median-target (3 %).
@@ -49,6 +50,22 @@ def validation_set(n: int) -> list[tuple[str, str, str, str]]:
         out += [(topo, strat, "ring_direct", "roce_hpcc"), (topo, strat, "ring_direct", "roce_dcqcn"),
                 (topo, strat, "dbt_direct", "roce_hpcc"), (topo, strat, extra_alg, extra_net)]
     return out[:n]
+
+
+def read_list(path: Path) -> list[tuple[str, str, str, str]]:
+    """Configurations from a file, one ``topology strategy algorithm mode`` per line (``#`` comments)."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SystemExit(f"{path}: {e.strerror}") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        words = line.split("#")[0].split()
+        if words and len(words) != 4:
+            raise SystemExit(f"{path}:{n}: expected 'topology strategy algorithm mode', got {line.strip()!r}")
+        if words:
+            out.append((words[0], words[1], words[2], words[3]))
+    return out
 
 
 def run_pair(cfg: tuple[str, str, str, str], tokens: int, cache: dict[str, float],
@@ -108,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", type=int, default=48, help="how many configurations of the validation list")
     ap.add_argument("--start", type=int, default=0, help="skip the first configurations (run a slice)")
     ap.add_argument("--quick", action="store_true", help="the 4-configuration CI set at tokens=256")
+    ap.add_argument("--list", type=Path, default=None,
+                    help="configurations from a file instead (one 'topology strategy algorithm mode' per line)")
     ap.add_argument("--tokens", type=int, default=None, help="tokens override (default 1024, quick 256)")
     ap.add_argument("--packet-cache", type=Path, default=None,
                     help="JSON file of packet wall times (read, and updated atomically): the packet backend is slow")
@@ -122,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worst-target", type=float, default=0.10)
     args = ap.parse_args(argv)
     overrides = parse_set(args.overrides)
-    cfgs = list(QUICK) if args.quick else validation_set(args.configs)[args.start:]
+    listed = read_list(args.list) if args.list else validation_set(args.configs)
+    cfgs = list(QUICK) if args.quick else listed[args.start:]
     tokens = args.tokens or (256 if args.quick else 1024)
     cache = json.loads(args.packet_cache.read_text()) if args.packet_cache and args.packet_cache.exists() else {}
     results = {}
