@@ -1,12 +1,16 @@
-"""A TP ring all-reduce whose ranks start at different times, on every backend (docs/fluid-accuracy.md).
+"""A TP ring all-reduce (or another collective) whose ranks start at different times, on every backend
+(docs/fluid-accuracy.md).
 
     python benchmarks/staggered_ring.py 4 TP16EP2 roce_hpcc [--offsets-us 87,74,88,89,0,68,84,62]
+    python benchmarks/staggered_ring.py 2 TP8EP4 ib_cc0 --node ep_dispatch --tokens 4096 --offsets-us 0,4
+        --backends packet,fluid --set fluid_window=bytes
 
 In a study run the TP all-reduce after the EP combine starts on each rank when that rank's combine
 ends, so its ranks start up to ~100 µs apart. This runs only that collective (V4 Flash, 256 tokens
-unless ``--tokens``, ``tp_allreduce_out`` of the first layer, chunked as in the study), rank r starting
-``offsets[r mod len(offsets)]`` µs late (the default: the combine ends of topology 4 TP16EP2 ring at
-packet level), and prints per backend when the ranks finish and how long after the last start.
+unless ``--tokens``, ``tp_allreduce_out`` of the first layer unless ``--node``, chunked as in the
+study), rank r starting ``offsets[r mod len(offsets)]`` µs late (the default: the combine ends of
+topology 4 TP16EP2 ring at packet level), and prints per backend when the ranks finish, how long after
+the last start, and when the last rank of each start offset ends. ``--set`` applies to the fluid runs.
 With every offset 0 all backends agree. Writes nothing.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from moesim.commands.run import parse_set
 from moesim.system.engine import Simulation
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
@@ -22,12 +27,14 @@ from moesim.workload.graph import Node, NodeKind
 
 
 def ends_us(topology: str, strategy: str, mode: str, backend: str, offsets_us: list[float],
-            tokens: int = 256) -> list[float]:
-    spec = RunSpec("deepseek-v4-flash", topology, strategy, "ring_direct", mode, backend, (("tokens", tokens),))
+            tokens: int = 256, node_name: str = "tp_allreduce_out",
+            overrides: tuple[tuple[str, object], ...] = ()) -> list[float]:
+    spec = RunSpec("deepseek-v4-flash", topology, strategy, "ring_direct", mode, backend,
+                   tuple(sorted((("tokens", tokens), *overrides))))
     _, _, params, topo, workload, settings, backend_cls, _ = prepare(spec)
     graphs = []
     for g in workload.graphs:
-        node = next(n for n in g.nodes if n.name.startswith("tp_allreduce_out"))
+        node = next(n for n in g.nodes if n.name.startswith(node_name))
         wait = Node(-1, "wait", NodeKind.COMPUTE, duration_ns=round(offsets_us[g.rank % len(offsets_us)] * 1e3))
         graphs.append(dataclasses.replace(g, nodes=(wait, dataclasses.replace(node, deps=(-1,)))))
     sim = Simulation(dataclasses.replace(workload, graphs=tuple(graphs)), topo, backend_cls(topo, params),
@@ -43,12 +50,18 @@ def main() -> None:
     ap.add_argument("--offsets-us", default="87,74,88,89,0,68,84,62")
     ap.add_argument("--backends", default="packet,fluid,flow")
     ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--node", default="tp_allreduce_out", help="the first-layer node to run, e.g. ep_dispatch")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="parameter override for the fluid runs, e.g. fluid_window=bytes")
     args = ap.parse_args()
     offsets = [float(x) for x in args.offsets_us.split(",")]
     for backend in args.backends.split(","):
-        ends = ends_us(args.topology, args.strategy, args.mode, backend, offsets, args.tokens)
+        extra = tuple(parse_set(args.overrides)) if backend == "fluid" else ()
+        ends = ends_us(args.topology, args.strategy, args.mode, backend, offsets, args.tokens, args.node, extra)
+        last = {o: max(e for r, e in enumerate(ends) if offsets[r % len(offsets)] == o) for o in sorted(set(offsets))}
         print(f"{backend:6s}: ranks end {min(ends):7.1f}–{max(ends):7.1f} µs, "
-              f"{max(ends) - max(offsets):6.1f} µs after the last start ({max(offsets):.0f} µs)")
+              f"{max(ends) - max(offsets):6.1f} µs after the last start ({max(offsets):.0f} µs); last end by start "
+              "offset: " + ", ".join(f"{o:g} µs late → {t:.1f}" for o, t in last.items()))
 
 
 if __name__ == "__main__":

@@ -469,7 +469,7 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
             dt = min(t_s - t,
                      next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates))
             kind = is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked,
-                      acked_rt, win)
+                              acked_rt, win)
             step = min(2.0 * step, max_step_s) if kind == HPCC_ONLY and not moved else step_s
             if kind != STATIC:
                 dt = min(dt, step)
