@@ -60,14 +60,16 @@ def test_mark_draws_are_exp1_and_pure():
 
 
 def one_flow_kind(mode: int, win_bytes: bool, in_flight_bytes: float, send_Bps: float = 1e9) -> int:
-    """is_dynamic for one HPCC-capable flow with 1 MB left, no backlog anywhere, a 100 kB BDP window under
-    VAR_WIN and a CC rate of half its line rate (so its window is 50 kB), ``in_flight_bytes`` unacknowledged."""
+    """is_dynamic for one HPCC-capable flow with 1 MB left, no backlog anywhere, a 100 kB BDP window
+    under VAR_WIN and a CC rate of half its line rate (so its window is 50 kB), ``in_flight_bytes``
+    unacknowledged."""
     st = np.zeros((1, MAX_SLOTS))
     st[0, RATE], st[0, MAX_RATE] = 50e9, 100e9
     sent = np.array([1e6 + in_flight_bytes])
-    return is_dynamic(1, mode, True, np.zeros(2), np.array([send_Bps]), np.array([send_Bps]), np.array([True]), st,
-                      np.zeros(1, dtype=np.int64), win_bytes, np.array([1e6]), sent, sent.copy(), np.array([1e6]),
-                      np.array([100e3]))
+    send = np.array([send_Bps])
+    return is_dynamic(1, mode, True, np.zeros(2), send, send.copy(), np.array([True]), st,
+                      np.zeros(1, dtype=np.int64), win_bytes, np.array([1e6]), sent, sent.copy(),
+                      np.array([1e6]), np.array([100e3]))
 
 
 def test_a_window_waiting_on_acks_keeps_stepping_also_when_var_win_shrinks_it():

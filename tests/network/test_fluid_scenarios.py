@@ -1,7 +1,7 @@
 """Scenario tests of the fluid backend (docs/network-fluid.md): the packet backend's scenarios where
 they apply — lossless conservation, PFC under no CC, HPCC's near-empty queue, DCQCN's slower
-convergence — plus determinism, each with windows as rates and as bytes in flight. Incast: 16 hosts of a 17-host star send to host 0; the bottleneck is
-the switch port towards host 0 (link 1)."""
+convergence — plus determinism, each with windows as rates and as bytes in flight. Incast: 16 hosts
+of a 17-host star send to host 0; the bottleneck is the switch port towards host 0 (link 1)."""
 
 from __future__ import annotations
 

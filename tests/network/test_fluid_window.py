@@ -1,6 +1,6 @@
 """The fluid backend's window as bytes in flight (``fluid_window=bytes``, docs/network-fluid.md): ACKs
-come back a round trip after the bytes are delivered, a flow's own backlog is served FIFO at its queueing port,
-and a head start at a shared NIC shrinks behind the reverse traffic as at packet level."""
+come back a round trip after the bytes are delivered, a flow's own backlog is served FIFO at its
+queueing port, and a head start at a shared NIC shrinks behind the reverse traffic as at packet level."""
 
 from __future__ import annotations
 
