@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit
 
 from moesim.network.base import BACKENDS, Flow, NetworkBackend
+from moesim.network.jit import helper
 from moesim.network.params import NetworkParams
 from moesim.topology.model import Topology
 
@@ -32,11 +33,18 @@ def waterfill_capped(links, coefs, hops, nfwd, cap, demand_cap, rates, bottlenec
     only carries its ACKs (measured at packet level: docs/network.md).
     Writes rates and, per flow, the link that froze it (-1 when its own cap did)."""
     n, n_links = links.shape[0], cap.shape[0]
-    frozen = np.zeros(n, dtype=np.bool_)
-    used = np.zeros(n_links)
-    demand = np.zeros(n_links)
-    carries_data = np.zeros(n_links, dtype=np.bool_)
-    level = np.empty(n_links)
+    waterfill_into(links, coefs, hops, nfwd, cap, demand_cap, rates, bottleneck, np.empty(n, dtype=np.bool_),
+                   np.empty((3, n_links)), np.empty(n_links, dtype=np.bool_))
+
+
+@helper
+def waterfill_into(links, coefs, hops, nfwd, cap, demand_cap, rates, bottleneck, frozen, work, carries_data):
+    """``waterfill_capped`` in caller-provided scratch (no allocation, for kernels compiled without
+    reference counting): ``frozen`` (≥ n flows), ``work`` (3 × links) and ``carries_data`` (links)."""
+    n, n_links = links.shape[0], cap.shape[0]
+    frozen[:n] = False
+    used, demand, level = work[0], work[1], work[2]
+    used[:] = 0.0
     left = n
     while left > 0:
         demand[:] = 0.0

@@ -23,7 +23,7 @@ import numpy as np
 
 from moesim.network.base import BACKENDS, Flow, NetworkBackend
 from moesim.network.cc import algorithm_for_mode
-from moesim.network.cc.base import HOP_FIELDS, MAX_SLOTS
+from moesim.network.cc.base import HOP_FIELDS, INT_FIELDS, MAX_SLOTS
 from moesim.network.flow import _PathModel
 from moesim.network.fluid_kernel import (
     MODE_DCQCN,
@@ -79,6 +79,9 @@ _COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
     "bn": ((), np.int64), "offered": ((), np.float64), "send": ((), np.float64), "sent": ((), np.float64),
     "acked_rt": ((), np.float64), "qport": ((), np.int64), "ackq": ((-1, 2), np.float64),
     "ackp": ((3,), np.int64),
+    # the kernels' scratch (they allocate nothing) and fluid_run's drained flows
+    "fws": ((3,), np.float64), "iws": ((2,), np.int64), "frozen": ((), np.bool_), "done_ids": ((), np.int64),
+    "done_t": ((), np.float64),
 }
 """Per-flow columns: shape after the row axis (``(0,)`` = as wide as the longest route, ``-1`` = the ACK
 ring's length) and dtype."""
@@ -182,6 +185,9 @@ class FluidBackend(NetworkBackend):
         self._q = np.zeros(n_links)
         self._tx = np.zeros(n_links)
         self._counters = np.zeros(3, dtype=np.int64)
+        self._lws = np.zeros((9, n_links))  # the kernels' scratch per link
+        self._lbws = np.zeros((2, n_links), dtype=np.bool_)
+        self._ints = np.zeros((MAX_HOP_RECORDS, INT_FIELDS), dtype=np.int64)
         self._t = 0.0
         # live flows and retired (drained) rows not yet compacted away
         self._cols = _FlowTable(ACK_RING if self._win_bytes else 1)
@@ -245,6 +251,7 @@ class FluidBackend(NetworkBackend):
                 self._ccp, *(col[k] for k in ("mark", "pend", "npend", "rates", "bn", "offered", "send", "sent",
                                                           "acked_rt", "qport", "ackq", "ackp")),
                 s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax), s.switch_egress, self._counters,
+                *(col[k] for k in ("fws", "iws", "frozen")), self._lws, self._lbws, self._ints,
             )
         return self._args
 
@@ -258,11 +265,13 @@ class FluidBackend(NetworkBackend):
             return
         if self._live:
             c = self._cols
-            self._t, steps, self._fresh, self._live, ids, times = fluid_run(
+            self._t, steps, self._fresh, self._live, n_done = fluid_run(
                 self._t, t_s, self._fresh, self._live, c.n, FLUID_STEP_S, FLUID_MAX_STEP_S, MAX_STEPS_PER_CALL,
-                until_completion, c.cols["ids"], c.cols["lat"], *self._kernel_args())
+                until_completion, c.cols["ids"], c.cols["lat"], c.cols["done_ids"], c.cols["done_t"],
+                *self._kernel_args())
             self.steps += steps
-            for flow_id, t in zip(ids.tolist(), times.tolist(), strict=True):
+            for flow_id, t in zip(c.cols["done_ids"][:n_done].tolist(), c.cols["done_t"][:n_done].tolist(),
+                                  strict=True):
                 self._push_done(t, flow_id)
             if 2 * self._live < c.n:  # retired rows outnumber live ones: compact
                 c.keep(c.cols["rem"][: c.n] < math.inf)

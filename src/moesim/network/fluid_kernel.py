@@ -17,11 +17,11 @@ its backlog (FIFO in the fluid limit).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from moesim.network.cc import dcqcn, hpcc
 from moesim.network.cc.base import INT_FIELDS, MAX_RATE, RATE
-from moesim.network.flow import waterfill_capped
+from moesim.network.flow import waterfill_into
+from moesim.network.jit import entry, helper
 
 MODE_NONE, MODE_DCQCN, MODE_HPCC = 0, 1, 3
 QUIET_REL = 1e-3
@@ -36,7 +36,7 @@ CNP_MERGE_S = 1e-6
 """A CNP due within this of one already in flight merges with it (DCQCN's alpha interval)."""
 
 
-@njit(cache=True)
+@helper
 def _fire_dcqcn_timers(st, p, now_ns):
     """Fire every DCQCN timer due at or before now (earliest first; ties in timer order)."""
     for _ in range(1000000):
@@ -50,7 +50,7 @@ def _fire_dcqcn_timers(st, p, now_ns):
         dcqcn.on_timer(st, p, best, tid)
 
 
-@njit(cache=True)
+@entry
 def exp_draw(seed, k):
     """The k-th Exp(1) draw of stream ``seed`` (splitmix64 of seed and k): a pure function, so a flow's
     marks depend only on its own key and the expected marks it has accumulated, never on the step grid."""
@@ -61,7 +61,7 @@ def exp_draw(seed, k):
     return -np.log((float(z >> np.uint64(11)) + 0.5) * 2.0 ** -53)
 
 
-@njit(cache=True)
+@helper
 def _queue_delay_s(f, nhops, links, q, cap, first):
     """Flow f's queueing delay over its hops ``first`` to ``nhops[f]``, their backlogs over their ports'
     rates (``nfwd``: the data path; ``hops``: the round trip, ACKs queueing behind the reverse traffic)."""
@@ -71,7 +71,7 @@ def _queue_delay_s(f, nhops, links, q, cap, first):
     return d
 
 
-@njit(cache=True)
+@helper
 def _coef_at(f, k, links, coefs, nfwd):
     """Flow f's wire bytes per payload byte at port k of its data path (0 if it does not cross it)."""
     for j in range(nfwd[f]):
@@ -80,7 +80,7 @@ def _coef_at(f, k, links, coefs, nfwd):
     return 0.0
 
 
-@njit(cache=True)
+@helper
 def _window_bytes(f, mode, var_win, cc_on, win, st):
     """Flow f's window: the per-pair BDP, scaled by its CC rate over its line rate under VAR_WIN (0: none)."""
     if win[f] > 0 and var_win and cc_on[f] and mode != MODE_NONE:
@@ -88,24 +88,25 @@ def _window_bytes(f, mode, var_win, cc_on, win, st):
     return win[f]
 
 
-@njit(cache=True)
-def _fifo_caps(n, links, coefs, nfwd, sent, acked, qport, rr, cap, q):
-    """Window as bytes in flight: what each flow may be delivered in a step. A flow with its own backlog
-    at its queueing port gets that port's rate in proportion to its share of the port's bytes (FIFO
-    service in the fluid limit), otherwise what it sends now."""
-    held = np.zeros(cap.shape[0])
+@helper
+def _fifo_caps(n, links, coefs, nfwd, sent, acked, qport, rr, cap, q, held, out):
+    """Window as bytes in flight: what each flow may be delivered in a step (into ``out``; ``held``:
+    scratch per link). A flow with its own backlog at its queueing port gets that port's rate in
+    proportion to its share of the port's bytes (FIFO service in the fluid limit), otherwise what it
+    sends now."""
+    held[:] = 0.0
     for f in range(n):
         if qport[f] >= 0:
             held[qport[f]] += _coef_at(f, qport[f], links, coefs, nfwd) * max(sent[f] - acked[f], 0.0)
-    out = rr.copy()
+    for f in range(n):
+        out[f] = rr[f]
     for f in range(n):
         p, b = qport[f], sent[f] - acked[f]
         if p >= 0 and held[p] > 0.0 and b > BACKLOG_EPS:
             out[f] = cap[p] * b / max(held[p], q[p])
-    return out
 
 
-@njit(cache=True)
+@helper
 def _ack_push(f, t_queue, acked_b, ackq, ackp):
     """Window as bytes in flight: the ACKs of flow f's first ``acked_b`` delivered bytes reach the queues
     of the ACK path at ``t_queue`` (a record not yet resolved). ackp[f] = (first record, records,
@@ -122,7 +123,7 @@ def _ack_push(f, t_queue, acked_b, ackq, ackp):
     ackp[f, 0], ackp[f, 1], ackp[f, 2] = h, k + 1, r
 
 
-@njit(cache=True)
+@helper
 def _ack_resolve(f, now_s, wait_s, ackq, ackp):
     """ACK records that have reached the ACK path's queues by now return ``wait_s`` (those queues' delay
     now plus the rest of the way) later (FIFO); return times are kept non-decreasing."""
@@ -137,7 +138,7 @@ def _ack_resolve(f, now_s, wait_s, ackq, ackp):
     ackp[f, 2] = r
 
 
-@njit(cache=True)
+@helper
 def _acked_by(f, t, wait_s, ackq, ackp, pop):
     """Bytes of flow f acknowledged by time t, linear between its return records (a record not yet
     resolved is taken to return ``wait_s`` after it reaches the queues). ``pop`` drops the records t
@@ -161,7 +162,7 @@ def _acked_by(f, t, wait_s, ackq, ackp, pop):
     return b0 + (ackq[f, (h + 1) % size, 1] - b0) * (t - t0) / (t1 - t0)
 
 
-@njit(cache=True)
+@helper
 def _cnp_arrives(pend, npend, f, t_end, due):
     """Flow f's CNPs in flight are pend[:npend[f]] (arrival times): deliver those due by ``t_end``, then
     add one due at ``due`` (if ≥ 0) unless one already arrives within CNP_MERGE_S of it (DCQCN reacts to
@@ -185,19 +186,25 @@ def _cnp_arrives(pend, npend, f, t_end, due):
     return arrived
 
 
-@njit(cache=True)
+@helper
 def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                ackq, ackp,
-               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
+               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters, fws, iws, frozen, lws, lbws,
+               ints):
     """Advance the fluid state of flows [0, n) by ``dt`` seconds from ``now_s`` (rates held constant over
     the step). counters: [pause events, CNPs, HPCC updates]. Returns whether a CC rate moved in this step
-    (an HPCC rate: by more than ``QUIET_REL``, relative)."""
+    (an HPCC rate: by more than ``QUIET_REL``, relative). The rest is scratch (the kernel allocates
+    nothing, see ``moesim.network.jit``): per flow ``fws`` (3 floats), ``iws`` (2 ints) and ``frozen``,
+    per link ``lws`` (9 floats) and ``lbws`` (2 bools), and ``ints`` (INT records of one flow)."""
     n_links = cap.shape[0]
+    ack_wait, rr, dcap = fws[:, 0], fws[:, 1], fws[:, 2]  # what an ACK still has ahead of it (bytes in
+    own, own_bn = iws[:, 0], iws[:, 1]  # flight); sending rates; deliverable rates
+    load, excess, owned, frac, arrive, held = lws[0], lws[1], lws[2], lws[3], lws[4], lws[5]
+    overloaded, carries_data = lbws[0], lbws[1]
     rtt_hops = hops if ack_queues else nfwd  # whether ACKs queue behind reverse traffic in a round trip
     # 1. offered rate: CC rate and window (as a rate over the RTT with queueing delay, or as bytes in flight)
-    ack_wait = np.empty(n if win_bytes else 0)  # bytes in flight: what an ACK still has ahead of it
     for f in range(n):
         o = line_Bps[f]
         if cc_on[f] and mode != MODE_NONE:
@@ -218,19 +225,24 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
         offered[f] = o
     # 2. what each sender puts on its own port: its NIC serves its flows round-robin, i.e. max-min on
     #    that port alone under the offers, whatever their downstream share
-    rr = np.empty(n)
-    own = np.minimum(hops[:n], 1)
-    waterfill_capped(first_queued[:n].reshape(n, 1), coefs[:n, :1], own, own, cap, offered[:n], rr,
-                     np.empty(n, dtype=np.int64))
+    for f in range(n):
+        own[f] = min(hops[f], 1)
+    waterfill_into(first_queued[:n].reshape(n, 1), coefs[:n, :1], own[:n], own[:n], cap, offered[:n], rr[:n],
+                   own_bn[:n], frozen, lws[6:9], carries_data)
     # 3. what the network delivers: max-min under those sending rates
-    dcap = _fifo_caps(n, links, coefs, nfwd, sent, acked, qport, rr, cap, q) if win_bytes else rr
-    waterfill_capped(links[:n], coefs[:n], hops[:n], nfwd[:n], cap, dcap, rates[:n], bottleneck[:n])
+    if win_bytes:
+        _fifo_caps(n, links, coefs, nfwd, sent, acked, qport, rr, cap, q, held, dcap)
+    else:
+        for f in range(n):
+            dcap[f] = rr[f]
+    waterfill_into(links[:n], coefs[:n], hops[:n], nfwd[:n], cap, dcap[:n], rates[:n], bottleneck[:n], frozen,
+                   lws[6:9], carries_data)
     # 4. queues: a flow bottlenecked at a switch egress beyond its own port keeps sending its share of
     #    its own port; the surplus over the delivered rate builds that bottleneck's backlog. An
     #    unsaturated port drains its backlog.
-    load = np.zeros(n_links)
-    excess = np.zeros(n_links)
-    owned = np.zeros(n_links)
+    load[:] = 0.0
+    excess[:] = 0.0
+    owned[:] = 0.0
     for f in range(n):
         for j in range(hops[f]):
             load[links[f, j]] += coefs[f, j] * rates[f]
@@ -250,7 +262,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
         elif b >= 0 and b != first_queued[f] and switch_egress[b] and rr[f] > rates[f]:
             send[f] = rr[f]
             excess[b] += _coef_at(f, b, links, coefs, nfwd) * (send[f] - rates[f])
-    frac = np.ones(n_links)
+    frac[:] = 1.0
     for k in range(n_links):
         tx_bytes[k] += load[k] * dt
         if not switch_egress[k]:
@@ -276,9 +288,12 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
             send[f] = rates[f] + frac[b] * (send[f] - rates[f])
     # a port whose ECN thresholds are 0 (ecn_unmapped_rate=zero) marks whenever its queue is not empty,
     # so at least while more arrives than it sends, even where the fluid lumps the backlog further on
-    overloaded = np.zeros(n_links, dtype=np.bool_)
-    if mode == MODE_DCQCN and qcn and kmax.min() == 0.0:
-        arrive = np.zeros(n_links)
+    overloaded[:] = False
+    zero_thresholds = False
+    for k in range(n_links):
+        zero_thresholds = zero_thresholds or kmax[k] == 0.0
+    if mode == MODE_DCQCN and qcn and zero_thresholds:
+        arrive[:] = 0.0
         for f in range(n):
             for h in range(1, nfwd[f]):
                 arrive[links[f, h]] += coefs[f, h] * send[f]
@@ -287,7 +302,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
     # 5. bytes and congestion-control reactions at the end of the step
     t_end = now_s + dt
     now_ns = np.floor(t_end * 1e9)
-    ints = np.zeros((hop_tab.shape[1], INT_FIELDS), dtype=np.int64)
+    ints[:] = 0
     moved = False
     for f in range(n):
         out = min(send[f] * dt, rem[f])
@@ -364,7 +379,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
     return moved
 
 
-@njit(cache=True)
+@helper
 def next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates):
     """Time until the first of flows [0, n) has sent all its remaining bytes at the current sending rates
     (or, with ``win_bytes``, has its own backlog served), or until a DCQCN timer that changes a rate
@@ -385,7 +400,7 @@ def next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, ack
     return x
 
 
-@njit(cache=True)
+@helper
 def is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked, acked_rt,
                win):
     """STATIC, DYNAMIC (a backlog, a flow sending above what it gets or, with bytes left, nothing at all, a
@@ -411,7 +426,7 @@ def is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, re
     return kind
 
 
-@njit(cache=True)
+@helper
 def _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered, send):
     """Leave a drained flow's row in place but inert: no links, no offer, no CC, never drains again."""
     rem[f] = np.inf
@@ -426,41 +441,42 @@ def _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered
     bottleneck[f] = -1
 
 
-@njit(cache=True)
+@entry
 def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                ackq, ackp,
-               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
+               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters, fws, iws, frozen, lws, lbws,
+               ints):
     """Rates for the current flow set (a zero-length step unless ``fresh``), then (time to the next
     drain or DCQCN timer at those rates, whether the state is dynamic)."""
     if not fresh:
         fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                    links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                    st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
-                   ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters)
+                   ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters, fws, iws,
+                   frozen, lws, lbws, ints)
     kind = is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked,
                       acked_rt, win)
     return next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates), kind != STATIC
 
 
-@njit(cache=True)
-def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat,
+@entry
+def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat, done_ids, done_t,
               mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
-              ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters):
+              ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters, fws, iws, frozen,
+              lws, lbws, ints):
     """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
     ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain or
     DCQCN timer. A flow drains when its last byte is sent; it completes ``lat`` plus its path's queueing
     delay later and its row is retired. Stops at ``t_s`` (or at the earliest completion of a flow
     drained on the way if ``stop_at_completion``), when no live flow is left, or after ``max_steps``.
 
-    Returns (time reached, steps taken, rates still fresh, live flows, ids and completion times of the
-    flows that drained)."""
+    Returns (time reached, steps taken, rates still fresh, live flows, flows that drained); the ids and
+    completion times of the flows that drained are in ``done_ids`` and ``done_t`` (≥ n rows)."""
     steps = 0
-    done_ids = np.empty(n, dtype=np.int64)
-    done_t = np.empty(n)
     n_done = 0
     step = step_s
     moved = True
@@ -481,7 +497,7 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
                            links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef,
                            line_Bps, st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
                            sent, acked_rt, qport, ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax,
-                           switch_egress, counters)
+                           switch_egress, counters, fws, iws, frozen, lws, lbws, ints)
         fresh = not (moved and mode == MODE_DCQCN)  # a DCQCN timer or CNP changed a rate: new rates first
         t = t_s if dt >= t_s - t else t + dt
         steps += 1
@@ -495,4 +511,4 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
                 live -= 1
                 fresh = False
                 _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered, send)
-    return t, steps, fresh, live, done_ids[:n_done], done_t[:n_done]
+    return t, steps, fresh, live, n_done

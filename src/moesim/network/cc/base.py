@@ -116,7 +116,7 @@ def _refcount_free_supported() -> bool:
 
 
 USE_NRT = not _refcount_free_supported()
-"""False: compiled without numba's reference counting (the kernel never allocates; see packet/jit.py)."""
+"""False: compiled without numba's reference counting (the kernel never allocates; see network/jit.py)."""
 
 compiled: Callable[..., Any] = njit(_nrt=USE_NRT)  # type: ignore[call-overload]
 """Decorator of the CC functions: uncached, so the packet kernel compiles (and inlines) them."""

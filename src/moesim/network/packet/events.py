@@ -9,7 +9,7 @@ that dominate a packet simulation.
 
 from __future__ import annotations
 
-from moesim.network.packet.jit import helper, inline_helper
+from moesim.network.jit import helper, inline_helper
 from moesim.network.packet.layout import G_CUR, G_EV_FREE, G_EV_USED, G_OVF_N, G_SEQ, G_WHEEL_N, NIL
 
 EMPTY = -2

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from moesim.network.packet.jit import helper
+from moesim.network.jit import helper
 from moesim.network.packet.layout import C_BUFFER, C_RESERVE, C_RESUME_OFFSET, G_RNG_DRAWS
 
 

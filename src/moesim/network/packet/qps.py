@@ -6,7 +6,7 @@ of it is left in the network (go-back-N can leave duplicates in flight after the
 
 from __future__ import annotations
 
-from moesim.network.packet.jit import helper
+from moesim.network.jit import helper
 from moesim.network.packet.layout import G_ACTIVE, G_NCOMP, G_QP_FREE, NIL, QP_DONE, QP_FREE
 
 

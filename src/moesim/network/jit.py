@@ -1,16 +1,19 @@
-"""How the kernel is compiled: without reference counting, helpers uncached, entry points cached.
+"""How the network kernels (packet and fluid) are compiled: without reference counting, helpers
+uncached, entry points cached.
 
 Two numba facts shape this module:
 
-* Every call of a non-inlined function that takes the state tuple increments and decrements the
-  reference count of each of its ~20 arrays (~300 ns per call). The kernel never allocates an array,
-  so it is compiled without numba's runtime reference counting (``_nrt=False``: the arrays belong to
-  the Python caller for the duration of the call), which makes such calls nearly free.
+* Every array view a kernel makes (a flow's state row ``st[f]``) and every call of a non-inlined
+  function that takes arrays increments and decrements their reference counts with atomic
+  instructions (~300 ns per call of the packet kernel's state tuple; 29 % of a fluid HPCC run's CPU
+  before the fluid kernel dropped them). The kernels never allocate an array, so they are compiled
+  without numba's runtime reference counting (``_nrt=False``: the arrays belong to the Python caller
+  for the duration of the call), which makes views and such calls nearly free.
 * A callee loaded from numba's cache is linked as object code and cannot be inlined, and numba keys
   a cache entry on the source of the entry point's own file only. So helpers are compiled with the
   entry point that uses them (no cache of their own) and the cache locator below adds a content
-  hash of every kernel source file (this package and ``moesim.network.cc``) to the entry's key, so an
-  edit of any helper module recompiles the kernel.
+  hash of every network source file (this package, ``packet`` and ``cc``) to the entry's key, so an
+  edit of any helper module recompiles the kernels.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from numba import njit
 
 from moesim.network.cc.base import USE_NRT
 
-_DIRS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent / "cc")
+_DIRS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent / "packet",
+         Path(__file__).resolve().parent / "cc")
 
 
 def _sources_hash() -> str:
