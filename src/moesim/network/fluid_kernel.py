@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from moesim.network.cc import dcqcn, hpcc
-from moesim.network.cc.base import INT_FIELDS, MAX_RATE, RATE
+from moesim.network.cc.base import MAX_RATE, RATE
 from moesim.network.flow import waterfill_into
 from moesim.network.jit import entry, helper
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from moesim.network.cc import dcqcn, hpcc, none
-from moesim.network.packet.events import ev_push
 from moesim.network.jit import helper
+from moesim.network.packet.events import ev_push
 from moesim.network.packet.layout import EV_TIMER
 
 MODE_DCQCN = 1

@@ -12,9 +12,9 @@ reference has no retransmission timeout).
 
 from __future__ import annotations
 
+from moesim.network.jit import entry, inline_helper
 from moesim.network.packet.ccdispatch import arm_timers, cc_on_timer
 from moesim.network.packet.events import EMPTY, ev_free, ev_next_time, ev_pop, ev_push
-from moesim.network.jit import entry, inline_helper
 from moesim.network.packet.layout import (
     C_CC_MODE,
     C_SAMPLE_MIN_BYTES,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from moesim.network.packet.events import ev_push
 from moesim.network.jit import helper
+from moesim.network.packet.events import ev_push
 from moesim.network.packet.layout import EV_ARRIVE, EV_TXDONE, G_PK_FREE, G_PK_USED, NIL
 
 

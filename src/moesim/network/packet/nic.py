@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from moesim.network.cc.base import FLAG_RATE_SHIFT, MAX_RATE, RATE
+from moesim.network.jit import helper, inline_helper
 from moesim.network.packet.ccdispatch import arm_timers, cc_init, cc_on_ack
 from moesim.network.packet.events import ev_push
-from moesim.network.jit import helper, inline_helper
 from moesim.network.packet.layout import (
     C_ACK_HIGH_PRIO,
     C_ACK_INTERVAL,

@@ -8,8 +8,8 @@ releases the buffer (possibly a RESUME upstream), ECN marks and, in HPCC mode, t
 
 from __future__ import annotations
 
-from moesim.network.packet.events import ev_push
 from moesim.network.jit import helper, inline_helper
+from moesim.network.packet.events import ev_push
 from moesim.network.packet.layout import (
     C_CC_MODE,
     C_ENABLE_QCN,
