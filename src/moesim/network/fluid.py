@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -69,46 +69,43 @@ class _Static:
                                for link in topology.links])
 
 
-_COLUMNS: dict[str, tuple[tuple[int, ...], type]] = {
-    "ids": ((), np.int64), "links": ((0,), np.int64), "coefs": ((0,), np.float64), "hops": ((), np.int64),
-    "nfwd": ((), np.int64), "first": ((), np.int64), "cc_on": ((), np.bool_), "rem": ((), np.float64),
-    "acked": ((), np.float64), "win": ((), np.float64), "rtt0": ((), np.float64), "dcoef": ((), np.float64),
-    "line": ((), np.float64), "lat": ((), np.float64), "st": ((MAX_SLOTS,), np.float64),
-    "hop": ((MAX_HOP_RECORDS, HOP_FIELDS), np.float64), "mark": ((3,), np.float64),
-    "pend": ((MAX_PENDING_CNPS,), np.float64), "npend": ((), np.int64), "rates": ((), np.float64),
-    "bn": ((), np.int64), "offered": ((), np.float64), "send": ((), np.float64), "sent": ((), np.float64),
-    "acked_rt": ((), np.float64), "qport": ((), np.int64), "ackq": ((-1, 2), np.float64),
-    "ackp": ((3,), np.int64),
-    # the kernels' scratch (they allocate nothing) and fluid_run's drained flows
-    "fws": ((3,), np.float64), "iws": ((2,), np.int64), "frozen": ((), np.bool_), "done_ids": ((), np.int64),
-    "done_t": ((), np.float64),
+_SCALARS: dict[type, tuple[str, ...]] = {
+    np.float64: ("rem", "acked", "win", "rtt0", "dcoef", "line", "lat", "rates", "offered", "send", "sent",
+                 "acked_rt", "ack_wait", "rr", "dcap", "done_t"),
+    np.int64: ("ids", "hops", "nfwd", "npend", "bn", "qport", "own", "own_bn", "done_ids"),
 }
-"""Per-flow columns: shape after the row axis (``(0,)`` = as wide as the longest route, ``-1`` = the ACK
-ring's length) and dtype."""
+"""Per-flow scalar columns, side by side in one block per dtype (a new flow's row is one copy of its
+route's template). The last ones are the kernels' scratch (they allocate nothing) and fluid_run's
+drained flows."""
+_ARRAYS: dict[str, tuple[tuple[int, ...], type]] = {
+    "links": ((0,), np.int64), "coefs": ((0,), np.float64), "first": ((), np.int64), "cc_on": ((), np.bool_),
+    "st": ((MAX_SLOTS,), np.float64), "hop": ((MAX_HOP_RECORDS, HOP_FIELDS), np.float64),
+    "mark": ((3,), np.float64), "pend": ((MAX_PENDING_CNPS,), np.float64), "ackq": ((-1, 2), np.float64),
+    "ackp": ((3,), np.int64), "frozen": ((), np.bool_),
+}
+"""The other per-flow columns: shape after the row axis (``(0,)`` = as wide as the longest route, ``-1`` =
+the ACK ring's length) and dtype."""
+_COL = {name: (dtype, j) for dtype, names in _SCALARS.items() for j, name in enumerate(names)}
+_FRESH = {"bn": -1, "qport": -1}
+"""Fresh flow state that is not zero."""
 ACK_RING = 128
 """Window as bytes in flight: (time, bytes) records of a flow's ACKs in flight, one per step."""
 
 
 class _Route(NamedTuple):
-    """A flow's constant columns, shared by every flow of one route class (route, policy, last packet)."""
+    """A flow's constant columns, shared by every flow of one route class (route, policy, last packet):
+    its link and coefficient rows, CC state and per-hop table at start, and its scalar rows (route
+    constants and fresh state) as templates."""
 
     number: int
     links: np.ndarray
     coefs: np.ndarray
-    hops: int
-    nfwd: int
     first: int
     cc_on: bool
-    win: float
-    rtt0: float
-    dcoef: float
-    line: float
     lat: float
     st: np.ndarray
     hop: np.ndarray
-
-
-_ROUTE_SCALARS = ("hops", "nfwd", "first", "cc_on", "win", "rtt0", "dcoef", "line", "lat")
+    rows: dict[type, np.ndarray]
 
 
 class _FlowTable:
@@ -118,45 +115,55 @@ class _FlowTable:
     def __init__(self, ring: int = 1) -> None:
         self.n = 0
         self.width = 1
-        self.cols: dict[str, np.ndarray] = {
+        self.blocks = {dtype: np.zeros((64, len(names)), dtype=dtype) for dtype, names in _SCALARS.items()}
+        self.arrays: dict[str, np.ndarray] = {
             k: np.zeros((64, *({0: self.width, -1: ring}.get(d, d) for d in shape)), dtype=dtype)
-            for k, (shape, dtype) in _COLUMNS.items()}
-        self.version = 0  # bumped whenever a column is reallocated (arrays handed out before are stale)
+            for k, (shape, dtype) in _ARRAYS.items()}
+        self.version = -1  # bumped whenever a column is reallocated (arrays handed out before are stale)
+        self._views()
+
+    def _views(self) -> None:
+        """Every column by name (a scalar column is a view of its block), after a reallocation."""
+        self.cols = dict(self.arrays)
+        for name, (dtype, j) in _COL.items():
+            self.cols[name] = self.blocks[dtype][:, j]
+        self.version += 1
 
     def append(self, flow_id: int, size_bytes: float, route: _Route, mark: tuple[float, int, int]) -> None:
         """Add a flow on ``route`` with ``size_bytes`` left to send, fresh dynamic state and ECN-mark state
         ``mark`` (see ``fluid_kernel.fluid_step``)."""
-        cols, width = self.cols, route.hops
+        arrays, width = self.arrays, len(route.links)
         if width > self.width:  # a longer route: widen the padded route columns
             for k in ("links", "coefs"):
-                cols[k] = np.pad(cols[k], ((0, 0), (0, width - self.width)))
+                arrays[k] = np.pad(arrays[k], ((0, 0), (0, width - self.width)))
             self.width = width
-            self.version += 1
-        if self.n == len(cols["ids"]):
-            for k, v in cols.items():
-                cols[k] = np.concatenate([v, np.zeros_like(v)])
-            self.version += 1
+            self._views()
+        if self.n == len(arrays["cc_on"]):
+            for group in (arrays, self.blocks):
+                for k, v in group.items():
+                    group[k] = np.concatenate([v, np.zeros_like(v)])
+            self._views()
         i = self.n
-        for k in ("links", "coefs"):
-            cols[k][i, :width] = getattr(route, k)
-            cols[k][i, width:] = 0
-        cols["st"][i] = route.st
-        cols["hop"][i] = route.hop
-        for k in _ROUTE_SCALARS:
-            cols[k][i] = getattr(route, k)
-        fresh: tuple[tuple[str, Any], ...] = (
-            ("ids", flow_id), ("rem", size_bytes), ("acked", 0.0), ("mark", mark), ("npend", 0), ("rates", 0.0),
-            ("bn", -1), ("offered", 0.0), ("send", 0.0), ("sent", 0.0), ("acked_rt", 0.0), ("qport", -1),
-            ("ackp", 0))
-        for k, v in fresh:
-            cols[k][i] = v
+        for dtype, row in route.rows.items():
+            self.blocks[dtype][i] = row
+        self.cols["ids"][i] = flow_id
+        self.cols["rem"][i] = size_bytes
+        arrays["links"][i, :width] = route.links
+        arrays["coefs"][i, :width] = route.coefs
+        arrays["first"][i] = route.first
+        arrays["cc_on"][i] = route.cc_on
+        arrays["st"][i] = route.st
+        arrays["hop"][i] = route.hop
+        arrays["mark"][i] = mark
+        arrays["ackp"][i] = 0
         self.n += 1
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep the rows where ``mask`` (over rows [0, n)) is true, in order."""
         m = int(np.count_nonzero(mask))
-        for v in self.cols.values():
-            v[:m] = v[: self.n][mask]
+        for group in (self.arrays, self.blocks):
+            for v in group.values():
+                v[:m] = v[: self.n][mask]
         self.n = m
 
 
@@ -229,8 +236,11 @@ class FluidBackend(NetworkBackend):
             st = np.zeros(MAX_SLOTS)
             hop = np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
             (self.cc if cc_on else algorithm_for_mode(0)).init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
-            hit = _Route(len(self._route_bytes), row, coef_row, len(row), len(fwd), fwd[0], cc_on, win, rtt0, dc,
-                         line_bps / 8.0 / dc, lat, st, hop)
+            consts = {"hops": len(row), "nfwd": len(fwd), "win": win, "rtt0": rtt0, "dcoef": dc,
+                      "line": line_bps / 8.0 / dc, "lat": lat, **_FRESH}
+            rows = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
+                    for dtype, names in _SCALARS.items()}
+            hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows)
             self._routes[id(described)] = hit
             self._route_bytes.append(0.0)
         return hit
@@ -251,7 +261,8 @@ class FluidBackend(NetworkBackend):
                 self._ccp, *(col[k] for k in ("mark", "pend", "npend", "rates", "bn", "offered", "send", "sent",
                                                           "acked_rt", "qport", "ackq", "ackp")),
                 s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax), s.switch_egress, self._counters,
-                *(col[k] for k in ("fws", "iws", "frozen")), self._lws, self._lbws, self._ints,
+                *(col[k] for k in ("ack_wait", "rr", "dcap", "own", "own_bn", "frozen")), self._lws, self._lbws,
+                self._ints,
             )
         return self._args
 
