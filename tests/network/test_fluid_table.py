@@ -1,0 +1,80 @@
+"""The fluid backend's flow table (``fluid._FlowTable``): one row per flow in start order, scalar columns
+side by side in one block per dtype, a new row copied from its route's template. Structural checks: every
+row holds its own flow's constants and fresh state through growth and widening, and compaction keeps the
+surviving rows in order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from moesim.network.base import Flow
+from moesim.network.cc.base import MAX_RATE, RATE
+from moesim.network.fluid import _SCALARS, FluidBackend
+from moesim.network.params import network_mode
+from moesim.topology.catalog import get_topology
+
+# topology 4: GPUs 0..3 share a PCIe switch (short routes), GPU 8 is on another server (long routes)
+PAIRS = [(0, 1), (0, 8), (5, 2), (9, 30), (3, 0)]
+
+
+def started(n_flows: int) -> FluidBackend:
+    backend = FluidBackend(get_topology("4"), network_mode("roce_hpcc"))
+    for i in range(n_flows):
+        src, dst = PAIRS[i % len(PAIRS)]
+        backend.start_flow(Flow(i, src, dst, 1000 + i, cc=i % 2 == 0), 0.0)
+    return backend
+
+
+def expected_row(backend: FluidBackend, flow_id: int) -> dict[str, object]:
+    src, dst = PAIRS[flow_id % len(PAIRS)]
+    flow = Flow(flow_id, src, dst, 1000 + flow_id, cc=flow_id % 2 == 0)
+    fwd, rev, _, _, lat, _, _ = backend._paths.describe(flow)
+    return {"ids": flow_id, "rem": 1000 + flow_id, "hops": len(fwd) + len(rev), "nfwd": len(fwd),
+            "first": fwd[0], "lat": lat, "links": list(fwd + rev), "bn": -1, "qport": -1, "sent": 0.0,
+            "acked": 0.0, "npend": 0}
+
+
+def check_rows(backend: FluidBackend, flow_ids: list[int]) -> None:
+    cols = backend._cols.cols
+    assert backend._cols.n == len(flow_ids)
+    for i, flow_id in enumerate(flow_ids):
+        want = expected_row(backend, flow_id)
+        hops = want["hops"]
+        assert list(cols["links"][i, :hops]) == want["links"], (i, flow_id)
+        for name in ("ids", "rem", "hops", "nfwd", "first", "lat", "bn", "qport", "sent", "acked", "npend"):
+            assert cols[name][i] == want[name], (i, flow_id, name)
+        assert bool(cols["cc_on"][i]) == (flow_id % 2 == 0)
+
+
+def test_every_row_holds_its_own_flow_through_growth_and_widening():
+    """150 flows (the table starts at 64 rows, so it doubles twice; the first route is the shortest,
+    so the link columns widen): each row has its flow's id, size, route and fresh state, and every
+    scalar column is still a view of its dtype's block."""
+    backend = started(150)
+    check_rows(backend, list(range(150)))
+    table = backend._cols
+    assert table.width == max(expected_row(backend, i)["hops"] for i in range(len(PAIRS)))
+    for dtype, names in _SCALARS.items():
+        for name in names:
+            assert np.shares_memory(table.cols[name], table.blocks[dtype]), name
+
+
+def test_compaction_keeps_the_surviving_rows_in_order():
+    backend = started(100)
+    keep = np.arange(100) % 3 != 1
+    backend._cols.keep(keep)
+    check_rows(backend, [i for i in range(100) if keep[i]])
+
+
+@pytest.mark.parametrize("mode", ["roce_hpcc", "roce_dcqcn"])
+def test_a_route_template_gives_a_congestion_controlled_flow_the_line_rate_state(mode):
+    """A new CC flow starts at its NIC's line rate (the CC state row copied from its route's template)
+    and a flow without CC carries no CC state."""
+    backend = FluidBackend(get_topology("4"), network_mode(mode))
+    backend.start_flow(Flow(0, 0, 8, 4096, cc=True), 0.0)
+    backend.start_flow(Flow(1, 0, 8, 4096, cc=False), 0.0)
+    cols = backend._cols.cols
+    line_bps = get_topology("4").links[int(cols["first"][0])].bandwidth_bps
+    assert cols["st"][0, RATE] == line_bps and cols["st"][0, MAX_RATE] == line_bps
+    assert cols["cc_on"][0] and not cols["cc_on"][1]
