@@ -269,8 +269,8 @@ class FluidBackend(NetworkBackend):
                 self._ccp, *(col[k] for k in ("mark", "pend", "npend", "rates", "bn", "offered", "send", "sent",
                                                           "acked_rt", "qport", "ackq", "ackp")),
                 s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax), s.switch_egress, self._counters,
-                *(col[k] for k in ("ack_wait", "rr", "dcap", "own", "own_bn", "frozen")), self._lws, self._lbws,
-                self._ints,
+                *(col[k] for k in ("ack_wait", "rr", "dcap", "own", "own_bn", "frozen")),
+                self._lws, self._lbws, self._ints,
             )
         return self._args
 

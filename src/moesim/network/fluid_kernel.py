@@ -191,8 +191,8 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                ackq, ackp,
-               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters, ack_wait, rr, dcap, own, own_bn,
-               frozen, lws, lbws, ints):
+               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters,
+               ack_wait, rr, dcap, own, own_bn, frozen, lws, lbws, ints):
     """Advance the fluid state of flows [0, n) by ``dt`` seconds from ``now_s`` (rates held constant over
     the step). counters: [pause events, CNPs, HPCC updates]. Returns whether a CC rate moved in this step
     (an HPCC rate: by more than ``QUIET_REL``, relative). The rest is scratch (the kernel allocates
@@ -445,28 +445,29 @@ def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload, random
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                ackq, ackp,
-               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters, ack_wait, rr, dcap, own, own_bn,
-               frozen, lws, lbws, ints):
+               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters,
+               ack_wait, rr, dcap, own, own_bn, frozen, lws, lbws, ints):
     """Rates for the current flow set (a zero-length step unless ``fresh``), then (time to the next
     drain or DCQCN timer at those rates, whether the state is dynamic)."""
     if not fresh:
         fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                    links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                    st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
-                   ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters, ack_wait, rr, dcap,
-                   own, own_bn, frozen, lws, lbws, ints)
+                   ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters,
+                   ack_wait, rr, dcap, own, own_bn, frozen, lws, lbws, ints)
     kind = is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked,
                       acked_rt, win)
     return next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates), kind != STATIC
 
 
 @entry
-def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat, done_ids, done_t,
+def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat,
+              done_ids, done_t,
               mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
-              ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters, ack_wait, rr, dcap,
-              own, own_bn, frozen, lws, lbws, ints):
+              ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters,
+              ack_wait, rr, dcap, own, own_bn, frozen, lws, lbws, ints):
     """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
     ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain or
     DCQCN timer. A flow drains when its last byte is sent; it completes ``lat`` plus its path's queueing
