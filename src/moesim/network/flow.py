@@ -138,15 +138,24 @@ class _PathModel:
         self.delay_s = np.array([link.delay_s for link in topology.links])
 
         self._cache: dict[tuple[int, int, tuple[int, ...], bool, int], _Described] = {}
+        self._by_pair: dict[tuple[int, int, bool, int], _Described] = {}
 
     def describe(self, flow: Flow) -> _Described:
         """(forward links, reverse links, data coefficient, ACK coefficient, fixed latency in s, link
-        row, coefficient row); cached per route, policy and last-packet size."""
+        row, coefficient row); cached per route, policy and last-packet size, and looked up by GPU pair
+        where the pair has a single route (no ECMP choice by flow id to make)."""
+        last = min(self.params.packet_payload_bytes, flow.size_bytes)
+        pair = (flow.src_gpu, flow.dst_gpu, flow.cc, last)
+        hit = self._by_pair.get(pair)
+        if hit is not None:
+            return hit
         fwd = self.topology.route(flow.src_gpu, flow.dst_gpu, flow.flow_id)
-        key = (flow.src_gpu, flow.dst_gpu, fwd, flow.cc, min(self.params.packet_payload_bytes, flow.size_bytes))
+        key = (flow.src_gpu, flow.dst_gpu, fwd, flow.cc, last)
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = self._describe(flow, fwd)
+        if len(self.topology.routes(flow.src_gpu, flow.dst_gpu)) == 1:
+            self._by_pair[pair] = hit
         return hit
 
     def _describe(self, flow: Flow, fwd: tuple[int, ...]) -> _Described:

@@ -205,7 +205,6 @@ class FluidBackend(NetworkBackend):
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
         self._routes: dict[int, _Route] = {}
-        self._by_pair: dict[tuple[int, int, bool, int], _Route] = {}
         self._route_bytes: list[float] = []  # bytes started per route class, by _Route.number
         self.steps = 0
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
@@ -226,12 +225,7 @@ class FluidBackend(NetworkBackend):
 
     def _route(self, flow: Flow) -> _Route:
         """The constant columns of ``flow``, built once per route class (``describe`` caches its results,
-        so their identity names the class) and looked up by GPU pair, policy and size where the pair has
-        a single route (no ECMP choice by flow id)."""
-        key = (flow.src_gpu, flow.dst_gpu, flow.cc, flow.size_bytes)
-        hit = self._by_pair.get(key)
-        if hit is not None:
-            return hit
+        so their identity names the class)."""
         described = self._paths.describe(flow)
         hit = self._routes.get(id(described))
         if hit is None:
@@ -249,8 +243,6 @@ class FluidBackend(NetworkBackend):
             hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows)
             self._routes[id(described)] = hit
             self._route_bytes.append(0.0)
-        if len(self.topology.routes(flow.src_gpu, flow.dst_gpu)) == 1:
-            self._by_pair[key] = hit
         return hit
 
     # ------------------------------------------------------------------ integration

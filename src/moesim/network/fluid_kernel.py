@@ -89,6 +89,14 @@ def _window_bytes(f, mode, var_win, cc_on, win, st):
 
 
 @helper
+def _any_zero(x):
+    for v in x:
+        if v == 0.0:
+            return True
+    return False
+
+
+@helper
 def _fifo_caps(n, links, coefs, nfwd, sent, acked, qport, rr, cap, q, held, out):
     """Window as bytes in flight: what each flow may be delivered in a step (into ``out``; ``held``:
     scratch per link). A flow with its own backlog at its queueing port gets that port's rate in
@@ -288,10 +296,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
     # a port whose ECN thresholds are 0 (ecn_unmapped_rate=zero) marks whenever its queue is not empty,
     # so at least while more arrives than it sends, even where the fluid lumps the backlog further on
     overloaded[:] = False
-    zero_thresholds = False
-    for k in range(n_links):
-        zero_thresholds = zero_thresholds or kmax[k] == 0.0
-    if mode == MODE_DCQCN and qcn and zero_thresholds:
+    if mode == MODE_DCQCN and qcn and _any_zero(kmax):
         arrive[:] = 0.0
         for f in range(n):
             for h in range(1, nfwd[f]):
