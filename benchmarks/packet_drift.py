@@ -10,7 +10,8 @@ how far apart they end; then, for longer and shorter links, what the late messag
 one study run simulated in full (no fast-forward) with its timeline; prints per layer rank 0's period
 (with their mean, standard deviation and the means of the run's two halves, and the wall error of
 extrapolating later layers with the mean of the periods before them) and, for the first nodes, how long
-rank 0 takes and how far apart the ranks finish them (``--offsets``: when each of ranks 0-7 ends them). ``--backend`` runs it on another backend,
+rank 0 takes, how far apart the ranks finish them (``--offsets``: when each of ranks 0-7 ends them) and
+how many CNPs have reached senders when rank 0 ends them. ``--backend`` runs it on another backend,
 ``--seed`` seeds the packet backend's ECN marks.
 Writes nothing.
 """
@@ -23,7 +24,7 @@ import math
 import statistics
 
 from moesim.commands.run import parse_set
-from moesim.network.base import Flow
+from moesim.network.base import Flow, NetworkBackend
 from moesim.network.packet import PacketBackend
 from moesim.network.params import network_mode
 from moesim.system.engine import Simulation, SystemSettings, simulate
@@ -82,11 +83,27 @@ def pair() -> None:
               f"ends {b - a - LATE_NS:+4.0f} ns later than δ")
 
 
+def cnps(backend: NetworkBackend) -> int:
+    """CNPs that reached a sender so far (packet: CNP-flagged ACKs; fluid: CNPs delivered; else 0)."""
+    if isinstance(backend, PacketBackend):
+        return int(backend.stats()["cnps"])
+    return int(backend.diagnostics().get("cnps", 0))
+
+
 def layers(spec: RunSpec, show_nodes: int, seed: int | None, offsets: bool) -> None:
     _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
     backend = backend_cls(topology, params) if seed is None else backend_cls(topology, params, seed=seed)
     sim = Simulation(workload, topology, backend, dataclasses.replace(settings, fast_forward=False),
                      record_timeline=True)
+    cnps_at: dict[int, int] = {}  # rank 0's nodes: CNPs so far when each ends
+    node_done = sim._node_done
+
+    def count(r: int, i: int) -> None:
+        if r == 0:
+            cnps_at[sim.ranks[0].nodes[i].id] = cnps(backend)
+        node_done(r, i)
+
+    sim._node_done = count  # type: ignore[method-assign]
     sim.run()
     layer_of = {n.id: n.layer for n in workload.graphs[0].nodes}
     ends: dict[int, dict[int, float]] = {}
@@ -104,13 +121,15 @@ def layers(spec: RunSpec, show_nodes: int, seed: int | None, offsets: bool) -> N
         start, end = rank0[node_id]
         first = min(e.values())
         print(f"node {node_id:4d} {names[node_id]:20s} rank 0 takes {(end - start) * 1e6:9.2f} µs, "
-              f"ranks end within {(max(e.values()) - first) * 1e9:9.0f} ns"
+              f"ranks end within {(max(e.values()) - first) * 1e9:9.0f} ns, "
+              f"CNPs by then {cnps_at[node_id]:6d}"
               + (", ranks 0-7 after the first (ns): " + " ".join(f"{(e[r] - first) * 1e9:.0f}" for r in sorted(e)[:8])
                  if offsets else ""))
     starts = [layer_start[k] for k in sorted(layer_start) if k >= 0]
     periods = [b - a for a, b in zip(starts, starts[1:], strict=False)]
     half = len(periods) // 2
-    print(f"wall {sim.now:.6f} s; layer periods (rank 0), ms: " + " ".join(f"{p * 1e3:.3f}" for p in periods))
+    print(f"wall {sim.now:.6f} s, {cnps(backend)} CNPs; layer periods (rank 0), ms: "
+          + " ".join(f"{p * 1e3:.3f}" for p in periods))
     print(f"min {min(periods) * 1e3:.3f} ms, max {max(periods) * 1e3:.3f} ms, mean {statistics.mean(periods) * 1e3:.3f}, "
           f"sd {statistics.pstdev(periods) * 1e3:.3f}; first half {statistics.mean(periods[:half]) * 1e3:.3f}, "
           f"second half {statistics.mean(periods[half:]) * 1e3:.3f}")
