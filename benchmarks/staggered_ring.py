@@ -10,7 +10,8 @@ ends, so its ranks start up to ~100 µs apart. This runs only that collective (V
 unless ``--tokens``, ``tp_allreduce_out`` of the first layer unless ``--node``, chunked as in the
 study), rank r starting ``offsets[r mod len(offsets)]`` µs late (the default: the combine ends of
 topology 4 TP16EP2 ring at packet level), and prints per backend when the ranks finish, how long after
-the last start, and when the last rank of each start offset ends. ``--set`` applies to the fluid runs.
+the last start, and when the last rank of each start offset ends (``--flows-from GPU``: also when each
+message that GPU sends starts and ends). ``--set`` applies to the fluid runs.
 With every offset 0 all backends agree. Writes nothing.
 """
 
@@ -18,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 
 from moesim.commands.run import parse_set
+from moesim.network.base import Flow
 from moesim.system.engine import Simulation
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
@@ -28,7 +31,8 @@ from moesim.workload.graph import Node, NodeKind
 
 def ends_us(topology: str, strategy: str, mode: str, backend: str, offsets_us: list[float],
             tokens: int = 256, node_name: str = "tp_allreduce_out",
-            overrides: tuple[tuple[str, object], ...] = ()) -> list[float]:
+            overrides: tuple[tuple[str, object], ...] = (), flows_from: int | None = None) -> list[float]:
+    """When each rank ends the collective (µs); with ``flows_from`` also print what that GPU sends."""
     spec = RunSpec("deepseek-v4-flash", topology, strategy, "ring_direct", mode, backend,
                    tuple(sorted((("tokens", tokens), *overrides))))
     _, _, params, topo, workload, settings, backend_cls, _ = prepare(spec)
@@ -37,9 +41,31 @@ def ends_us(topology: str, strategy: str, mode: str, backend: str, offsets_us: l
         node = next(n for n in g.nodes if n.name.startswith(node_name))
         wait = Node(-1, "wait", NodeKind.COMPUTE, duration_ns=round(offsets_us[g.rank % len(offsets_us)] * 1e3))
         graphs.append(dataclasses.replace(g, nodes=(wait, dataclasses.replace(node, deps=(-1,)))))
-    sim = Simulation(dataclasses.replace(workload, graphs=tuple(graphs)), topo, backend_cls(topo, params),
+    net = backend_cls(topo, params)
+    sent: dict[int, list[float]] = {}  # flow id → [start, end] of the messages ``flows_from`` sends
+    if flows_from is not None:
+        start_flow, advance_to = net.start_flow, net.advance_to
+
+        def start(flow: Flow, now_s: float) -> None:
+            if flow.src_gpu == flows_from:
+                sent[flow.flow_id] = [now_s, math.nan]
+            start_flow(flow, now_s)
+
+        def advance(t_s: float) -> list[int]:
+            done = advance_to(t_s)
+            for fid in done:
+                if fid in sent:
+                    sent[fid][1] = t_s
+            return done
+
+        net.start_flow, net.advance_to = start, advance  # type: ignore[method-assign]
+    sim = Simulation(dataclasses.replace(workload, graphs=tuple(graphs)), topo, net,
                      dataclasses.replace(settings, fast_forward=False, roofline=False))
-    return [r.wall_s * 1e6 for r in sim.run()]
+    ends = [r.wall_s * 1e6 for r in sim.run()]
+    if sent:
+        print(f"{backend:6s}: GPU {flows_from} sends (start–end, µs): " + ", ".join(
+            f"{a * 1e6:.1f}–{b * 1e6:.1f} ({(b - a) * 1e6:.1f})" for a, b in sent.values()))
+    return ends
 
 
 def main() -> None:
@@ -51,13 +77,16 @@ def main() -> None:
     ap.add_argument("--backends", default="packet,fluid,flow")
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--node", default="tp_allreduce_out", help="the first-layer node to run, e.g. ep_dispatch")
+    ap.add_argument("--flows-from", type=int, default=None, metavar="GPU",
+                    help="also print when each message this GPU sends starts and ends")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                     help="parameter override for the fluid runs, e.g. fluid_window=bytes")
     args = ap.parse_args()
     offsets = [float(x) for x in args.offsets_us.split(",")]
     for backend in args.backends.split(","):
         extra = tuple(parse_set(args.overrides)) if backend == "fluid" else ()
-        ends = ends_us(args.topology, args.strategy, args.mode, backend, offsets, args.tokens, args.node, extra)
+        ends = ends_us(args.topology, args.strategy, args.mode, backend, offsets, args.tokens, args.node,
+                       extra, args.flows_from)
         last = {o: max(e for r, e in enumerate(ends) if offsets[r % len(offsets)] == o) for o in sorted(set(offsets))}
         print(f"{backend:6s}: ranks end {min(ends):7.1f}–{max(ends):7.1f} µs, "
               f"{max(ends) - max(offsets):6.1f} µs after the last start ({max(offsets):.0f} µs); last end by start "
