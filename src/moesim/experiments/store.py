@@ -72,11 +72,11 @@ ORDER_BY = "model, topology, tp, ep, algorithm, network, backend, overrides_json
 DEFAULT_QUERY = f"SELECT * FROM runs ORDER BY {ORDER_BY}"
 
 
-def _connect(db: Path, read_only: bool) -> Any:
+def _connect(db: Path, read_only: bool, config: dict[str, Any] | None = None) -> Any:
     import duckdb
 
     try:
-        return duckdb.connect(str(db), read_only=read_only)
+        return duckdb.connect(str(db), read_only=read_only, config=config or {})
     except duckdb.IOException as exc:
         first = str(exc).splitlines()[0]
         if "lock" in first.lower():
@@ -271,14 +271,42 @@ def store_path(directory: str | Path) -> Path:
     return db
 
 
-def query_results(directory: str | Path, sql: str | None = None) -> pa.Table:
-    """Run ``sql`` (default: every row, ordered by the factors) on a read-only connection."""
+READ_ONLY_CONFIG = {
+    "enable_external_access": False,  # no ATTACH, COPY, read_csv/read_text/glob, extension loading
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "lock_configuration": True,  # and no SET that would turn any of it back on
+}
+"""DuckDB settings of the connection that runs a user's query: it sees the store and nothing else."""
+
+
+def check_select(sql: str) -> str:
+    """``sql`` if it is exactly one SELECT (or WITH … SELECT) statement, else a one-line error."""
     import duckdb
 
-    con = _connect(store_path(directory), read_only=True)
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise MoesimError(f"--sql: {str(exc).splitlines()[0]}") from None
+    if len(statements) != 1:
+        raise MoesimError(f"--sql: expected exactly one statement, got {len(statements)} "
+                          "(allowed: one SELECT or WITH … SELECT query)")
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise MoesimError(f"--sql: {kind.name} statements are not allowed (allowed: one SELECT or WITH … SELECT query)")
+    return sql
+
+
+def query_results(directory: str | Path, sql: str | None = None) -> pa.Table:
+    """Run ``sql`` (default: every row, ordered by the factors): exactly one SELECT, on a read-only
+    connection that can reach no other file and whose configuration is locked."""
+    import duckdb
+
+    query = DEFAULT_QUERY if sql is None else check_select(sql)
+    con = _connect(store_path(directory), read_only=True, config=READ_ONLY_CONFIG)
     try:
         try:
-            rel = con.sql(sql or DEFAULT_QUERY)
+            rel = con.sql(query)
             if rel is None:  # a statement without a result
                 return pa.table({})
             return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
