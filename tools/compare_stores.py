@@ -3,7 +3,7 @@ change behaviour).
 
     moesim sweep study --backend fluid --out A          # before
     moesim sweep study --backend fluid --out B          # after
-    python tools/compare_stores.py A B
+    python tools/compare_stores.py A B [--models deepseek-v4-flash]
 
 Runs are matched on model, topology, strategy, algorithm, network, backend and overrides; wall_s, gpu_s,
 comm_s and bottleneck_rank must be equal as floats (not close). Prints the count of matched runs and
@@ -22,7 +22,7 @@ KEY = ("model", "topology", "strategy", "algorithm", "network", "backend", "over
 VALUES = ("wall_s", "gpu_s", "comm_s", "bottleneck_rank")
 
 
-def load(store: Path) -> dict[tuple, tuple]:
+def load(store: Path, models: list[str] | None) -> dict[tuple, tuple]:
     db = store / "results.duckdb"
     if not db.is_file():
         raise SystemExit(f"{db}: no results store here")
@@ -31,15 +31,17 @@ def load(store: Path) -> dict[tuple, tuple]:
         rows = con.execute(f"select {', '.join(KEY + VALUES)} from runs where status = 'ok'").fetchall()
     finally:
         con.close()
-    return {tuple(r[:len(KEY)]): tuple(r[len(KEY):]) for r in rows}
+    return {tuple(r[:len(KEY)]): tuple(r[len(KEY):]) for r in rows if not models or r[0] in models}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("a", type=Path)
     ap.add_argument("b", type=Path)
+    ap.add_argument("--models", help="compare only these models (comma-separated)")
     args = ap.parse_args()
-    a, b = load(args.a), load(args.b)
+    models = args.models.split(",") if args.models else None
+    a, b = load(args.a, models), load(args.b, models)
     bad = 0
     for key in sorted(set(a) | set(b)):
         if key not in a or key not in b:
