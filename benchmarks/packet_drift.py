@@ -91,7 +91,12 @@ def cnps(backend: NetworkBackend) -> int:
 
 
 def layers(spec: RunSpec, show_nodes: int, seed: int | None, offsets: bool) -> None:
-    _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
+    prepared = prepare(spec)
+    params = prepared.params
+    topology = prepared.topology
+    workload = prepared.workload()
+    settings = prepared.settings
+    backend_cls = prepared.backend_cls
     backend = backend_cls(topology, params) if seed is None else backend_cls(topology, params, seed=seed)
     sim = Simulation(workload, topology, backend, dataclasses.replace(settings, fast_forward=False),
                      record_timeline=True)

@@ -35,7 +35,12 @@ def ends_us(topology: str, strategy: str, mode: str, backend: str, offsets_us: l
     """When each rank ends the collective (µs); with ``flows_from`` also print what that GPU sends."""
     spec = RunSpec("deepseek-v4-flash", topology, strategy, "ring_direct", mode, backend,
                    tuple(sorted((("tokens", tokens), *overrides))))
-    _, _, params, topo, workload, settings, backend_cls, _ = prepare(spec)
+    prepared = prepare(spec)
+    params = prepared.params
+    topo = prepared.topology
+    workload = prepared.workload()
+    settings = prepared.settings
+    backend_cls = prepared.backend_cls
     graphs = []
     for g in workload.graphs:
         node = next(n for n in g.nodes if n.name.startswith(node_name))

@@ -29,7 +29,12 @@ CASES = [
 
 
 def run(spec: RunSpec, fast_forward: bool) -> tuple[Simulation, list]:
-    model, layout, params, topology, workload, settings, backend_cls, tokens = prepare(spec)
+    prepared = prepare(spec)
+    params = prepared.params
+    topology = prepared.topology
+    workload = prepared.workload()
+    settings = prepared.settings
+    backend_cls = prepared.backend_cls
     sim = Simulation(workload, topology, backend_cls(topology, params),
                      dataclasses.replace(settings, fast_forward=fast_forward))
     return sim, sim.run()

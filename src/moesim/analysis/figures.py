@@ -77,12 +77,15 @@ def runs_figure(table: pa.Table, model: str, panel_rows: str = "algorithm", pane
     """Stacked GPU + communication bars of every run of ``model``.
 
     Panels = ``panel_rows`` × ``panel_cols`` levels, x groups = ``group`` levels, one bar per ``bar``
-    level (coloured by it). Factors beyond these four are averaged over.
+    level (coloured by it). Factors beyond these four are averaged over. With start-jitter seeds
+    (``wall_min_s``/``wall_max_s`` columns), an error bar spans each configuration's fastest and slowest seed.
     """
     t = where(table, include={MODEL: (model,)})
     dims = [d for d in (panel_rows, panel_cols, group, bar) if d in t.column_names]
-    g = group_means(t, dims, ("gpu_s", "comm_s"))
-    cells = {tuple(r.get(d, "") if d in dims else "" for d in (panel_rows, panel_cols, group, bar)): (r["gpu_s"], r["comm_s"])
+    ranged = "wall_min_s" in t.column_names
+    g = group_means(t, dims, ("gpu_s", "comm_s", "wall_s") + (("wall_min_s", "wall_max_s") if ranged else ()))
+    cells = {tuple(r.get(d, "") if d in dims else "" for d in (panel_rows, panel_cols, group, bar)):
+             (r["gpu_s"], r["comm_s"], r["wall_s"], r.get("wall_min_s", np.nan), r.get("wall_max_s", np.nan))
              for r in g.to_pylist()}
     rl, cl, gl, bl = (_levels_or_blank(t, d) for d in (panel_rows, panel_cols, group, bar))
     with _rc():
@@ -94,12 +97,18 @@ def runs_figure(table: pa.Table, model: str, panel_rows: str = "algorithm", pane
             for j, cv in enumerate(cl):
                 ax = axes[i][j]
                 for k, bv in enumerate(bl):
-                    vals = [cells.get((rv, cv, gv, bv), (np.nan, np.nan)) for gv in gl]
+                    vals = [cells.get((rv, cv, gv, bv), (np.nan,) * 5) for gv in gl]
                     gpu = np.array([v[0] for v in vals])
                     comm = np.array([v[1] for v in vals])
                     pos = x - 0.4 + width * (k + 0.5)
                     ax.bar(pos, gpu, width, color=GPU_COLOR, label="GPU compute" if k == 0 else None)
                     ax.bar(pos, comm, width, bottom=gpu, color=color(k), label=f"{bar} {bv}".strip())
+                    if ranged:
+                        wall = np.array([v[2] for v in vals])
+                        lo, hi = np.array([v[3] for v in vals]), np.array([v[4] for v in vals])
+                        ax.errorbar(pos, wall, yerr=np.vstack([wall - lo, hi - wall]), fmt="none", ecolor="black",
+                                    elinewidth=0.8, capsize=1.5,
+                                    label="range over seeds" if k == 0 and i == 0 and j == 0 else None)
                 ax.set_xticks(x, gl)
                 ax.set_xlabel(group)
                 ax.set_title(" · ".join(v for v in (rv, cv) if v) or model)

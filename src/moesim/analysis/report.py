@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from matplotlib.figure import Figure
 
 from moesim.analysis import figures as figs
+from moesim.analysis import seeds
 from moesim.analysis.diagnostics import name_links, read_diagnostics
 from moesim.analysis.findings import Finding, findings
 from moesim.analysis.results import MODEL, levels, load_results
@@ -34,7 +35,7 @@ SECTIONS = (
     ("marginals", "Marginal means and rankings"), ("normalized", "Normalised times"),
     ("interactions", "Interactions"), ("orders", "Conditional rankings"),
     ("matched", "Matched-configuration analysis"), ("architecture", "Architecture and communication proxies"),
-    ("runs", "All runs"), ("diagnostics", "Diagnostics"),
+    ("seeds", "Sensitivity to start jitter"), ("runs", "All runs"), ("diagnostics", "Diagnostics"),
 )
 
 
@@ -88,6 +89,11 @@ def _table_items(a: Analysis) -> Iterator[Item]:
             yield Item("matched", f"wins_by_{c.factor}", f"Pairwise wins by {c.factor}", c.wins)
             yield Item("matched", f"reversals_by_{c.factor}", f"Pairs whose majority winner changes with {c.factor}",
                        c.reversals)
+    if a.per_seed:
+        flagged = seeds.flagged(a.table)
+        yield Item("seeds", "seed_spread", f"Configurations whose wall time moves by more than "
+                   f"{100 * seeds.SPREAD_FLAG:.0f} % over {len(a.per_seed)} seeds of start jitter (spread = (max − min) "
+                   "/ median; wall_s is the median)", flagged)
     if a.proxies is not None:
         yield Item("architecture", "comm_proxies", "Communication proxies (TP = h × layers, EP = h × top-k × MoE "
                    "layers) and measured mean communication, also relative to the largest model", a.proxies)
@@ -188,7 +194,9 @@ def render_html(title: str, fs: list[Finding], items: list[Item], notes: dict[st
         out.append(f'<section id="{sid}"><h2>{html.escape(name)}</h2>')
         if sid == "summary":
             out.append('<ul class="findings">' + "".join(
-                f'<li data-topic="{html.escape(f.topic)}">{html.escape(f.text)}</li>' for f in fs) + "</ul>")
+                f'<li data-topic="{html.escape(f.topic)}" data-backend="{html.escape(f.backend)}">'
+                f'<span class="backend">[{html.escape(f.backend)}]</span> {html.escape(f.text)}</li>' for f in fs)
+                + "</ul>")
         mine = [i for i in items if i.section == sid]
         for i in mine:
             if i.table is not None:
@@ -217,6 +225,18 @@ def _notes(a: Analysis, failed: int) -> dict[str, list[str]]:
     for it in a.interactions:
         if it.reason:
             notes["interactions"].append(f"{it.view.title}: not computed, {it.reason}.")
+    if a.per_seed:
+        n_flag = seeds.flagged(a.table).num_rows
+        jitter = levels(a.seed_runs, seeds.JITTER) if a.seed_runs is not None and seeds.JITTER in \
+            a.seed_runs.column_names else ()
+        notes["seeds"] = [f"Every configuration was run with {len(a.per_seed)} seeds of start jitter (ranks start "
+                          f"at seeded uniform draws in [0, {'/'.join(jitter) or '?'} s)); the statistics use each "
+                          f"configuration's median, the run figures show the range as error bars, and each finding "
+                          f"says in how many seeds it holds. {n_flag} of {a.table.num_rows} configurations spread "
+                          f"more than {100 * seeds.SPREAD_FLAG:.0f} %."]
+    else:
+        notes["seeds"] = ["One run per configuration (no start jitter). Rerun the sweep with --seeds N to see how far "
+                          "each result moves when the ranks start nanoseconds apart."]
     if a.unknown_models:
         notes["architecture"].append("Not in the model catalog (no architecture data): " + ", ".join(a.unknown_models) + ".")
     return notes
@@ -246,7 +266,7 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
     if not any(i.section == "diagnostics" for i in items):
         notes["diagnostics"].append("No run in these results has diagnostics side files.")
     title = f"moesim report: {src.resolve().name}"
-    atomic_write(out / "findings.md", "# Findings\n\n" + "".join(f"- {f.text}\n" for f in fs))
+    atomic_write(out / "findings.md", "# Findings\n\n" + "".join(f"- [{f.backend}] {f.text}\n" for f in fs))
     page = atomic_write(out / "report.html", render_html(title, fs, items, notes))
     return ReportFiles(page, tuple(table_paths), tuple(figure_paths), tuple(fs))
 

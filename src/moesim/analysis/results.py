@@ -29,6 +29,7 @@ METADATA = frozenset({
     "status", "error", "version", "params_json", "input_hash", "diagnostics_path", "bottleneck_rank",
     "tp", "ep", "cc_model", "cc_policy", "parameters", "overrides_json", "run_id", "run_key", "spec_key",
     "key", "hostname", "host", "started_at", "finished_at", "created_at", "sim_wallclock_s", "elapsed_s",
+    "seeds", "wall_min_s", "wall_max_s", "wall_spread",
 })
 
 # Display order of the study's levels (STUDY.md sections 1, 2, 5); other levels sort naturally.

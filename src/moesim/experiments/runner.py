@@ -1,6 +1,7 @@
 """The sweep runner: check every run, skip those already in the store, execute the rest, store each result.
 
-``run_sweep`` is resumable by construction: a run's key is its input hash, so rerunning the same
+Runs whose simulation inputs coincide (``moesim.experiments.inputs``) are simulated once and stored once
+per run. ``run_sweep`` is resumable by construction: a run's key is its spec and input hash, so rerunning the same
 sweep (after it finished, failed or was killed) executes only what the store lacks. A run that raises
 is recorded with its error and the sweep goes on; failed runs are tried again by the next sweep.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from moesim.experiments.executors import DEFAULT_MAX_RETRIES, EXECUTORS
-from moesim.experiments.inputs import code_hash, plan_runs, run_label
+from moesim.experiments.inputs import code_hash, plan_runs, run_label, work_units
 from moesim.experiments.matrix import Matrix
 from moesim.experiments.progress import make_progress
 from moesim.experiments.store import ResultsStore
@@ -33,13 +34,16 @@ class SweepSummary:
     ran: int
     failures: tuple[tuple[str, str], ...]
     elapsed_s: float
+    simulations: int = 0
+    """Simulations the runs needed (runs with equal inputs share one)."""
 
     @property
     def succeeded(self) -> int:
         return self.ran - len(self.failures)
 
     def lines(self) -> list[str]:
-        out = [f"{self.total} runs: {self.cached} already in the store, {self.succeeded} done now, "
+        shared = f" in {self.simulations} simulations" if self.simulations < self.ran else ""
+        out = [f"{self.total} runs: {self.cached} already in the store, {self.succeeded} done now{shared}, "
                f"{len(self.failures)} failed ({self.elapsed_s:.1f} s, {self.executor})",
                f"results: {self.store}"]
         if self.failures:
@@ -77,11 +81,12 @@ def run_sweep(
         store.remove_orphans()
         done = set() if rerun else store.completed_ids()
         todo = [p for p in planned if p.run_id not in done]
+        units = work_units(todo)
         header = (f"sweep {source}: {len(planned)} runs, {len(planned) - len(todo)} already in {store.path}; "
                   f"{exe.describe()}")
         display.start(len(planned), len(planned) - len(todo), header)
         try:
-            with contextlib.closing(exe.execute(todo, diagnostics)) as outcomes:
+            with contextlib.closing(exe.execute(units, diagnostics)) as outcomes:
                 for outcome in outcomes:
                     store.record(outcome)
                     display.advance(outcome)
@@ -91,7 +96,7 @@ def run_sweep(
             display.close()
     return SweepSummary(store=Path(out_dir) / store.path.name, executor=exe.describe(), total=len(planned),
                         cached=len(planned) - len(todo), ran=len(todo), failures=tuple(failures),
-                        elapsed_s=time.monotonic() - t0)
+                        elapsed_s=time.monotonic() - t0, simulations=len(units))
 
 
 def run_matrix(matrix: Matrix, out_dir: str | Path, **kwargs: object) -> SweepSummary:

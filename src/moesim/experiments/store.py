@@ -4,7 +4,7 @@ Only the sweep driver writes, one transaction per finished run, so a sweep kille
 (even ``kill -9``) leaves complete rows only; DuckDB replays its write-ahead log on the next open.
 A run's diagnostics are written to ``DIR/diagnostics/<run_id>/*.parquet`` through a temporary folder
 renamed into place *before* the row that references them is committed. Rows are keyed by
-``run_id`` (the input hash, see ``moesim.experiments.inputs``); ``spec_key`` (the canonical RunSpec)
+``run_id`` (the spec and its input hash, see ``moesim.experiments.inputs``); ``spec_key`` (the canonical RunSpec)
 has one row at most: a run redone with changed inputs replaces the old row.
 
 Columns: the RunSpec factors (model, topology, strategy, tp, ep, algorithm, network, backend,
@@ -103,7 +103,7 @@ def row_for(outcome: RunOutcome, diagnostics_path: str | None, finished_at: dt.d
         "run_id": outcome.run_id, "spec_key": spec.key(), "model": spec.model, "topology": spec.topology,
         "strategy": spec.strategy, "tp": layout.tp, "ep": layout.ep, "algorithm": spec.algorithm,
         "network": spec.network, "backend": spec.backend, "overrides_json": _json(spec.override_dict()),
-        "input_hash": outcome.run_id, "finished_at": finished_at, "diagnostics_path": diagnostics_path,
+        "input_hash": outcome.input_hash or outcome.run_id, "finished_at": finished_at, "diagnostics_path": diagnostics_path,
     }
     if outcome.result is not None:
         s = outcome.result.summary()

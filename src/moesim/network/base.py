@@ -31,6 +31,11 @@ class Flow:
 class NetworkBackend(ABC):
     """Start flows, report the next completion time, advance to a time returning completed flow ids."""
 
+    models_congestion_control = False
+    """Whether congestion control (rates, ECN/CNPs, INT, PFC) changes this backend's results; a backend
+    without it gives every network mode the same answer up to delays and header bytes, so comparisons
+    between network modes made on it are not findings."""
+
     def __init__(self, topology: Topology, params: NetworkParams) -> None:
         self.topology = topology
         self.params = params
@@ -83,3 +88,17 @@ class NetworkBackend(ABC):
 BACKENDS: Registry[type[NetworkBackend]] = Registry("network backend")
 
 INF = math.inf
+
+
+def models_congestion_control(backend: str) -> bool:
+    """Whether the registered backend ``backend`` models congestion control (unknown names: False)."""
+    import moesim.network  # noqa: F401  (registers the built-in backends)
+
+    return backend in BACKENDS and BACKENDS.get(backend).models_congestion_control
+
+
+def congestion_control_backends() -> list[str]:
+    """Names of the registered backends that model congestion control."""
+    import moesim.network  # noqa: F401
+
+    return [e.name for e in BACKENDS if e.obj.models_congestion_control]

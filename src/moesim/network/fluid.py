@@ -174,6 +174,8 @@ class _FlowTable:
 class FluidBackend(NetworkBackend):
     """Congestion-aware fluid network; active flows live in flat arrays, one row per flow."""
 
+    models_congestion_control = True
+
     def __init__(self, topology: Topology, params: NetworkParams) -> None:
         super().__init__(topology, params)
         self._paths = _PathModel(topology, params)

@@ -145,6 +145,29 @@ class NetworkParams:
         return dataclasses.asdict(self)
 
 
+CC_ONLY_FIELDS = frozenset({
+    "cc_mode", "enable_qcn", "global_t", "var_win", "fast_react", "u_target", "mi_thresh", "int_multi",
+    "multi_rate", "sample_feedback", "rate_bound", "alpha_resume_interval_s", "rate_decrease_interval_s",
+    "clamp_target_rate", "rp_timer_s", "ewma_gain", "fast_recovery_times", "rate_ai_bps", "rate_hai_bps",
+    "min_rate_bps", "rate_on_first_cnp", "kmin_kb", "kmax_kb", "pmax", "ecn_unmapped_rate", "int_header_bytes",
+    "fluid_marks",
+})
+"""Fields that only act through flows carrying congestion control: ECN marking and CNPs, INT headers,
+rate and window updates. A run in which no flow can carry CC (the per-flow policy; e.g. one server)
+reads none of them, whatever its network mode."""
+
+
+def effective_params(params: NetworkParams, cc_flows: bool) -> dict[str, Any]:
+    """The parameters a simulation reads, as a dict: without the mode's name and the NIC–switch delay
+    (the topology's links carry it), and without ``CC_ONLY_FIELDS`` when no flow can carry CC. Runs
+    whose effective parameters (and other inputs) coincide are one simulation."""
+    out = {k: v for k, v in params.as_dict().items() if k not in ("name", "nic_switch_delay_s")}
+    if not cc_flows:
+        for k in CC_ONLY_FIELDS:
+            out.pop(k)
+    return out
+
+
 def _lookup(table: tuple[tuple[float, float], ...], rate_bps: float, key: str, unmapped: str) -> float:
     for rate, value in table:
         if abs(rate - rate_bps) < 1e-6 * rate:

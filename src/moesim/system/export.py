@@ -103,7 +103,8 @@ def analytical_network_yaml(topology: Topology, logical_dims: tuple[int, ...]) -
 def export_run(spec: RunSpec, out_dir: str | Path, prefix: str = "workload") -> list[Path]:
     """Write the ASTRA-sim input directory for ``spec``; returns the files written."""
     out = Path(out_dir)
-    model, layout, params, topology, workload, settings, backend_cls, tokens = prepare(spec)
+    prepared = prepare(spec)
+    params, topology, settings, workload = prepared.params, prepared.topology, prepared.settings, prepared.workload()
     written = list(write_et(workload, out / "workload", prefix))
     comm_groups = {str(g): list(m) for g, m in workload.comm_groups}
     files = {

@@ -5,19 +5,24 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from moesim import __version__
 from moesim.errors import MoesimError, input_error
 from moesim.models.catalog import get_model
+from moesim.models.spec import ModelSpec
 from moesim.network import BACKENDS
+from moesim.network.base import NetworkBackend
 from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.params import NetworkParams, network_mode
 from moesim.system.engine import Simulation, SystemSettings
-from moesim.system.spec import ALGORITHMS, RunResult, RunSpec
+from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
 from moesim.topology.catalog import get_topology
+from moesim.topology.model import Topology
 from moesim.workload.generator import WorkloadOptions, generate
+from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
 
 _WORKLOAD_KEYS = {"tokens"} | {f.name for f in dataclasses.fields(WorkloadOptions)}
@@ -49,7 +54,34 @@ def split_overrides(overrides: dict[str, Any], source: str = "overrides") -> tup
     return wl, sy, net, links
 
 
-def prepare(spec: RunSpec) -> tuple[Any, ...]:
+@dataclass(frozen=True)
+class PreparedRun:
+    """Every input of a run, resolved and checked; the workload graphs are built on demand
+    (``workload()``), so planning and hashing a sweep never builds them."""
+
+    spec: RunSpec
+    model: ModelSpec
+    layout: ParallelLayout
+    params: NetworkParams
+    topology: Topology
+    settings: SystemSettings
+    backend_cls: type[NetworkBackend]
+    tokens: int
+    workload_options: WorkloadOptions
+
+    def workload(self) -> Workload:
+        """The per-rank execution graphs (built anew on each call)."""
+        return generate(self.model, self.layout, self.tokens, self.workload_options)
+
+    def cc_flows_possible(self) -> bool:
+        """Whether any flow of this run can carry congestion control (the per-flow policy): all flows when
+        ``intra_server_cc``, else only flows between servers, so a run on one server has none."""
+        if self.params.intra_server_cc:
+            return True
+        return len({self.topology.gpus[r].server for r in range(self.layout.num_ranks)}) > 1
+
+
+def prepare(spec: RunSpec) -> PreparedRun:
     """Resolve every input of a run, so errors surface before anything is simulated."""
     if spec.algorithm not in ALGORITHMS:
         raise MoesimError(f"unknown algorithm '{spec.algorithm}' (allowed: {', '.join(ALGORITHMS)})")
@@ -63,42 +95,73 @@ def prepare(spec: RunSpec) -> tuple[Any, ...]:
     layout.validate(num_ranks=topology.num_gpus, routed_experts=model.routed_experts,
                     source=f"run {spec.model}/{spec.topology}")
     tokens = int(wl_over.pop("tokens", 4096))
-    workload = generate(model, layout, tokens, WorkloadOptions(**wl_over))
+    options = WorkloadOptions(**wl_over)
     tp_impl, ep_impl = ALGORITHMS[spec.algorithm]
     settings = SystemSettings(all_reduce=(tp_impl, tp_impl), all_to_all=(ep_impl, ep_impl),
                               intra_server_cc=params.intra_server_cc)
     settings = dataclasses.replace(settings, **sys_over)
     backend_cls = BACKENDS.get(spec.backend)
-    return model, layout, params, topology, workload, settings, backend_cls, tokens
+    return PreparedRun(spec, model, layout, params, topology, settings, backend_cls, tokens, options)
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """What one simulation produced, independent of the labels of the runs that share its inputs."""
+
+    spec: RunSpec
+    ranks: tuple[RankTimes, ...]
+    backend_parameters: dict[str, Any]
+    fast_forwarded_layers: int
+    fast_forward_mode: str
+    diagnostics: dict[str, Any]
+    sim_wallclock_s: float
+
+
+def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False) -> Simulated:
+    """Simulate a prepared run. ``diagnostics`` keeps the backend's per-run diagnostics (disables fast-forward)."""
+    t0 = time.perf_counter()
+    settings = prepared.settings
+    if diagnostics:
+        settings = dataclasses.replace(settings, fast_forward=False)
+    backend_cls = prepared.backend_cls
+    if diagnostics and "diagnostics" in inspect.signature(backend_cls).parameters:
+        backend = backend_cls(prepared.topology, prepared.params, diagnostics=DiagnosticsSpec.everything())  # type: ignore[call-arg]
+    else:
+        backend = backend_cls(prepared.topology, prepared.params)
+    sim = Simulation(prepared.workload(), prepared.topology, backend, settings)
+    ranks = sim.run()
+    backend_params = backend.parameters() if hasattr(backend, "parameters") else {}
+    return Simulated(prepared.spec, tuple(ranks), backend_params, sim.fast_forwarded_layers, sim.fast_forward_mode,
+                     backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0)
+
+
+def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
+    """The RunResult of ``prepared`` from a simulation of it (or of a run with the same effective inputs)."""
+    spec, params, settings = prepared.spec, prepared.params, prepared.settings
+    ranks = simulated.ranks
+    bottleneck = max(range(len(ranks)), key=lambda r: (ranks[r].wall_s, -r))
+    cc_model = params.cc_name if prepared.backend_cls.models_congestion_control else "none (backend is blind to CC)"
+    policy = "all flows" if params.intra_server_cc else "inter-server flows only (intra-server flows: no CC)"
+    backend_params = simulated.backend_parameters
+    if spec != simulated.spec and hasattr(prepared.backend_cls, "parameters"):  # a twin: its own parameters
+        backend_params = prepared.backend_cls(prepared.topology, params).parameters()  # type: ignore[attr-defined]
+    parameters = {
+        "tokens": prepared.tokens,
+        "network": {k: v for k, v in params.as_dict().items() if k != "extra"},
+        "system": dataclasses.asdict(settings),
+        "topology_gpus": prepared.topology.num_gpus,
+        "fast_forwarded_layers": simulated.fast_forwarded_layers,
+        "fast_forward_mode": simulated.fast_forward_mode,
+        "backend": backend_params,
+    }
+    return RunResult(
+        spec=spec, ranks=ranks, bottleneck_rank=bottleneck, backend=spec.backend, cc_model=cc_model,
+        cc_policy=policy, version=__version__, parameters=parameters, diagnostics=simulated.diagnostics,
+        sim_wallclock_s=simulated.sim_wallclock_s,
+    )
 
 
 def simulate_run(spec: RunSpec, diagnostics: bool = False) -> RunResult:
     """Simulate one run. ``diagnostics`` keeps the backend's per-run diagnostics (disables fast-forward)."""
-    t0 = time.perf_counter()
-    model, layout, params, topology, workload, settings, backend_cls, tokens = prepare(spec)
-    if diagnostics:
-        settings = dataclasses.replace(settings, fast_forward=False)
-    if diagnostics and "diagnostics" in inspect.signature(backend_cls).parameters:
-        backend = backend_cls(topology, params, diagnostics=DiagnosticsSpec.everything())
-    else:
-        backend = backend_cls(topology, params)
-    sim = Simulation(workload, topology, backend, settings)
-    ranks = sim.run()
-    bottleneck = max(range(len(ranks)), key=lambda r: (ranks[r].wall_s, -r))
-    cc_model = params.cc_name if spec.backend in ("packet", "fluid") else "none (backend is blind to CC)"
-    policy = "all flows" if params.intra_server_cc else "inter-server flows only (intra-server flows: no CC)"
-    parameters = {
-        "tokens": tokens,
-        "network": {k: v for k, v in params.as_dict().items() if k != "extra"},
-        "system": dataclasses.asdict(settings),
-        "topology_gpus": topology.num_gpus,
-        "fast_forwarded_layers": sim.fast_forwarded_layers,
-        "fast_forward_mode": sim.fast_forward_mode,
-        "backend": backend.parameters() if hasattr(backend, "parameters") else {},
-    }
-    return RunResult(
-        spec=spec, ranks=tuple(ranks), bottleneck_rank=bottleneck, backend=spec.backend, cc_model=cc_model,
-        cc_policy=policy, version=__version__, parameters=parameters,
-        diagnostics=backend.diagnostics() if diagnostics else {},
-        sim_wallclock_s=time.perf_counter() - t0,
-    )
+    prepared = prepare(spec)
+    return result_of(prepared, simulate_prepared(prepared, diagnostics))

@@ -83,6 +83,8 @@ def _ns(t_s: float) -> int:
 class PacketBackend(NetworkBackend):
     """Packet-level simulation of the RDMA fabric; one queue pair per flow."""
 
+    models_congestion_control = True
+
     def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None,
                  seed: int = 1, stall_s: float = DEFAULT_STALL_S) -> None:
         super().__init__(topology, params)
