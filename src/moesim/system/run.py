@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from moesim import __version__
-from moesim.errors import MoesimError, input_error
+from moesim.errors import MoesimError
 from moesim.models.catalog import get_model
 from moesim.models.spec import ModelSpec
 from moesim.network import BACKENDS
 from moesim.network.base import NetworkBackend
 from moesim.network.diagnostics import DiagnosticsSpec
-from moesim.network.params import NetworkParams, network_mode
+from moesim.network.params import CHOICES, NetworkParams, network_mode
+from moesim.schema import Constraint, Param
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
@@ -25,33 +26,49 @@ from moesim.workload.generator import WorkloadOptions, generate
 from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
 
-_WORKLOAD_KEYS = {"tokens"} | {f.name for f in dataclasses.fields(WorkloadOptions)}
-_SYSTEM_KEYS = {f.name for f in dataclasses.fields(SystemSettings)} - {
-    "all_reduce", "all_to_all", "all_gather", "reduce_scatter"}
-_NETWORK_KEYS = {f.name for f in dataclasses.fields(NetworkParams)} - {"name"}
 LINK_BANDWIDTH_KEYS = {f"{kind}_bandwidth_bps": kind for kind in LINK_KINDS}
 """Topology overrides: every link of one kind gets this bandwidth (e.g. ``fabric_bandwidth_bps``)."""
 
+MAX_TOKENS = 10 ** 9
+"""The largest token count a run accepts: every message size stays an exact float64 below it."""
+
+
+def _override_params() -> dict[str, Param]:
+    """Every parameter a run may override, by name (its layer's dataclass field, or a topology link
+    bandwidth), with type, unit and allowed range: the one schema of ``--set``, matrices and the API."""
+    out: dict[str, Param] = {"tokens": Param("tokens", "workload", int, "tokens", Constraint(low=1, high=MAX_TOKENS))}
+    for p in Param.of(WorkloadOptions, "workload"):
+        out[p.name] = p
+    impls = frozenset({"all_reduce", "all_to_all", "all_gather", "reduce_scatter"})
+    for p in Param.of(SystemSettings, "system", skip=impls):
+        out[p.name] = p
+    for p in Param.of(NetworkParams, "network", skip=frozenset({"name", "extra"})):
+        out[p.name] = dataclasses.replace(p, allowed=Constraint(choices=CHOICES[p.name])) if p.name in CHOICES else p
+    for key in LINK_BANDWIDTH_KEYS:
+        out[key] = Param(key, "topology", float, "bit/s", Constraint(low=0.0, low_open=True))
+    return out
+
+
+OVERRIDES: dict[str, Param] = _override_params()
+
+
+def check_override(name: str, value: Any, source: str = "overrides") -> Any:
+    """``value`` checked and converted for the override ``name``; an unknown name or a bad value is a
+    one-line error naming ``source``."""
+    param = OVERRIDES.get(name)
+    if param is None:
+        raise MoesimError(f"{source}: field '{name}': unknown parameter (allowed: {', '.join(sorted(OVERRIDES))})")
+    return param.check(value, source)
+
 
 def split_overrides(overrides: dict[str, Any], source: str = "overrides") -> tuple[dict, dict, dict, dict]:
-    """Sort override names into (workload, system, network, link bandwidth by kind) parts; unknown
-    names are an error."""
-    wl, sy, net, links = {}, {}, {}, {}
+    """Check every override and sort them into (workload, system, network, link bandwidth by kind) parts."""
+    parts: dict[str, dict[str, Any]] = {"workload": {}, "system": {}, "network": {}, "topology": {}}
     for key, value in overrides.items():
-        if key in _WORKLOAD_KEYS:
-            wl[key] = value
-        elif key in _SYSTEM_KEYS:
-            sy[key] = value
-        elif key in _NETWORK_KEYS:
-            net[key] = value
-        elif key in LINK_BANDWIDTH_KEYS:
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise input_error(source, key, f"must be a positive bandwidth in bits/s, got {value!r}")
-            links[LINK_BANDWIDTH_KEYS[key]] = float(value)
-        else:
-            allowed = sorted(_WORKLOAD_KEYS | _SYSTEM_KEYS | _NETWORK_KEYS | set(LINK_BANDWIDTH_KEYS))
-            raise MoesimError(f"{source}: field '{key}': unknown parameter (allowed: {', '.join(allowed)})")
-    return wl, sy, net, links
+        checked = check_override(key, value, source)
+        parts[OVERRIDES[key].section][key] = checked
+    links = {LINK_BANDWIDTH_KEYS[k]: float(v) for k, v in parts["topology"].items()}
+    return parts["workload"], parts["system"], parts["network"], links
 
 
 @dataclass(frozen=True)
@@ -81,11 +98,19 @@ class PreparedRun:
         return len({self.topology.gpus[r].server for r in range(self.layout.num_ranks)}) > 1
 
 
+def run_label_of(spec: RunSpec) -> str:
+    """``model/topology/strategy/algorithm/network`` (paths shortened to their file name)."""
+    from pathlib import Path
+
+    short = [Path(x).stem if "/" in x else x for x in (spec.model, spec.topology)]
+    return "/".join([*short, spec.strategy, spec.algorithm, spec.network])
+
+
 def prepare(spec: RunSpec) -> PreparedRun:
     """Resolve every input of a run, so errors surface before anything is simulated."""
     if spec.algorithm not in ALGORITHMS:
         raise MoesimError(f"unknown algorithm '{spec.algorithm}' (allowed: {', '.join(ALGORITHMS)})")
-    wl_over, sys_over, net_over, link_bw = split_overrides(spec.override_dict())
+    wl_over, sys_over, net_over, link_bw = split_overrides(spec.override_dict(), f"run {run_label_of(spec)}")
     model = get_model(spec.model)
     layout = ParallelLayout.parse(spec.strategy)
     params = network_mode(spec.network).with_overrides(net_over)
