@@ -9,6 +9,8 @@ is recorded with its error and the sweep goes on; failed runs are tried again by
 from __future__ import annotations
 
 import contextlib
+import shlex
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +54,12 @@ class SweepSummary:
         return out
 
 
+def _command_line() -> str:
+    """This process's command line, the moesim CLI named ``moesim`` however it was started."""
+    prog = Path(sys.argv[0])
+    return shlex.join(["moesim" if prog.parent.name == "moesim" else prog.name, *sys.argv[1:]])
+
+
 def run_sweep(
     specs: Sequence[RunSpec],
     out_dir: str | Path,
@@ -64,10 +72,12 @@ def run_sweep(
     source: str = "sweep",
     stream: TextIO | None = None,
     rerun: bool = False,
+    command: str | None = None,
 ) -> SweepSummary:
     """Run ``specs`` into the store in ``out_dir``; every run is checked before anything is simulated.
 
     Runs whose input hash is already in the store with status 'ok' are skipped, unless ``rerun``.
+    ``command`` (default: this process's command line) is recorded in the store for the report's provenance.
     """
     t0 = time.monotonic()
     exe = EXECUTORS.get(executor)(workers, address, max_retries)
@@ -76,6 +86,7 @@ def run_sweep(
     code_hash()  # hash the simulator's files once, now, for the rows' provenance
     failures: list[tuple[str, str]] = []
     with ResultsStore(out_dir) as store:
+        store.record_command(command if command is not None else _command_line())
         store.add_factor_columns(name for spec in specs for name, _ in spec.overrides)
         store.forget_stale({p.spec.key(): p.run_id for p in planned})
         store.remove_orphans()
