@@ -35,7 +35,7 @@ def override_types() -> dict[str, Any]:
     Mirrors ``moesim.system.run.split_overrides`` (which stays the authority on which names exist).
     """
     from moesim.network.params import NetworkParams
-    from moesim.system.engine import SystemSettings
+    from moesim.system.settings import SystemSettings
     from moesim.workload.generator import WorkloadOptions
 
     out: dict[str, Any] = {"tokens": int}
