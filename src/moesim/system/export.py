@@ -13,8 +13,8 @@ from pathlib import Path
 
 from moesim.fileio import atomic_write
 from moesim.network.params import CC_NONE, NetworkParams
-from moesim.system.engine import SystemSettings
 from moesim.system.run import prepare
+from moesim.system.settings import SystemSettings
 from moesim.system.spec import RunSpec
 from moesim.topology.model import Topology
 from moesim.topology.ns3_export import write_ns3_topology
