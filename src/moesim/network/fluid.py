@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from moesim.network.base import BACKENDS, Flow, NetworkBackend
+from moesim.network.base import BACKENDS, Capabilities, Flow, NetworkBackend
 from moesim.network.cc import algorithm_for_mode
 from moesim.network.cc.base import HOP_FIELDS, INT_FIELDS, MAX_SLOTS
-from moesim.network.flow import _PathModel
+from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.fluid_kernel import (
     MODE_DCQCN,
     MODE_HPCC,
@@ -34,6 +34,7 @@ from moesim.network.fluid_kernel import (
     fluid_run,
 )
 from moesim.network.params import NetworkParams, check_choice
+from moesim.network.paths import PathModel
 from moesim.topology.model import NodeKind, Topology
 
 FLUID_STEP_S = 1e-6
@@ -115,7 +116,8 @@ class _FlowTable:
     def __init__(self, ring: int = 1) -> None:
         self.n = 0
         self.width = 1
-        self.blocks = {dtype: np.zeros((64, len(names)), dtype=dtype) for dtype, names in _SCALARS.items()}
+        self.blocks: dict[type, np.ndarray] = {dtype: np.zeros((64, len(names)), dtype=dtype)
+                                               for dtype, names in _SCALARS.items()}
         self.arrays: dict[str, np.ndarray] = {
             k: np.zeros((64, *({0: self.width, -1: ring}.get(d, d) for d in shape)), dtype=dtype)
             for k, (shape, dtype) in _ARRAYS.items()}
@@ -139,7 +141,8 @@ class _FlowTable:
             self.width = width
             self._views()
         if self.n == len(arrays["cc_on"]):
-            for group in (arrays, self.blocks):
+            groups: tuple[dict[Any, np.ndarray], ...] = (arrays, self.blocks)
+            for group in groups:
                 for k, v in group.items():
                     group[k] = np.concatenate([v, np.zeros_like(v)])
             self._views()
@@ -174,9 +177,11 @@ class _FlowTable:
 class FluidBackend(NetworkBackend):
     """Congestion-aware fluid network; active flows live in flat arrays, one row per flow."""
 
-    def __init__(self, topology: Topology, params: NetworkParams) -> None:
+    capabilities = Capabilities(congestion_control=True)
+
+    def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None) -> None:
         super().__init__(topology, params)
-        self._paths = _PathModel(topology, params)
+        self._paths = PathModel(topology, params)
         self._static = _Static(topology, params)
         self.cc = algorithm_for_mode(params.cc_mode)
         self._mode = {"dcqcn": MODE_DCQCN, "hpcc": MODE_HPCC}.get(self.cc.name, MODE_NONE)
@@ -238,8 +243,8 @@ class FluidBackend(NetworkBackend):
             (self.cc if cc_on else algorithm_for_mode(0)).init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
             consts = {"hops": len(row), "nfwd": len(fwd), "win": win, "rtt0": rtt0, "dcoef": dc,
                       "line": line_bps / 8.0 / dc, "lat": lat, **_FRESH}
-            rows = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
-                    for dtype, names in _SCALARS.items()}
+            rows: dict[type, np.ndarray] = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
+                                            for dtype, names in _SCALARS.items()}
             hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows)
             self._routes[id(described)] = hit
             self._route_bytes.append(0.0)

@@ -20,8 +20,8 @@ import numpy as np
 
 from moesim.network.cc import dcqcn, hpcc
 from moesim.network.cc.base import MAX_RATE, RATE
-from moesim.network.flow import waterfill_into
 from moesim.network.jit import entry, helper
+from moesim.network.waterfill import waterfill_into
 
 MODE_NONE, MODE_DCQCN, MODE_HPCC = 0, 1, 3
 QUIET_REL = 1e-3

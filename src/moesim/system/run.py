@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import time
 from typing import Any
 
@@ -78,14 +77,11 @@ def simulate_run(spec: RunSpec, diagnostics: bool = False) -> RunResult:
     model, layout, params, topology, workload, settings, backend_cls, tokens = prepare(spec)
     if diagnostics:
         settings = dataclasses.replace(settings, fast_forward=False)
-    if diagnostics and "diagnostics" in inspect.signature(backend_cls).parameters:
-        backend = backend_cls(topology, params, diagnostics=DiagnosticsSpec.everything())
-    else:
-        backend = backend_cls(topology, params)
+    backend = backend_cls(topology, params, diagnostics=DiagnosticsSpec.everything() if diagnostics else None)
     sim = Simulation(workload, topology, backend, settings)
     ranks = sim.run()
     bottleneck = max(range(len(ranks)), key=lambda r: (ranks[r].wall_s, -r))
-    cc_model = params.cc_name if spec.backend in ("packet", "fluid") else "none (backend is blind to CC)"
+    cc_model = params.cc_name if backend.capabilities.congestion_control else "none (backend is blind to CC)"
     policy = "all flows" if params.intra_server_cc else "inter-server flows only (intra-server flows: no CC)"
     parameters = {
         "tokens": tokens,
@@ -94,7 +90,7 @@ def simulate_run(spec: RunSpec, diagnostics: bool = False) -> RunResult:
         "topology_gpus": topology.num_gpus,
         "fast_forwarded_layers": sim.fast_forwarded_layers,
         "fast_forward_mode": sim.fast_forward_mode,
-        "backend": backend.parameters() if hasattr(backend, "parameters") else {},
+        "backend": backend.parameters(),
     }
     return RunResult(
         spec=spec, ranks=tuple(ranks), bottleneck_rank=bottleneck, backend=spec.backend, cc_model=cc_model,

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from moesim.errors import MoesimError
-from moesim.network.base import BACKENDS, Flow, NetworkBackend
+from moesim.network.base import BACKENDS, Capabilities, Flow, NetworkBackend
 from moesim.network.cc import algorithm_for_mode
 from moesim.network.diagnostics import SCHEMAS, DiagnosticsSpec, RowLog
 from moesim.network.packet import build
@@ -82,6 +82,8 @@ def _ns(t_s: float) -> int:
 )
 class PacketBackend(NetworkBackend):
     """Packet-level simulation of the RDMA fabric; one queue pair per flow."""
+
+    capabilities = Capabilities(congestion_control=True, diagnostic_tables=True, fast_forward_in_flight=True)
 
     def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None,
                  seed: int = 1, stall_s: float = DEFAULT_STALL_S) -> None:
