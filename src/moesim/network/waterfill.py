@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from moesim.network.jit import helper
+from moesim.network.jit import SOURCES_IN_CACHE_KEY, helper
 
 
-@njit(cache=True)
+@njit(cache=SOURCES_IN_CACHE_KEY)  # allocates: keeps numba's reference counting
 def waterfill_capped(links, coefs, hops, nfwd, cap, demand_cap, rates, bottleneck):
     """Weighted progressive filling where flow f never exceeds ``demand_cap[f]`` (its CC/window rate).
 

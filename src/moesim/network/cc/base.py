@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from moesim.errors import MoesimError
+from moesim.network.jit import helper, python_twin
 from moesim.network.params import NetworkParams
 from moesim.registry import Registry
 
@@ -107,24 +107,11 @@ def algorithm_for_mode(cc_mode: int) -> CcAlgorithm:
     return CC_ALGORITHMS.get("none")
 
 
-def _refcount_free_supported() -> bool:
-    try:
-        njit(_nrt=False)(lambda x: x + 1)(1)  # type: ignore[call-overload]
-    except Exception:  # pragma: no cover - numba dropped the private option: correct but slower
-        return False
-    return True
-
-
-USE_NRT = not _refcount_free_supported()
-"""False: compiled without numba's reference counting (the kernel never allocates; see network/jit.py)."""
-
-compiled: Callable[..., Any] = njit(_nrt=USE_NRT)  # type: ignore[call-overload]
+compiled = helper
 """Decorator of the CC functions: uncached, so the packet kernel compiles (and inlines) them."""
 
-
-def cached(fn: Any) -> Any:
-    """A cached twin of a compiled CC function, for callers in Python."""
-    return njit(cache=True, _nrt=USE_NRT)(fn.py_func)  # type: ignore[call-overload]
+cached = python_twin
+"""A cached twin of a compiled CC function, for callers in Python."""
 
 
 def ns(seconds: float) -> float:
