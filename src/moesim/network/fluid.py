@@ -21,18 +21,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from moesim.errors import MoesimError
 from moesim.network.base import BACKENDS, Capabilities, Flow, NetworkBackend
-from moesim.network.cc import algorithm_for_mode
+from moesim.network.cc import CC_ALGORITHMS, algorithm_for_mode
 from moesim.network.cc.base import HOP_FIELDS, INT_FIELDS, MAX_SLOTS
+from moesim.network.cc.dispatch import cc_id
 from moesim.network.diagnostics import DiagnosticsSpec
-from moesim.network.fluid_kernel import (
-    MODE_DCQCN,
-    MODE_HPCC,
-    MODE_NONE,
-    exp_draw,
-    fluid_peek,
-    fluid_run,
-)
+from moesim.network.fluid_kernel import exp_draw, fluid_peek, fluid_run
 from moesim.network.params import NetworkParams, check_choice
 from moesim.network.paths import PathModel
 from moesim.topology.model import NodeKind, Topology
@@ -184,7 +179,11 @@ class FluidBackend(NetworkBackend):
         self._paths = PathModel(topology, params)
         self._static = _Static(topology, params)
         self.cc = algorithm_for_mode(params.cc_mode)
-        self._mode = {"dcqcn": MODE_DCQCN, "hpcc": MODE_HPCC}.get(self.cc.name, MODE_NONE)
+        if self.cc.controls_rate and not (self.cc.uses_cnp or self.cc.uses_int):
+            raise MoesimError(
+                f"network parameters: field 'cc_mode': {params.cc_mode} ({self.cc.name}) has no fluid model: the "
+                "fluid backend feeds CC as CNP events or INT records (docs/network-fluid.md); use the packet backend")
+        self._cc = cc_id(self.cc)
         self._ccp = self.cc.pack_params(params)
         check_choice("fluid_marks", params.fluid_marks, "network parameters")
         check_choice("fluid_rtt", params.fluid_rtt, "network parameters")
@@ -235,12 +234,13 @@ class FluidBackend(NetworkBackend):
         hit = self._routes.get(id(described))
         if hit is None:
             fwd, _, dc, _, lat, row, coef_row = described
-            cc_on = bool(flow.cc) and self._mode != MODE_NONE
+            cc_on = bool(flow.cc) and self.cc.controls_rate
             win, rtt0 = self._window(fwd)
             line_bps = self.topology.links[fwd[0]].bandwidth_bps
             st = np.zeros(MAX_SLOTS)
             hop = np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
-            (self.cc if cc_on else algorithm_for_mode(0)).init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
+            algorithm = self.cc if cc_on else CC_ALGORITHMS.get("none")
+            algorithm.python.init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
             consts = {"hops": len(row), "nfwd": len(fwd), "win": win, "rtt0": rtt0, "dcoef": dc,
                       "line": line_bps / 8.0 / dc, "lat": lat, **_FRESH}
             rows: dict[type, np.ndarray] = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
@@ -259,7 +259,7 @@ class FluidBackend(NetworkBackend):
             s, p, col = self._static, self.params, c.cols
             self._args_version = c.version
             self._args = (
-                self._mode, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
+                self._cc, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
                 self._random_marks, self._ack_queues, self._win_bytes,
                 *(col[k] for k in ("links", "coefs", "hops", "nfwd", "first", "cc_on", "rem", "acked", "win", "rtt0",
                                    "dcoef", "line", "st", "hop")),

@@ -1,4 +1,7 @@
-"""Congestion-control algorithms as pure per-flow state machines (one module each), and their registry."""
+"""Congestion-control algorithms as pure per-flow state machines (one module each), and their registry.
+
+Each algorithm module registers itself on import; the line below is the registry's list of modules.
+"""
 
 from moesim.network.cc import dcqcn, hpcc, none  # noqa: F401  (registration)
 from moesim.network.cc.base import CC_ALGORITHMS, CcAlgorithm, FlowCc, algorithm_for_mode
