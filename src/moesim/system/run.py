@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -149,14 +148,11 @@ def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False) -> Simul
     if diagnostics:
         settings = dataclasses.replace(settings, fast_forward=False)
     backend_cls = prepared.backend_cls
-    if diagnostics and "diagnostics" in inspect.signature(backend_cls).parameters:
-        backend = backend_cls(prepared.topology, prepared.params, diagnostics=DiagnosticsSpec.everything())  # type: ignore[call-arg]
-    else:
-        backend = backend_cls(prepared.topology, prepared.params)
+    backend = backend_cls(prepared.topology, prepared.params,
+                          diagnostics=DiagnosticsSpec.everything() if diagnostics else None)
     sim = Simulation(prepared.workload(), prepared.topology, backend, settings)
     ranks = sim.run()
-    backend_params = backend.parameters() if hasattr(backend, "parameters") else {}
-    return Simulated(prepared.spec, tuple(ranks), backend_params, sim.fast_forwarded_layers, sim.fast_forward_mode,
+    return Simulated(prepared.spec, tuple(ranks), backend.parameters(), sim.fast_forwarded_layers, sim.fast_forward_mode,
                      backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0)
 
 
@@ -165,11 +161,11 @@ def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
     spec, params, settings = prepared.spec, prepared.params, prepared.settings
     ranks = simulated.ranks
     bottleneck = max(range(len(ranks)), key=lambda r: (ranks[r].wall_s, -r))
-    cc_model = params.cc_name if prepared.backend_cls.models_congestion_control else "none (backend is blind to CC)"
+    cc_model = params.cc_name if prepared.backend_cls.capabilities.congestion_control else "none (backend is blind to CC)"
     policy = "all flows" if params.intra_server_cc else "inter-server flows only (intra-server flows: no CC)"
     backend_params = simulated.backend_parameters
-    if spec != simulated.spec and hasattr(prepared.backend_cls, "parameters"):  # a twin: its own parameters
-        backend_params = prepared.backend_cls(prepared.topology, params).parameters()  # type: ignore[attr-defined]
+    if spec != simulated.spec:  # a twin: its own parameters
+        backend_params = prepared.backend_cls(prepared.topology, params).parameters()
     parameters = {
         "tokens": prepared.tokens,
         "network": {k: v for k, v in params.as_dict().items() if k != "extra"},
