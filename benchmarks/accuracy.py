@@ -80,9 +80,11 @@ def _export(store: Path, target: Path) -> None:
     print(f"wrote {n} packet runs to {target}")
 
 
-def packet_validation(out: Path, workers: int) -> int:
-    summary = run_sweep(validation_specs("packet", (256, 1024), SEEDS), out, workers=workers, progress="plain",
-                        source="packet validation set")
+def packet_validation(out: Path, workers: int, tokens: tuple[int, ...] = (256, 1024)) -> int:
+    """Run the jittered packet references, the CI subset first (then the rest, smallest token count first)."""
+    specs = validation_specs("packet", tokens[:1], SEEDS, list(CI_SUBSET))
+    specs += [s for s in validation_specs("packet", tokens, SEEDS) if s not in set(specs)]
+    summary = run_sweep(specs, out, workers=workers, progress="plain", source="packet validation set")
     print("\n".join(summary.lines()))
     if summary.failures:
         return 1
@@ -109,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("--out", type=Path, required=True, help="the packet sweep's store (resumable)")
         p.add_argument("--workers", type=int, default=1)
+        p.add_argument("--export-only", action="store_true",
+                       help="write the runs stored so far to benchmarks/reference/ without simulating")
+    sub.choices["packet-validation"].add_argument("--tokens", default="256,1024")
     v = sub.add_parser("validation")
     v.add_argument("--tokens", default="256,1024")
     v.add_argument("--backend", default="fluid")
@@ -121,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--backend", default="fluid")
     s.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
+    if args.what.startswith("packet-") and args.export_only:
+        _export(args.out, VALIDATION_PARQUET if args.what == "packet-validation" else MATRIX_PARQUET)
+        return 0
     if args.what == "packet-validation":
-        return packet_validation(args.out, args.workers)
+        return packet_validation(args.out, args.workers, tuple(int(t) for t in args.tokens.split(",")))
     if args.what == "packet-matrix":
         return packet_matrix(args.out, args.workers)
     if args.what == "validation":
