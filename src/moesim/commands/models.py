@@ -27,7 +27,7 @@ from moesim.models.schema import spec_to_mapping
 from moesim.models.spec import ModelSpec
 
 models_app = typer.Typer(
-    help="The built-in model catalog (STUDY.md section 2 + public MoE models).", no_args_is_help=True
+    help="The built-in model catalog (docs/study.md §2 + public MoE models).", no_args_is_help=True
 )
 
 
@@ -68,7 +68,7 @@ def list_cmd(
     if json_out:
         print(json.dumps([_show_mapping(s) for s in specs], indent=2))
         return
-    table = Table(title="moesim models (* = study model, STUDY.md section 2)")
+    table = Table(title="moesim models (* = study model, docs/study.md §2)")
     for col in ("key", "name", "h (comm)", "hidden", "layers", "dense", "experts", "top-k", "expert width",
                 "params", "checkpoint GB"):  # fmt: skip
         table.add_column(col, no_wrap=col == "key", justify="left" if col in ("key", "name") else "right")

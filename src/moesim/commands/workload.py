@@ -32,7 +32,7 @@ EXPORT_FORMATS = ("chakra",)
 
 workload_app = typer.Typer(
     name="workload",
-    help="Generate MoE prefill workloads (STUDY.md section 3), export them as Chakra ET, inspect ET files.",
+    help="Generate MoE prefill workloads (docs/study.md §3), export them as Chakra ET, inspect ET files.",
     no_args_is_help=True,
 )
 

@@ -4,7 +4,7 @@ A full-duplex cable is two directed links. Routes are deterministic shortest pat
 propagation delay); among equal-cost paths a per-flow ECMP choice hashes (src, dst, flow id) so
 results are reproducible across runs and processes. A route between GPUs on different servers
 leaves through the source GPU's NIC affinity and enters through the destination GPU's NIC
-(STUDY.md section 4); its three segments are GPU → own NIC inside the server, NIC → NIC across the
+(docs/study.md §4); its three segments are GPU → own NIC inside the server, NIC → NIC across the
 external fabric (switches only), NIC → GPU inside the destination server. A route between GPUs of
 one server stays inside it whenever the server's own links connect them.
 """

@@ -1,4 +1,4 @@
-"""The NS-3 topology file of ASTRA-sim's NS-3 backend (REFERENCE_SEMANTICS.md A.2, "Topology file").
+"""The NS-3 topology file of ASTRA-sim's NS-3 backend (docs/reference-semantics.md A.2, "Topology file").
 
     <node_num> <switch_num> <link_num>
     <switch id> <switch id> ...
