@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,10 +116,58 @@ class Simulated:
     fast_forward_mode: str
     diagnostics: dict[str, Any]
     sim_wallclock_s: float
+    timeline: tuple[NodeTime, ...] = ()
+    """Every node's interval when the simulation was asked for it (``simulate_prepared(timeline=True)``)."""
 
 
-def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False) -> Simulated:
-    """Simulate a prepared run. ``diagnostics`` keeps the backend's per-run diagnostics (disables fast-forward)."""
+@dataclass(frozen=True)
+class NodeTime:
+    """When one node of one rank ran: its layer (-1: none), kind (compute or a collective's name), interval."""
+
+    rank: int
+    node_id: int
+    name: str
+    layer: int
+    kind: str
+    start_s: float
+    end_s: float
+
+
+Progress = Callable[[float, int, int], None]
+"""A progress callback: (simulated time s, layers every rank has finished, layers per rank)."""
+PROGRESS_EVERY_S = 0.2
+"""Wall-clock seconds between two progress calls (the callback decides what to show)."""
+
+
+def _watch(sim: Simulation, backend: NetworkBackend, workload: Workload, progress: Progress) -> None:
+    """Call ``progress`` after engine steps, at most every PROGRESS_EVERY_S of wall time. A rank's layers
+    done are those before its first unfinished node (nodes are ordered by layer)."""
+    total = 1 + max((n.layer for g in workload.graphs for n in g.nodes), default=-1)
+    advance = backend.advance_to
+    next_call = [time.monotonic() + PROGRESS_EVERY_S]
+
+    def layers_done() -> int:
+        done = total
+        for st in sim.ranks:
+            if st.completed < len(st.nodes):
+                done = min(done, max(0, st.nodes[st.done.index(False)].layer))
+        return done
+
+    def advance_and_report(t: float) -> list[int]:
+        finished = advance(t)
+        now = time.monotonic()
+        if now >= next_call[0]:
+            next_call[0] = now + PROGRESS_EVERY_S
+            progress(t, layers_done(), total)
+        return finished
+
+    backend.advance_to = advance_and_report  # type: ignore[method-assign,assignment]
+
+
+def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False, progress: Progress | None = None,
+                      timeline: bool = False) -> Simulated:
+    """Simulate a prepared run. ``diagnostics`` keeps the backend's per-run diagnostics and ``timeline`` every
+    node's interval (both disable layer fast-forward); ``progress`` is called as the simulation advances."""
     t0 = time.perf_counter()
     settings = prepared.settings
     if diagnostics:
@@ -128,11 +177,26 @@ def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False) -> Simul
         backend = backend_cls(prepared.topology, prepared.params, diagnostics=DiagnosticsSpec.everything())  # type: ignore[call-arg]
     else:
         backend = backend_cls(prepared.topology, prepared.params)
-    sim = Simulation(prepared.workload(), prepared.topology, backend, settings)
+    workload = prepared.workload()
+    sim = Simulation(workload, prepared.topology, backend, settings, record_timeline=timeline)
+    if progress is not None:
+        _watch(sim, backend, workload, progress)
     ranks = sim.run()
     backend_params = backend.parameters() if hasattr(backend, "parameters") else {}
     return Simulated(prepared.spec, tuple(ranks), backend_params, sim.fast_forwarded_layers, sim.fast_forward_mode,
-                     backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0)
+                     backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0,
+                     _node_times(workload, sim.timeline or []))
+
+
+def _node_times(workload: Workload, timeline: list[tuple[int, int, str, float, float]]) -> tuple[NodeTime, ...]:
+    """The engine's (rank, node id, name, start, end) records with each node's layer and kind."""
+    by_id = [{n.id: n for n in g.nodes} for g in workload.graphs] if timeline else []
+    out = []
+    for rank, node_id, name, start_s, end_s in timeline:
+        node = by_id[rank][node_id]
+        kind = node.collective.name if node.collective is not None else node.kind.value
+        out.append(NodeTime(rank, node_id, name, node.layer, kind, start_s, end_s))
+    return tuple(sorted(out, key=lambda t: (t.rank, t.start_s, t.node_id)))
 
 
 def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
@@ -161,7 +225,8 @@ def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
     )
 
 
-def simulate_run(spec: RunSpec, diagnostics: bool = False) -> RunResult:
-    """Simulate one run. ``diagnostics`` keeps the backend's per-run diagnostics (disables fast-forward)."""
+def simulate_run(spec: RunSpec, diagnostics: bool = False, progress: Progress | None = None) -> RunResult:
+    """Simulate one run. ``diagnostics`` keeps the backend's per-run diagnostics (disables fast-forward);
+    ``progress`` is called as the simulation advances (see ``Progress``)."""
     prepared = prepare(spec)
-    return result_of(prepared, simulate_prepared(prepared, diagnostics))
+    return result_of(prepared, simulate_prepared(prepared, diagnostics, progress))
