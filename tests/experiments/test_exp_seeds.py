@@ -81,3 +81,7 @@ def test_report_of_a_seeded_sweep(small_dir: Path, tmp_path: Path) -> None:
     page = (out / "report.html").read_text()
     assert "Sensitivity to start jitter" in page and "2 seeds of start jitter" in page
     assert (out / "tables" / "seed_spread.csv").is_file()
+    # provenance names the seeds and the jitter; the All runs table has a row per seed
+    assert "2 start-jitter seeds per configuration (1–2); ranks start at seeded uniform draws in [0, 10.0 ns)" in page
+    runs = page.split('id="t-runs">', 1)[1].split("</table>", 1)[0]
+    assert "<th class=\"txt\">jitter_seed</th>" in runs and runs.count("<tr>") - 1 == 24

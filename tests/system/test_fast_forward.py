@@ -10,7 +10,8 @@ import dataclasses
 
 import pytest
 
-from moesim.system.engine import Simulation, stationary_mean
+from moesim.system.engine import Simulation
+from moesim.system.fast_forward import stationary_mean
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
 

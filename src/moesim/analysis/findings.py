@@ -14,6 +14,7 @@ import pyarrow as pa
 from moesim.analysis.results import MODEL, level_key, levels
 from moesim.analysis.stats import GridView
 from moesim.analysis.study import Analysis
+from moesim.analysis.tables import format_seconds
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Finding:
 
 
 def _s(x: float) -> str:
-    return f"{x:.4g} s"
+    return format_seconds(x)
 
 
 def _pct(x: float) -> str:

@@ -158,6 +158,27 @@ def load_results(directory: str | Path, include_failed: bool = False) -> pa.Tabl
     return as_table(table, source=source)
 
 
+def load_store_meta(directory: str | Path) -> dict[str, str]:
+    """The key/value table ``store_meta`` of ``DIR/results.duckdb`` (schema version, the sweeps' command
+    lines); empty for a Parquet store or one without the table."""
+    db = Path(directory) / "results.duckdb"
+    if not db.is_file():
+        return {}
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error as exc:
+        raise MoesimError(f"{db}: cannot open the results store read-only ({str(exc).splitlines()[0]})") from None
+    try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "store_meta" not in tables:
+            return {}
+        return {str(k): str(v) for k, v in con.execute("SELECT key, value FROM store_meta ORDER BY key").fetchall()}
+    finally:
+        con.close()
+
+
 def where(table: pa.Table, include: Mapping[str, Sequence[str]] | None = None,
           exclude: Mapping[str, Sequence[str]] | None = None) -> pa.Table:
     """Rows whose ``column`` value is in ``include[column]`` and not in ``exclude[column]``.

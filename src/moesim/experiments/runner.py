@@ -12,6 +12,8 @@ address leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import shlex
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,6 +58,12 @@ class SweepSummary:
         return out
 
 
+def _command_line() -> str:
+    """This process's command line, the moesim CLI named ``moesim`` however it was started."""
+    prog = Path(sys.argv[0])
+    return shlex.join(["moesim" if prog.parent.name == "moesim" else prog.name, *sys.argv[1:]])
+
+
 def run_sweep(
     specs: Sequence[RunSpec],
     out_dir: str | Path,
@@ -68,10 +76,12 @@ def run_sweep(
     source: str = "sweep",
     stream: TextIO | None = None,
     rerun: bool = False,
+    command: str | None = None,
 ) -> SweepSummary:
     """Run ``specs`` into the store in ``out_dir``; every run is checked before anything is simulated.
 
     Runs whose input hash is already in the store with status 'ok' are skipped, unless ``rerun``.
+    ``command`` (default: this process's command line) is recorded in the store for the report's provenance.
     """
     t0 = time.monotonic()
     exe = EXECUTORS.get(executor)(workers, address, max_retries)
@@ -81,6 +91,7 @@ def run_sweep(
     failures: list[tuple[str, str]] = []
     # the executor connects before the store exists: an unreachable cluster leaves no empty store behind
     with sigterm_as_interrupt(), contextlib.closing(exe.connect()), ResultsStore(out_dir) as store:
+        store.record_command(command if command is not None else _command_line())
         store.add_factor_columns(name for spec in specs for name, _ in spec.overrides)
         store.forget_stale({p.spec.key(): p.run_id for p in planned})
         store.remove_orphans()

@@ -37,6 +37,8 @@ from moesim.experiments.inputs import code_hash
 from moesim.experiments.worker import RunOutcome
 
 DB_NAME = "results.duckdb"
+COMMAND_KEY = "command"
+"""store_meta key of the command lines that filled the store (a JSON list, first run first)."""
 DIAGNOSTICS_DIR = "diagnostics"
 SCHEMA_VERSION = "1"
 
@@ -183,6 +185,17 @@ class ResultsStore:
         ).fetchall()]
 
     # ------------------------------------------------------------------ preparation
+
+    def record_command(self, command: str) -> None:
+        """Add ``command`` to the store's list of the command lines that filled it (once each), for provenance."""
+        row = self.con.execute("SELECT value FROM store_meta WHERE key = ?", [COMMAND_KEY]).fetchone()
+        try:
+            commands = json.loads(row[0]) if row else []
+        except ValueError:
+            commands = None
+        commands = commands if isinstance(commands, list) else [row[0]]
+        if command not in commands:
+            self.con.execute("INSERT OR REPLACE INTO store_meta VALUES (?, ?)", [COMMAND_KEY, json.dumps([*commands, command])])
 
     def add_factor_columns(self, names: Iterable[str]) -> None:
         """One text column per override factor (``tokens``, ``buffer_bytes``, ...)."""

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from moesim import __version__
-from moesim.errors import MoesimError, input_error
+from moesim.errors import MoesimError
 from moesim.models.catalog import get_model
 from moesim.models.spec import ModelSpec
 from moesim.network import BACKENDS
 from moesim.network.base import NetworkBackend
 from moesim.network.diagnostics import DiagnosticsSpec
-from moesim.network.params import NetworkParams, network_mode
+from moesim.network.params import CHOICES, NetworkParams, network_mode
+from moesim.schema import Constraint, Param
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
@@ -26,33 +26,49 @@ from moesim.workload.generator import WorkloadOptions, generate
 from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
 
-_WORKLOAD_KEYS = {"tokens"} | {f.name for f in dataclasses.fields(WorkloadOptions)}
-_SYSTEM_KEYS = {f.name for f in dataclasses.fields(SystemSettings)} - {
-    "all_reduce", "all_to_all", "all_gather", "reduce_scatter"}
-_NETWORK_KEYS = {f.name for f in dataclasses.fields(NetworkParams)} - {"name"}
 LINK_BANDWIDTH_KEYS = {f"{kind}_bandwidth_bps": kind for kind in LINK_KINDS}
 """Topology overrides: every link of one kind gets this bandwidth (e.g. ``fabric_bandwidth_bps``)."""
 
+MAX_TOKENS = 10 ** 9
+"""The largest token count a run accepts: every message size stays an exact float64 below it."""
+
+
+def _override_params() -> dict[str, Param]:
+    """Every parameter a run may override, by name (its layer's dataclass field, or a topology link
+    bandwidth), with type, unit and allowed range: the one schema of ``--set``, matrices and the API."""
+    out: dict[str, Param] = {"tokens": Param("tokens", "workload", int, "tokens", Constraint(low=1, high=MAX_TOKENS))}
+    for p in Param.of(WorkloadOptions, "workload"):
+        out[p.name] = p
+    impls = frozenset({"all_reduce", "all_to_all", "all_gather", "reduce_scatter"})
+    for p in Param.of(SystemSettings, "system", skip=impls):
+        out[p.name] = p
+    for p in Param.of(NetworkParams, "network", skip=frozenset({"name", "extra"})):
+        out[p.name] = dataclasses.replace(p, allowed=Constraint(choices=CHOICES[p.name])) if p.name in CHOICES else p
+    for key in LINK_BANDWIDTH_KEYS:
+        out[key] = Param(key, "topology", float, "bit/s", Constraint(low=0.0, low_open=True))
+    return out
+
+
+OVERRIDES: dict[str, Param] = _override_params()
+
+
+def check_override(name: str, value: Any, source: str = "overrides") -> Any:
+    """``value`` checked and converted for the override ``name``; an unknown name or a bad value is a
+    one-line error naming ``source``."""
+    param = OVERRIDES.get(name)
+    if param is None:
+        raise MoesimError(f"{source}: field '{name}': unknown parameter (allowed: {', '.join(sorted(OVERRIDES))})")
+    return param.check(value, source)
+
 
 def split_overrides(overrides: dict[str, Any], source: str = "overrides") -> tuple[dict, dict, dict, dict]:
-    """Sort override names into (workload, system, network, link bandwidth by kind) parts; unknown
-    names are an error."""
-    wl, sy, net, links = {}, {}, {}, {}
+    """Check every override and sort them into (workload, system, network, link bandwidth by kind) parts."""
+    parts: dict[str, dict[str, Any]] = {"workload": {}, "system": {}, "network": {}, "topology": {}}
     for key, value in overrides.items():
-        if key in _WORKLOAD_KEYS:
-            wl[key] = value
-        elif key in _SYSTEM_KEYS:
-            sy[key] = value
-        elif key in _NETWORK_KEYS:
-            net[key] = value
-        elif key in LINK_BANDWIDTH_KEYS:
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise input_error(source, key, f"must be a positive bandwidth in bits/s, got {value!r}")
-            links[LINK_BANDWIDTH_KEYS[key]] = float(value)
-        else:
-            allowed = sorted(_WORKLOAD_KEYS | _SYSTEM_KEYS | _NETWORK_KEYS | set(LINK_BANDWIDTH_KEYS))
-            raise MoesimError(f"{source}: field '{key}': unknown parameter (allowed: {', '.join(allowed)})")
-    return wl, sy, net, links
+        checked = check_override(key, value, source)
+        parts[OVERRIDES[key].section][key] = checked
+    links = {LINK_BANDWIDTH_KEYS[k]: float(v) for k, v in parts["topology"].items()}
+    return parts["workload"], parts["system"], parts["network"], links
 
 
 @dataclass(frozen=True)
@@ -82,11 +98,19 @@ class PreparedRun:
         return len({self.topology.gpus[r].server for r in range(self.layout.num_ranks)}) > 1
 
 
+def run_label_of(spec: RunSpec) -> str:
+    """``model/topology/strategy/algorithm/network`` (paths shortened to their file name)."""
+    from pathlib import Path
+
+    short = [Path(x).stem if "/" in x else x for x in (spec.model, spec.topology)]
+    return "/".join([*short, spec.strategy, spec.algorithm, spec.network])
+
+
 def prepare(spec: RunSpec) -> PreparedRun:
     """Resolve every input of a run, so errors surface before anything is simulated."""
     if spec.algorithm not in ALGORITHMS:
         raise MoesimError(f"unknown algorithm '{spec.algorithm}' (allowed: {', '.join(ALGORITHMS)})")
-    wl_over, sys_over, net_over, link_bw = split_overrides(spec.override_dict())
+    wl_over, sys_over, net_over, link_bw = split_overrides(spec.override_dict(), f"run {run_label_of(spec)}")
     model = get_model(spec.model)
     layout = ParallelLayout.parse(spec.strategy)
     params = network_mode(spec.network).with_overrides(net_over)
@@ -139,11 +163,10 @@ PROGRESS_EVERY_S = 0.2
 """Wall-clock seconds between two progress calls (the callback decides what to show)."""
 
 
-def _watch(sim: Simulation, backend: NetworkBackend, workload: Workload, progress: Progress) -> None:
+def _watch(sim: Simulation, workload: Workload, progress: Progress) -> None:
     """Call ``progress`` after engine steps, at most every PROGRESS_EVERY_S of wall time. A rank's layers
     done are those before its first unfinished node (nodes are ordered by layer)."""
     total = 1 + max((n.layer for g in workload.graphs for n in g.nodes), default=-1)
-    advance = backend.advance_to
     next_call = [time.monotonic() + PROGRESS_EVERY_S]
 
     def layers_done() -> int:
@@ -153,15 +176,31 @@ def _watch(sim: Simulation, backend: NetworkBackend, workload: Workload, progres
                 done = min(done, max(0, st.nodes[st.done.index(False)].layer))
         return done
 
-    def advance_and_report(t: float) -> list[int]:
-        finished = advance(t)
+    def report() -> None:
         now = time.monotonic()
         if now >= next_call[0]:
             next_call[0] = now + PROGRESS_EVERY_S
-            progress(t, layers_done(), total)
-        return finished
+            progress(sim.now, layers_done(), total)
 
-    backend.advance_to = advance_and_report  # type: ignore[method-assign,assignment]
+    sim.hooks.step_finished.append(report)
+
+
+def _record_timeline(sim: Simulation, workload: Workload) -> list[NodeTime]:
+    """Every node's (start, end) as the simulation runs, through the engine's hooks."""
+    started: dict[tuple[int, int], float] = {}
+    out: list[NodeTime] = []
+
+    def on_start(r: int, i: int) -> None:
+        started[(r, i)] = sim.now
+
+    def on_finish(r: int, i: int) -> None:
+        node = workload.graphs[r].nodes[i]
+        kind = node.collective.name if node.collective is not None else node.kind.value
+        out.append(NodeTime(r, node.id, node.name, node.layer, kind, started.pop((r, i), sim.now), sim.now))
+
+    sim.hooks.node_started.append(on_start)
+    sim.hooks.node_finished.append(on_finish)
+    return out
 
 
 def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False, progress: Progress | None = None,
@@ -170,33 +209,20 @@ def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False, progress
     node's interval (both disable layer fast-forward); ``progress`` is called as the simulation advances."""
     t0 = time.perf_counter()
     settings = prepared.settings
-    if diagnostics:
+    if diagnostics or timeline:
         settings = dataclasses.replace(settings, fast_forward=False)
     backend_cls = prepared.backend_cls
-    if diagnostics and "diagnostics" in inspect.signature(backend_cls).parameters:
-        backend = backend_cls(prepared.topology, prepared.params, diagnostics=DiagnosticsSpec.everything())  # type: ignore[call-arg]
-    else:
-        backend = backend_cls(prepared.topology, prepared.params)
+    backend = backend_cls(prepared.topology, prepared.params,
+                          diagnostics=DiagnosticsSpec.everything() if diagnostics else None)
     workload = prepared.workload()
-    sim = Simulation(workload, prepared.topology, backend, settings, record_timeline=timeline)
+    sim = Simulation(workload, prepared.topology, backend, settings)
     if progress is not None:
-        _watch(sim, backend, workload, progress)
+        _watch(sim, workload, progress)
+    nodes = _record_timeline(sim, workload) if timeline else []
     ranks = sim.run()
-    backend_params = backend.parameters() if hasattr(backend, "parameters") else {}
-    return Simulated(prepared.spec, tuple(ranks), backend_params, sim.fast_forwarded_layers, sim.fast_forward_mode,
+    return Simulated(prepared.spec, tuple(ranks), backend.parameters(), sim.fast_forwarded_layers, sim.fast_forward_mode,
                      backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0,
-                     _node_times(workload, sim.timeline or []))
-
-
-def _node_times(workload: Workload, timeline: list[tuple[int, int, str, float, float]]) -> tuple[NodeTime, ...]:
-    """The engine's (rank, node id, name, start, end) records with each node's layer and kind."""
-    by_id = [{n.id: n for n in g.nodes} for g in workload.graphs] if timeline else []
-    out = []
-    for rank, node_id, name, start_s, end_s in timeline:
-        node = by_id[rank][node_id]
-        kind = node.collective.name if node.collective is not None else node.kind.value
-        out.append(NodeTime(rank, node_id, name, node.layer, kind, start_s, end_s))
-    return tuple(sorted(out, key=lambda t: (t.rank, t.start_s, t.node_id)))
+                     tuple(sorted(nodes, key=lambda t: (t.rank, t.start_s, t.node_id))))
 
 
 def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
@@ -204,11 +230,11 @@ def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
     spec, params, settings = prepared.spec, prepared.params, prepared.settings
     ranks = simulated.ranks
     bottleneck = max(range(len(ranks)), key=lambda r: (ranks[r].wall_s, -r))
-    cc_model = params.cc_name if prepared.backend_cls.models_congestion_control else "none (backend is blind to CC)"
+    cc_model = params.cc_name if prepared.backend_cls.capabilities.congestion_control else "none (backend is blind to CC)"
     policy = "all flows" if params.intra_server_cc else "inter-server flows only (intra-server flows: no CC)"
     backend_params = simulated.backend_parameters
-    if spec != simulated.spec and hasattr(prepared.backend_cls, "parameters"):  # a twin: its own parameters
-        backend_params = prepared.backend_cls(prepared.topology, params).parameters()  # type: ignore[attr-defined]
+    if spec != simulated.spec:  # a twin: its own parameters
+        backend_params = prepared.backend_cls(prepared.topology, params).parameters()
     parameters = {
         "tokens": prepared.tokens,
         "network": {k: v for k, v in params.as_dict().items() if k != "extra"},
