@@ -3,7 +3,7 @@
 The command modules import only typer at load time and everything else inside the commands, so help,
 listings and inspection answer without loading numba or the network backends.
 
-Exit codes (docs/experiments.md, "Exit codes"):
+Exit codes (docs/cli.md, "Exit codes"):
 
 ====  =========================================================================================
 0     success
@@ -33,6 +33,8 @@ EXIT_USAGE = 3
 app = typer.Typer(
     name="moesim",
     help="Simulate distributed Mixture-of-Experts inference: workloads, topologies, collectives, congestion control.",
+    epilog="Exit codes: 0 ok, 1 some runs of a sweep failed, 2 input error, 3 usage error, 130/143 interrupted "
+           "(docs/cli.md).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -54,10 +56,7 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
-    """Simulate distributed Mixture-of-Experts inference: workloads, topologies, collectives, congestion control.
-
-    Exit codes: 0 ok, 1 some runs of a sweep failed, 2 input error, 3 usage error, 130/143 interrupted.
-    """
+    """The options of ``moesim`` itself (the help and the exit codes are the Typer app's help and epilog)."""
 
 
 for _module in COMMAND_MODULES:
