@@ -246,3 +246,16 @@ def test_load_model() -> None:
     assert model.key == MODEL and model.num_layers > 1
     with pytest.raises(MoesimError, match="unknown model"):
         moesim.load_model("no-such-model")
+
+
+# ------------------------------------------------------------------------------------------------ docs
+
+def test_docs_api_names_every_table_column() -> None:
+    """docs/api.md gives each DataFrame's columns in order, as the tables have them."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[2] for line in doc.splitlines()
+            if line.startswith("| `") and line.count("|") >= 3}
+    for name, columns in (("ranks", RANK_COLUMNS), ("nodes", NODE_COLUMNS), ("layers", LAYER_COLUMNS)):
+        assert f"DataFrame `{', '.join(columns)}`" in rows[name], name
+    for name in API_NAMES:
+        assert f"`{name}`" in doc.split("\n\n")[1], name

@@ -1,6 +1,6 @@
 """moesim: simulate distributed Mixture-of-Experts inference before buying hardware.
 
-The Python API (``moesim.api``, docs/experiments.md "Python API")::
+The Python API (``moesim.api``, docs/api.md)::
 
     import moesim
 

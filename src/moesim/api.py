@@ -9,7 +9,7 @@
     df = moesim.load_results("results/mine")
 
 Every name here is also an attribute of ``moesim`` (loaded on first use). The command line and this API
-run the same code (``moesim.system.run``, ``moesim.experiments``); see docs/experiments.md.
+run the same code (``moesim.system.run``, ``moesim.experiments``); see docs/api.md.
 """
 
 from __future__ import annotations
