@@ -248,4 +248,4 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
                                   ["topology", "list", "--json"]])
 def test_listings_import_no_simulator(args: list[str]) -> None:
     loaded = _heavy_imports(*args)
-    assert not {"numba", "numpy", "pandas", "moesim.network", "moesim.system.run"} & set(loaded), loaded
+    assert not {"numba", "numpy", "networkx", "pandas", "moesim.network", "moesim.system.run"} & set(loaded), loaded
