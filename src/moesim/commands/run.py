@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
         overrides = parse_set(set_)
         spec = RunSpec(model, topology, normal_strategy(strategy), algorithm, network, backend, overrides)
         caveat = None
-        if network_mode(network).cc_mode != 0 and not models_congestion_control(backend):
+        if network_mode(network).cc_algorithm.controls_rate and not models_congestion_control(backend):
             caveat = (f"note: the {backend} backend does not model congestion control: {network} differs from "
                       f"other modes here only in delays and header bytes (use --backend "
                       f"{' or '.join(congestion_control_backends())} to compare network modes)")
