@@ -147,7 +147,10 @@ def load_results(directory: str | Path, include_failed: bool = False) -> pa.Tabl
     elif pq_path.is_file():
         import pyarrow.parquet as pq
 
-        table, source = pq.read_table(pq_path), str(pq_path)
+        try:
+            table, source = pq.read_table(pq_path), str(pq_path)
+        except (pa.ArrowException, OSError) as exc:
+            raise MoesimError(f"{pq_path}: not a readable Parquet results table ({str(exc).splitlines()[0]})") from None
     else:
         raise MoesimError(f"{d}: no results store found (expected results.duckdb or runs.parquet)")
     if include_failed:

@@ -16,11 +16,12 @@ import zlib
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from functools import cached_property
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from moesim.errors import MoesimError
+
+if TYPE_CHECKING:
+    import networkx as nx  # imported by to_networkx() only: listings stay fast
 
 
 class NodeKind(StrEnum):
@@ -148,6 +149,8 @@ class Topology:
 
     def to_networkx(self) -> nx.DiGraph:
         """A DiGraph with node attributes kind/server and edge attributes id/bandwidth_bps/delay_s/kind."""
+        import networkx as nx
+
         g = nx.DiGraph(name=self.name)
         for n in self.nodes:
             g.add_node(n.name, kind=n.kind.value, server=n.server)
