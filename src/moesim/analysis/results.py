@@ -9,8 +9,9 @@ whatever order the runner wrote the rows in).
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,22 @@ def as_table(data: Any, source: str = "results") -> pa.Table:
     return table.take(pa.array(order, type=pa.int64())) if table.num_rows else table
 
 
+@contextlib.contextmanager
+def _read_only(db: Path) -> Iterator[tuple[Any, set[str]]]:
+    """A read-only connection to the store ``db`` and the names of its tables; a store that cannot be
+    opened is a one-line error."""
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error as exc:
+        raise MoesimError(f"{db}: cannot open the results store read-only ({str(exc).splitlines()[0]})") from None
+    try:
+        yield con, {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    finally:
+        con.close()
+
+
 def load_results(directory: str | Path, include_failed: bool = False) -> pa.Table:
     """Open a results store read-only: ``DIR/results.duckdb`` (table ``runs``) or ``DIR/runs.parquet``.
 
@@ -129,20 +146,11 @@ def load_results(directory: str | Path, include_failed: bool = False) -> pa.Tabl
     d = Path(directory)
     db, pq_path = d / "results.duckdb", d / "runs.parquet"
     if db.is_file():
-        import duckdb
-
-        try:
-            con = duckdb.connect(str(db), read_only=True)
-        except duckdb.Error as exc:
-            raise MoesimError(f"{db}: cannot open the results store read-only ({str(exc).splitlines()[0]})") from None
-        try:
-            tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        with _read_only(db) as (con, tables):
             if "runs" not in tables:
                 raise input_error(str(db), "runs", "no table 'runs' in the results store", allowed=sorted(tables) or None)
             rel = con.sql("SELECT * FROM runs")
             table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()
-        finally:
-            con.close()
         source = str(db)
     elif pq_path.is_file():
         import pyarrow.parquet as pq
@@ -164,19 +172,10 @@ def load_store_meta(directory: str | Path) -> dict[str, str]:
     db = Path(directory) / "results.duckdb"
     if not db.is_file():
         return {}
-    import duckdb
-
-    try:
-        con = duckdb.connect(str(db), read_only=True)
-    except duckdb.Error as exc:
-        raise MoesimError(f"{db}: cannot open the results store read-only ({str(exc).splitlines()[0]})") from None
-    try:
-        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    with _read_only(db) as (con, tables):
         if "store_meta" not in tables:
             return {}
         return {str(k): str(v) for k, v in con.execute("SELECT key, value FROM store_meta ORDER BY key").fetchall()}
-    finally:
-        con.close()
 
 
 def where(table: pa.Table, include: Mapping[str, Sequence[str]] | None = None,
