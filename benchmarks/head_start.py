@@ -68,7 +68,12 @@ def dispatch_end_us(backend_name: str, lead_s: float, overrides: dict[str, Any])
     """When GPUs 4..7 finish the first EP dispatch (µs after the early GPUs start)."""
     spec = RunSpec("deepseek-v4-flash", "4", "TP16EP2", "ring_direct", "ib_cc0", backend_name,
                    tuple(sorted({"tokens": 256, **(overrides if backend_name == "fluid" else {})}.items())))
-    _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
+    prepared = prepare(spec)
+    params = prepared.params
+    topology = prepared.topology
+    workload = prepared.workload()
+    settings = prepared.settings
+    backend_cls = prepared.backend_cls
     graphs = []
     for g in workload.graphs:
         node = next(n for n in g.nodes if n.name.startswith("ep_dispatch"))

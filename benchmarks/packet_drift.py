@@ -91,25 +91,35 @@ def cnps(backend: NetworkBackend) -> int:
 
 
 def layers(spec: RunSpec, show_nodes: int, seed: int | None, offsets: bool) -> None:
-    _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
+    prepared = prepare(spec)
+    params = prepared.params
+    topology = prepared.topology
+    workload = prepared.workload()
+    settings = prepared.settings
+    backend_cls = prepared.backend_cls
     backend = backend_cls(topology, params) if seed is None else backend_cls(topology, params, seed=seed)
-    sim = Simulation(workload, topology, backend, dataclasses.replace(settings, fast_forward=False),
-                     record_timeline=True)
+    sim = Simulation(workload, topology, backend, dataclasses.replace(settings, fast_forward=False))
     cnps_at: dict[int, int] = {}  # rank 0's nodes: CNPs so far when each ends
-    node_done = sim._node_done
+    started: dict[tuple[int, int], float] = {}
+    timeline: list[tuple[int, int, float, float]] = []  # (rank, node id, start s, end s) per node
 
-    def count(r: int, i: int) -> None:
+    def start(r: int, i: int) -> None:
+        started[(r, i)] = sim.now
+
+    def finish(r: int, i: int) -> None:
+        node_id = workload.graphs[r].nodes[i].id
         if r == 0:
-            cnps_at[sim.ranks[0].nodes[i].id] = cnps(backend)
-        node_done(r, i)
+            cnps_at[node_id] = cnps(backend)
+        timeline.append((r, node_id, started.pop((r, i)), sim.now))
 
-    sim._node_done = count  # type: ignore[method-assign]
+    sim.hooks.node_started.append(start)
+    sim.hooks.node_finished.append(finish)
     sim.run()
     layer_of = {n.id: n.layer for n in workload.graphs[0].nodes}
     ends: dict[int, dict[int, float]] = {}
     rank0: dict[int, tuple[float, float]] = {}
     layer_start: dict[int, float] = {}
-    for rank, node_id, _name, start, end in sim.timeline or []:
+    for rank, node_id, start, end in timeline:
         ends.setdefault(node_id, {})[rank] = end
         if rank == 0:
             rank0[node_id] = (start, end)

@@ -51,7 +51,11 @@ def alltoall(size_bytes: int, at_us: float, n: int = 8) -> None:
 
 
 def run(spec: RunSpec) -> None:
-    _, _, params, topology, workload, settings, _, _ = prepare(spec)
+    prepared = prepare(spec)
+    params = prepared.params
+    topology = prepared.topology
+    workload = prepared.workload()
+    settings = prepared.settings
     backend = PacketBackend(topology, params)
     ranks = Simulation(workload, topology, backend, dataclasses.replace(settings, fast_forward=False)).run()
     label = " ".join((spec.model, spec.topology, spec.strategy, spec.algorithm, spec.network))

@@ -35,32 +35,32 @@ def ends_us(topology: str, strategy: str, mode: str, backend: str, offsets_us: l
     """When each rank ends the collective (µs); with ``flows_from`` also print what that GPU sends."""
     spec = RunSpec("deepseek-v4-flash", topology, strategy, "ring_direct", mode, backend,
                    tuple(sorted((("tokens", tokens), *overrides))))
-    _, _, params, topo, workload, settings, backend_cls, _ = prepare(spec)
+    prepared = prepare(spec)
+    params = prepared.params
+    topo = prepared.topology
+    workload = prepared.workload()
+    settings = prepared.settings
+    backend_cls = prepared.backend_cls
     graphs = []
     for g in workload.graphs:
         node = next(n for n in g.nodes if n.name.startswith(node_name))
         wait = Node(-1, "wait", NodeKind.COMPUTE, duration_ns=round(offsets_us[g.rank % len(offsets_us)] * 1e3))
         graphs.append(dataclasses.replace(g, nodes=(wait, dataclasses.replace(node, deps=(-1,)))))
-    net = backend_cls(topo, params)
+    sim = Simulation(dataclasses.replace(workload, graphs=tuple(graphs)), topo, backend_cls(topo, params),
+                     dataclasses.replace(settings, fast_forward=False, roofline=False))
     sent: dict[int, list[float]] = {}  # flow id → [start, end] of the messages ``flows_from`` sends
     if flows_from is not None:
-        start_flow, advance_to = net.start_flow, net.advance_to
 
-        def start(flow: Flow, now_s: float) -> None:
+        def started(flow: Flow) -> None:
             if flow.src_gpu == flows_from:
-                sent[flow.flow_id] = [now_s, math.nan]
-            start_flow(flow, now_s)
+                sent[flow.flow_id] = [sim.now, math.nan]
 
-        def advance(t_s: float) -> list[int]:
-            done = advance_to(t_s)
-            for fid in done:
-                if fid in sent:
-                    sent[fid][1] = t_s
-            return done
+        def finished(flow_id: int) -> None:
+            if flow_id in sent:
+                sent[flow_id][1] = sim.now
 
-        net.start_flow, net.advance_to = start, advance  # type: ignore[method-assign]
-    sim = Simulation(dataclasses.replace(workload, graphs=tuple(graphs)), topo, net,
-                     dataclasses.replace(settings, fast_forward=False, roofline=False))
+        sim.hooks.flow_started.append(started)
+        sim.hooks.flow_finished.append(finished)
     ends = [r.wall_s * 1e6 for r in sim.run()]
     if sent:
         print(f"{backend:6s}: GPU {flows_from} sends (start–end, µs): " + ", ".join(

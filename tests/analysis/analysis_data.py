@@ -38,7 +38,7 @@ def study_rows(models=MODELS) -> list[dict]:
     for m, topo, strat, alg, net in itertools.product(models, F_TOPO, F_STRAT, ("ring_direct", "dbt_direct"), F_NET):
         w, g = wall(m, topo, strat, alg, net), gpu(m, strat)
         rows.append({"model": m, "topology": topo, "strategy": strat, "tp": TP[strat], "ep": 32 // TP[strat],
-                     "algorithm": alg, "network": net, "backend": "flow", "wall_s": w, "gpu_s": g, "comm_s": w - g,
+                     "algorithm": alg, "network": net, "backend": "fluid", "wall_s": w, "gpu_s": g, "comm_s": w - g,
                      "bottleneck_rank": 0, "status": "ok", "error": None, "version": "test", "params_json": "{}",
                      "input_hash": f"h{len(rows)}", "diagnostics_path": None})
     return rows

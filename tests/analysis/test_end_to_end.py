@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import csv
+import html
+import re
 import subprocess
 import sys
 
 import duckdb
 import pytest
+
+from moesim import __version__
+from moesim.experiments.inputs import code_hash
 
 
 @pytest.mark.slow
@@ -23,6 +28,13 @@ def test_reduced_study_sweep_then_report(tmp_path):
     assert rep.returncode == 0, rep.stderr[-2000:]
     page = (out / "report.html").read_text()
     assert "8 successful runs of 2 model(s)" in page
+    # provenance: the sweep's own command line, this code's version and hash, what the backend models
+    prov = dict(re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", page))
+    assert html.unescape(re.sub("<[^>]+>", "", prov["command"])) == (
+        f"moesim sweep study --preset smoke --models deepseek-v4-flash,glm-5.3 --backend analytical --diagnostics "
+        f"--workers 1 --progress none --out {store}")
+    assert prov["moesim version"] == __version__ and prov["source hash (sha256)"] == code_hash()
+    assert "does not model congestion control" in prov["backend analytical"]
     assert (out / "figures" / "runs_glm-5.3.png").is_file() and (out / "figures" / "diagnostics_link_bytes.png").is_file()
     # the overall table agrees with the store, computed independently with SQL
     con = duckdb.connect(str(store / "results.duckdb"), read_only=True)

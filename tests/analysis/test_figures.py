@@ -54,16 +54,17 @@ def test_runs_figure_has_two_stacked_bars_per_run():
 
 
 def test_runs_figure_colours_follow_the_data():
+    area = (figs.DPI / 100) ** 2  # pixel counts below are for 100 dpi
     img = pixels(figs.runs_figure(random_table(), "m"))
     assert img.std() > 0.05  # not blank
     for k in range(len(TOPOS)):
-        assert color_count(img, figs.color(k)) > 200, k
-    assert color_count(img, figs.GPU_COLOR) > 50
+        assert color_count(img, figs.color(k)) > 200 * area, k
+    assert color_count(img, figs.GPU_COLOR) > 50 * area
     assert color_count(img, figs.color(len(TOPOS))) == 0  # no 7th topology colour
     # a topology without communication time has no comm bar, so its colour is absent from the bars
     img0 = pixels(figs.runs_figure(random_table(zero_comm_topology="3"), "m"))
     legend_patch = color_count(img, figs.color(2)) > color_count(img0, figs.color(2))
-    assert legend_patch and color_count(img0, figs.color(2)) < 200
+    assert legend_patch and color_count(img0, figs.color(2)) < 200 * area
 
 
 def test_renders_are_byte_identical():
@@ -108,3 +109,53 @@ def test_timelines_draw_one_series_per_port(n_ports, expected):
     pfc = pa.table({"time_s": [1e-6, 2e-6, 3e-6], "port": ["a", "b", "a"]})
     fig = figs.timeline_figure([("run", pfc), ("run2", pfc)], None, "PFC")
     assert [len(ax.lines) for ax in fig.axes] == [2, 2]
+
+
+def test_pngs_are_rendered_at_150_dpi_and_say_so():
+    from PIL import Image
+
+    fig = figs.runs_figure(random_table(), "m")
+    img = Image.open(io.BytesIO(figs.render(fig, "png")))
+    assert figs.DPI >= 150
+    assert [round(d) for d in img.info["dpi"]] == [figs.DPI, figs.DPI]  # pHYs chunk
+    w_in, h_in = fig.get_size_inches()
+    assert img.size == (round(w_in * figs.DPI), round(h_in * figs.DPI))
+
+
+def test_topologies_are_named_by_their_shape():
+    from moesim.analysis.labels import topology_label, topology_tick
+
+    # STUDY.md section 4: topology 4 = 4 servers, each 2 PCIe switches with 4 GPUs + 1 NIC
+    assert topology_label("4") == "T4: 4 servers × 8 GPUs on 2 PCIe switches, 2 NICs each"
+    assert topology_label("6") == "T6: 1 server × 32 GPUs on 8 PCIe switches, no NIC"
+    assert topology_tick("3").splitlines() == ["T3", "16×2 GPU, 1 NIC", "2 CPUs"]
+    assert topology_label("my_cluster.yaml") == "my_cluster.yaml"
+
+
+def test_ratio_figure_draws_from_parity_on_a_zoomed_axis():
+    """Ratios of 0.95–1.25: bars start at 1, the y-axis spans about that range (not 0–1.25), ticks name topologies."""
+    view = next(v for v in INTERACTIONS if v.name == "dcqcn_hpcc_by_topology")
+    ratios = {"1": 1.25, "2": 1.02, "3": 0.95, "4": 1.04, "5": 1.10}
+    res = pa.Table.from_pylist([{"model": "m", "topology": t, "roce_dcqcn": r, "roce_hpcc": 1.0, "ratio": r}
+                                for t, r in ratios.items()])
+    fig = figs.ratio_figure(res, view)
+    ax = fig.axes[0]
+    patches = list(ax.containers[0])
+    assert [p.get_y() for p in patches] == [1.0] * 5
+    assert np.allclose([1.0 + p.get_height() for p in patches], list(ratios.values()))
+    lo, hi = ax.get_ylim()
+    assert 0.75 < lo < 0.95 and 1.25 < hi < 1.45  # room for the labels, nowhere near 0
+    assert [t.get_text().splitlines()[0] for t in ax.get_xticklabels()] == ["T1", "T2", "T3", "T4", "T5"]
+    assert ax.get_ylabel() == "wall time under roce_dcqcn\n÷ wall time under roce_hpcc"
+    assert ax.get_xlabel() == "server topology"
+    assert "+4.0 %" in [t.get_text() for t in ax.texts]  # T4's change is written on its bar
+
+
+def test_grid_figure_labels_in_words(study_table):
+    view = next(v for v in INTERACTIONS if isinstance(v, GridView))
+    fig = figs.grid_figure(interaction(study_table, view), view)
+    assert fig.axes[0].get_ylabel() == "wall time, relative to\ntopology 6 / TP2EP16"
+    labels = fig.legends[0].get_texts()
+    assert labels[0].get_text() == "T1: 32 servers × 1 GPU on 1 CPU, 1 NIC each"
+    # the baseline cell sits exactly on parity: its bar has no height
+    assert 0.0 in {p.get_height() for c in fig.axes[0].containers for p in c}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import html as htmllib
+import io
 import json
 import re
 import shutil
@@ -16,11 +18,17 @@ import pyarrow.parquet as pq
 import pytest
 from analysis_data import small_rows, study_rows, write_store
 from matplotlib.image import imread
+from PIL import Image
 
-from moesim.analysis.report import SECTIONS, build_report
+from moesim.analysis.figures import DPI
+from moesim.analysis.provenance import provenance
+from moesim.analysis.report import MIN_FILTER_ROWS, SECTIONS, build_report
+from moesim.experiments.store import ResultsStore
 
 CHROMIUM = Path("/usr/bin/chromium")
 MODELS = ("glm-5.3", "deepseek-v4-flash")
+SOURCE = "ab12" * 16
+COMMAND = "moesim sweep study --models glm-5.3,deepseek-v4-flash --backend fluid --out store"
 
 
 def _store(root: Path) -> Path:
@@ -39,7 +47,14 @@ def _store(root: Path) -> Path:
     rows[1]["diagnostics_path"] = str(diag / "run1")
     rows.append({**rows[2], "topology": "7", "status": "error", "error": "boom", "wall_s": None, "gpu_s": None,
                  "comm_s": None})
-    return write_store(root / "store", rows)
+    start = dt.datetime(2026, 3, 1, 9, 30)
+    for i, r in enumerate(rows):  # what a sweep stores: parameters with the source hash, finishing times
+        r["params_json"] = json.dumps({"source_sha256": SOURCE, "tokens": 4096, "network": {"name": r["network"]}})
+        r["finished_at"] = start + dt.timedelta(seconds=10 * i)
+    store = write_store(root / "store", rows)
+    with ResultsStore(store) as s:
+        s.record_command(COMMAND)
+    return store
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +80,7 @@ def test_report_files(built):
     assert {"interaction_topology_strategy", "interaction_dbt_ring_by_strategy", "interaction_dcqcn_hpcc_by_topology",
             "architecture", "diagnostics_link_bytes", "diagnostics_queue", "diagnostics_pfc"} <= figs
     assert page.count("data:image/png;base64,") == len(figs)
-    assert page.count('class="sortable"') == len(names)
+    assert page.count('class="sortable"') == len(names - {"provenance"})  # provenance is the page's first block
     assert "384 successful runs of 2 model(s); 1 failed run(s) left out" in page
     # self-contained: no external resources
     assert not re.search(r"""(src|href)\s*=\s*["'](https?:|//)""", page)
@@ -74,6 +89,86 @@ def test_report_files(built):
     assert sum(ln.startswith("- ") for ln in (out / "findings.md").read_text().splitlines()) == len(files.findings)
     for f in files.findings:
         assert htmllib.escape(f.text) in page
+
+
+def _prov(page: str) -> dict[str, str]:
+    block = re.search(r'<dl class="prov">(.*?)</dl>', page, re.S)
+    assert block, "no provenance block"
+    return {htmllib.unescape(k): htmllib.unescape(re.sub(r"<[^>]+>", "", v))
+            for k, v in re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", block.group(1), re.S)}
+
+
+def test_report_provenance(built):
+    _, files = built
+    page = files.html.read_text()
+    assert page.index('<section id="provenance">') < page.index('<section id="summary">')
+    prov = _prov(page)
+    assert prov["command"] == COMMAND
+    assert prov["moesim version"] == "test" and prov["source hash (sha256)"] == SOURCE
+    last = dt.datetime(2026, 3, 1, 9, 30) + dt.timedelta(seconds=10 * 384)  # the 385th row is the last to finish
+    assert prov["date (runs finished, UTC)"] == f"2026-03-01 09:30 – {last:%H:%M}"
+    assert prov["runs"] == "384 successful, 1 failed" and prov["tokens per batch"] == "4096"
+    assert prov["backend fluid"].startswith("Fluid network") and "models congestion control" in prov["backend fluid"]
+    assert prov["network modes"] == "ib_cc0, ib_hpcc, roce_hpcc, roce_dcqcn"
+    assert prov["seeds"].startswith("none")
+    params = (files.html.parent / "tables" / "parameters.csv").read_text().splitlines()
+    assert "network.name,ib_cc0; ib_hpcc; roce_dcqcn; roce_hpcc,4" in params
+
+
+def test_provenance_of_a_seeded_store_with_mixed_code():
+    """Seeds and jitter come from the rows; two source trees and a CC-blind backend are said plainly."""
+    rows = [{"model": "m", "topology": "1", "network": "roce_dcqcn", "backend": "flow", "status": "ok",
+             "version": "0.1.0", "jitter_seed": str(k), "start_jitter_s": "1e-08",
+             "params_json": json.dumps({"source_sha256": h, "tokens": 512})}
+            for k in (1, 2, 3) for h in ("aa", "bb")]
+    p = provenance(pa.Table.from_pylist(rows), {"command": json.dumps(["moesim sweep a", "moesim sweep b"])})
+    lines = dict(p.items())
+    assert lines["command"] == "moesim sweep a\nmoesim sweep b"
+    assert lines["seeds"] == ("3 start-jitter seeds per configuration (1–3); ranks start at seeded uniform draws "
+                              "in [0, 10.0 ns)")
+    assert "2 different source trees" in lines["source hash (sha256)"]
+    assert "does not model congestion control" in lines["backend flow"]
+    assert lines["date (runs finished, UTC)"] == "not recorded"
+
+
+def test_report_numbers_have_units_and_few_digits(built):
+    _, files = built
+    page = files.html.read_text()
+    # deepseek-v4-flash, TP16EP2: gpu = 0.02 × 0.5 × 2 / 16 s (analysis_data.gpu) shown as 1.25 ms
+    assert f'data-v="{0.02 * 0.5 * 2 / 16!r}">1.25 ms</td>' in page
+    # the fastest run of deepseek-v4-flash: 0.5 s (every factor at 1)
+    assert 'data-v="0.5">500 ms</td>' in page
+    # strategy marginal: TP4EP8 is 2× TP2EP16, so 100 % over the best; comm fraction of a run in %
+    assert re.search(r'data-v="1\.0">100 %</td>', page)
+    cells = re.findall(r'<td class="num" data-v="[^"]*">([^<]*)</td>', page)
+    assert len(cells) > 1000
+    assert not [c for c in cells if re.search(r"\d\.\d{4,}|e[+-]\d", c)], "unformatted numbers in a table"
+    assert {c.split(" ")[-1] for c in cells if " " in c} <= {"s", "ms", "µs", "ns", "%"}
+
+
+def test_all_runs_table_has_every_run(built):
+    _, files = built
+    page = files.html.read_text()
+    runs = re.search(r'<table class="sortable" id="t-runs">(.*?)</table>', page, re.S).group(1)
+    head = re.findall(r"<th class=[^>]*>(.*?)</th>", runs)
+    assert head == ["model", "topology", "strategy", "algorithm", "network", "wall_s", "gpu_s", "comm_s",
+                    "comm_fraction", "bottleneck_rank", "backend"]
+    assert runs.count("<tr>") - 1 == 384  # successful runs; the failed one is listed apart
+    with open(files.html.parent / "tables" / "runs.csv") as fh:
+        assert sum(1 for _ in fh) - 1 == 384
+    assert '<table class="sortable" id="t-failed_runs">' in page and "<td>boom</td>" in page
+
+
+def test_report_figures_are_150_dpi(built):
+    _, files = built
+    pngs = [p for p in files.figures if p.suffix == ".png"]
+    assert len(pngs) >= 9
+    for p in pngs:
+        img = Image.open(p)
+        assert min(img.info["dpi"]) >= 150 and DPI >= 150, p.name
+    embedded = re.findall(r'src="data:image/png;base64,([^"]+)"', files.html.read_text())
+    import base64
+    assert all(min(Image.open(io.BytesIO(base64.b64decode(b))).info["dpi"]) >= 150 for b in embedded)
 
 
 def test_report_is_deterministic(built, tmp_path):
@@ -100,7 +195,7 @@ def test_cli_report_and_errors(tmp_path):
     cmp = subprocess.run([sys.executable, "-m", "moesim.cli", "compare", str(store), "--reference", "v4_flash",
                           "--out", str(tmp_path / "c")], capture_output=True, text=True)
     assert cmp.returncode == 0, cmp.stderr
-    assert "| overall | wall_mean_s | 0.550729 |" in cmp.stdout and (tmp_path / "c" / "compare.html").is_file()
+    assert "| overall | wall_mean_s | 0.5507 |" in cmp.stdout and (tmp_path / "c" / "compare.html").is_file()
     # the tiny store has no 'algorithm' column: those reference entries are listed as not compared
     assert "not compared: means[2]: the results have no column 'algorithm'" in cmp.stdout
 
@@ -116,6 +211,14 @@ PROBE = """<script>
   t.tHead.rows[0].cells[col].click(); t.tHead.rows[0].cells[col].click();
   out.sorted = Array.prototype.map.call(t.tBodies[0].rows, function(r){ return parseFloat(r.cells[col].getAttribute('data-v')); });
   out.aria = t.tHead.rows[0].cells[col].getAttribute('aria-sort');
+  function visible(id){ return Array.prototype.filter.call(document.getElementById(id).tBodies[0].rows,
+    function(r){ return r.style.display !== 'none' && r.getBoundingClientRect().height > 0; }).length; }
+  var box = document.querySelector('input.filter[data-for="t-runs"]');
+  out.filter = {before: visible('t-runs')};
+  box.value = 'topology=6 roce_hpcc'; box.dispatchEvent(new Event('input'));
+  out.filter.both = visible('t-runs'); out.filter.count = box.nextElementSibling.textContent;
+  box.value = 'GLM-5.3'; box.dispatchEvent(new Event('input')); out.filter.model = visible('t-runs');
+  box.value = ''; box.dispatchEvent(new Event('input')); out.filter.after = visible('t-runs');
   var pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 })();
@@ -156,6 +259,9 @@ def test_report_in_chromium(built, tmp_path):
     assert console_lines(proc) == []
     n_tables = page.read_text().count('class="sortable"')
     assert f'data-sortable-tables="{n_tables}"' in proc.stdout
+    # a filter box above every table of MIN_FILTER_ROWS rows or more, each wired to its table
+    long_tables = sum(1 for t in re.findall(r'<tbody>(.*?)</tbody>', page.read_text()) if t.count("<tr>") >= MIN_FILTER_ROWS)
+    assert long_tables >= 5 and f'data-filter-boxes="{long_tables}"' in proc.stdout
     # 2. every section is rendered with a height, and a click sorts a numeric column
     probed = tmp_path / "probe.html"
     probed.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
@@ -168,6 +274,9 @@ def test_report_in_chromium(built, tmp_path):
     assert set(probe["sections"]) == {sid for sid, _ in SECTIONS}
     assert all(h > 20 for h in probe["sections"].values()), probe["sections"]
     assert probe["aria"] == "descending" and probe["sorted"] == sorted(probe["sorted"], reverse=True)
+    # the All runs filter: topology 6 under roce_hpcc = 2 models × 4 strategies × 2 algorithms; a model's name
+    # (any case) = its 192 runs; an empty box shows every row again
+    assert probe["filter"] == {"before": 384, "both": 16, "count": "16 of 384 rows", "model": 192, "after": 384}
     # 3. a screenshot is not blank
     shot = tmp_path / "shot.png"
     proc = chromium(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1280,2000")

@@ -142,3 +142,62 @@ def test_reversal_finding_when_the_best_level_flips():
     text = " ".join(f.text for f in fs)
     assert "The best topology depends on the strategy" in text
     assert "TP2EP16 → 6" in text and "TP16EP2 → 1" in text
+
+
+def test_findings_carry_their_backend(a):
+    fs = findings(a)
+    assert fs and {f.backend for f in fs} == {"fluid"}
+    assert any("network" in f.factors for f in fs)  # a CC-aware backend states network-mode findings
+
+
+def test_a_cc_blind_backend_states_no_network_mode_finding(study_rows_flow):
+    fs = findings(analyse(study_rows_flow))
+    assert {f.backend for f in fs} == {"flow"}
+    network = [f for f in fs if "network" in f.factors]
+    # the one line about network modes is the caveat; no ranking, ratio or reversal of network modes
+    assert len(network) == 1 and network[0].text.startswith("No finding about network modes: the flow backend")
+    text = "\n".join(f.text for f in fs)
+    assert "DCQCN / HPCC" not in text and "network (S_network)" not in text and "per network" not in text
+    assert any(f.topic == "strategy" for f in fs)  # the other findings are still there
+
+
+@pytest.fixture(scope="module")
+def study_rows_flow():
+    rows = [{**r, "backend": "flow"} for r in study_rows()]
+    return as_table(rows)
+
+
+def _seeded(seeds: int, wobble: dict[tuple[str, str], tuple[float, ...]]) -> list[dict]:
+    """The synthetic study run with ``seeds`` seeds; configurations in ``wobble`` (topology, strategy) get
+    a per-seed factor on their wall time (and comm), all others repeat exactly."""
+    out = []
+    for r in study_rows(("deepseek-v4-flash",)):
+        for s in range(1, seeds + 1):
+            f = wobble.get((r["topology"], r["strategy"]), (1.0,) * seeds)[s - 1]
+            w = r["wall_s"] * f
+            out.append({**r, "wall_s": w, "comm_s": w - r["gpu_s"], "jitter_seed": str(s), "start_jitter_s": "1e-08"})
+    return out
+
+
+def test_seeds_collapse_to_the_median_and_keep_the_range():
+    wob = {("4", "TP16EP2"): (1.0, 1.3, 0.9)}
+    a3 = analyse(as_table(_seeded(3, wob)))
+    assert a3.table.num_rows == 192 and sorted(a3.per_seed) == ["1", "2", "3"] and a3.seed_runs.num_rows == 576
+    rows = _rows(a3.table, topology="4", strategy="TP16EP2", algorithm="ring_direct", network="ib_cc0")
+    (r,) = rows
+    base = BASE["deepseek-v4-flash"] * F_TOPO["4"] * F_STRAT["TP16EP2"]
+    assert r["wall_s"] == pytest.approx(base) and r["wall_min_s"] == pytest.approx(0.9 * base)
+    assert r["wall_max_s"] == pytest.approx(1.3 * base) and r["wall_spread"] == pytest.approx(0.4)
+    assert "jitter_seed" not in a3.factors and r["seeds"] == 3
+
+
+def test_each_finding_says_in_how_many_seeds_it_holds():
+    # seed 3 makes topology 4 / TP2EP16 (2 × 5.5) the slowest cell of the grid instead of 3 / TP16EP2
+    # (2.5 × 4): the grid finding holds in 2 of 3 seeds; TP2EP16 stays the fastest strategy in all three
+    wob = {("4", "TP2EP16"): (1.0, 1.0, 5.5)}
+    fs = findings(analyse(as_table(_seeded(3, wob))))
+    assert all(f.text.endswith(("Holds in 3 of 3 seeds.", "Holds in 2 of 3 seeds.")) for f in fs if f.claim is not None)
+    grid = next(f for f in fs if f.topic == "topology_strategy")
+    assert grid.text.endswith("Holds in 2 of 3 seeds.")
+    strat = next(f for f in fs if f.topic == "strategy")
+    assert strat.text.endswith("Holds in 3 of 3 seeds.")

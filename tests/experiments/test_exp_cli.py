@@ -38,7 +38,8 @@ def test_sweep_run_then_results(monkeypatch, capsys, small_dir: Path, tmp_path: 
                               "--topologies", "1,6", "--strategies", "TP2EP16", "--set", "tokens=2048,4096",
                               "--workers", "2", "--progress", "none")
     assert code == 0, stdout
-    assert "8 runs: 0 already in the store, 8 done now, 0 failed" in stdout
+    # topology 6 (one server) reads the same inputs under ib_cc0 and roce_dcqcn: 4 of its runs, 2 simulations
+    assert "8 runs: 0 already in the store, 8 done now in 6 simulations, 0 failed" in stdout
     rows = store_rows(out)
     assert sorted((r["topology"], r["network"], r["tokens"]) for r in rows) == sorted(
         (t, n, k) for t in ("1", "6") for n in ("ib_cc0", "roce_dcqcn") for k in ("2048", "4096"))

@@ -30,7 +30,7 @@ def test_study_matrix_is_the_full_product_of_study_md() -> None:
     assert len(specs) == 4 * 6 * 4 * 2 * 4 == 768
     expected = set(itertools.product(*(sorted(v) for v in STUDY_LEVELS.values())))
     assert {(s.model, s.topology, s.strategy, s.algorithm, s.network) for s in specs} == expected
-    assert {s.backend for s in specs} == {"flow"} and all(s.overrides == () for s in specs)
+    assert {s.backend for s in specs} == {"fluid"} and all(s.overrides == () for s in specs)
 
 
 @pytest.mark.parametrize(("preset", "runs", "check"), [

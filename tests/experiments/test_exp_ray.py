@@ -128,7 +128,7 @@ def test_ray_tasks_run_the_shipped_package(ray_cluster) -> None:
 def _busy_workers(groups: list[int]) -> list[int]:
     """Ray worker processes of our nodes (children of our raylets, in sessions of their own) running a task."""
     pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-    return [p for p in pids if cmdline(p).startswith("ray::run_one") and _pgrp(_ppid(p) or 0) in groups]
+    return [p for p in pids if cmdline(p).startswith("ray::run_unit") and _pgrp(_ppid(p) or 0) in groups]
 
 
 class _KillRayTaskOnLine(io.StringIO):

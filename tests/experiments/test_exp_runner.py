@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import random
 import re
@@ -26,6 +27,7 @@ from exp_helpers import (
 
 from moesim.errors import MoesimError
 from moesim.experiments import input_hash, run_sweep
+from moesim.experiments.inputs import run_id_of
 from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
 
@@ -40,7 +42,27 @@ def test_sweep_with_two_workers_equals_each_run_alone(small_specs: list, alone_r
         assert (row["wall_s"], row["gpu_s"], row["comm_s"], row["bottleneck_rank"]) == \
                (alone.wall_s, alone.gpu_s, alone.comm_s, alone.bottleneck_rank)
         assert (row["cc_model"], row["cc_policy"], row["version"]) == (alone.cc_model, alone.cc_policy, alone.version)
-        assert row["run_id"] == input_hash(spec)
+        assert row["input_hash"] == input_hash(spec) and row["run_id"] == run_id_of(spec, input_hash(spec))
+
+
+def test_runs_with_equal_inputs_are_one_simulation_stored_under_their_own_labels(small_specs: list,
+                                                                                tmp_path: Path) -> None:
+    # topology 6 is one server: no flow carries CC, so ib_cc0 and roce_dcqcn read the same inputs
+    t6 = [s for s in small_specs if s.topology == "6"]
+    summary = run_sweep(t6 + [s for s in small_specs if s.topology == "1"], tmp_path, workers=2, progress="none")
+    assert (summary.ran, summary.simulations) == (8, 6)
+    assert "8 done now in 6 simulations" in summary.lines()[0]
+    rows = {(r["topology"], r["strategy"], r["network"]): r for r in store_rows(tmp_path)}
+    for strategy in ("TP2EP16", "TP4EP8"):
+        cc0, dcqcn = rows[("6", strategy, "ib_cc0")], rows[("6", strategy, "roce_dcqcn")]
+        assert cc0["input_hash"] == dcqcn["input_hash"] and cc0["run_id"] != dcqcn["run_id"]
+        assert [cc0[k] for k in ("wall_s", "gpu_s", "comm_s", "bottleneck_rank")] == \
+               [dcqcn[k] for k in ("wall_s", "gpu_s", "comm_s", "bottleneck_rank")]
+        assert (cc0["cc_model"], dcqcn["cc_model"]) == ("none", "dcqcn")
+        assert json.loads(dcqcn["params_json"])["network"]["name"] == "roce_dcqcn"
+        # on topology 1 the two modes are different simulations
+        one_cc0, one_dcqcn = rows[("1", strategy, "ib_cc0")], rows[("1", strategy, "roce_dcqcn")]
+        assert one_cc0["input_hash"] != one_dcqcn["input_hash"]
 
 
 def test_rerun_does_nothing_and_a_partial_store_is_completed(small_specs: list, reference_store: Path,
@@ -170,7 +192,7 @@ def test_sweep_with_diagnostics_writes_parquet(small_specs: list, tmp_path: Path
     alone = simulate_run(spec, diagnostics=True)
     got = pq.read_table(tmp_path / row["diagnostics_path"] / "link_bytes.parquet").column("link_bytes").to_numpy()
     np.testing.assert_array_equal(got, alone.diagnostics["link_bytes"])
-    assert row["run_id"] == input_hash(spec, diagnostics=True) != input_hash(spec)
+    assert row["input_hash"] == input_hash(spec, diagnostics=True) != input_hash(spec)
 
 
 @pytest.mark.slow

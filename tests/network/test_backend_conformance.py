@@ -1,5 +1,6 @@
 """Conformance suite run over every registered backend: bytes conserved, every flow completes, time is
-monotone, and a lone flow takes at least its latency-free transfer time."""
+monotone, a lone flow takes at least its latency-free transfer time; the one constructor, and each
+declared capability present exactly when declared."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 from helpers import star
 
 import moesim.network  # noqa: F401  (registers every backend)
-from moesim.network.base import BACKENDS, Flow
+from moesim.errors import MoesimError
+from moesim.network.base import BACKENDS, FastForward, Flow
+from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.params import REFERENCE_PRESETS
 
 P = REFERENCE_PRESETS["none"]
@@ -67,3 +70,59 @@ def test_bytes_are_conserved_on_every_link_of_the_route(name):
     packets = sum(math.ceil(s / P.packet_payload_bytes) for s in sizes)
     # payload plus 36 B of headers per packet (a fluid backend may spread headers per byte: within 1 %)
     assert link_bytes[into_3] == pytest.approx(payload + packets * P.data_header_bytes, rel=0.01)
+
+
+# ---------------------------------------------------------------- the contract and declared capabilities
+@pytest.mark.parametrize("name", BACKENDS.names())
+def test_every_backend_takes_the_one_constructor_and_offers_fast_forward_for_an_idle_network(name):
+    backend = BACKENDS.get(name)(star(2), P, diagnostics=None)
+    assert isinstance(backend, FastForward)
+    assert backend.flow_state(0.0) == {} and backend.random_draws == 0
+    backend.shift_time(1e-3)  # idle: nothing to move
+    assert isinstance(backend.parameters(), dict)
+
+
+@pytest.mark.parametrize("name", BACKENDS.names())
+def test_fast_forward_in_flight_is_there_exactly_when_declared(name):
+    """A backend declaring it describes a flow in flight and, shifted by Δ, completes it Δ later; the
+    others say they cannot (``None``) and refuse to shift."""
+    cls = BACKENDS.get(name)
+
+    def started():
+        b = cls(star(2), P)
+        b.start_flow(Flow(0, 0, 1, 1_000_000), 0.0)
+        return b
+
+    ref, shifted = started(), started()
+    state = shifted.flow_state(0.0)
+    if cls.capabilities.fast_forward_in_flight:
+        assert state is not None and 0 in state
+        delta = 1e-3
+        shifted.shift_time(delta)
+        assert shifted.next_completion_s() == pytest.approx(ref.next_completion_s() + delta, rel=1e-9)
+    else:
+        assert state is None
+        with pytest.raises(NotImplementedError):
+            shifted.shift_time(1e-3)
+
+
+@pytest.mark.parametrize("name", BACKENDS.names())
+def test_a_backend_declares_congestion_control_exactly_when_it_refuses_a_cc_mode_it_cannot_model(name):
+    """cc_mode 7 (TIMELY) is a mode the reference runs and no module registers: a backend that models CC
+    must refuse it; one blind to CC runs it as any other (no congestion control)."""
+    cls = BACKENDS.get(name)
+    timely = P.with_overrides({"cc_mode": 7})
+    if cls.capabilities.congestion_control:
+        with pytest.raises(MoesimError, match="cc_mode.*TIMELY"):
+            cls(star(2), timely)
+    else:
+        cls(star(2), timely)
+
+
+@pytest.mark.parametrize("name", BACKENDS.names())
+def test_diagnostic_tables_are_recorded_exactly_when_declared(name):
+    cls = BACKENDS.get(name)
+    backend = cls(star(2), P, diagnostics=DiagnosticsSpec(fct=True))
+    backend.start_flow(Flow(0, 0, 1, 10_000), 0.0)
+    drain(backend)
+    assert ("fct" in backend.diagnostics()) == cls.capabilities.diagnostic_tables

@@ -9,9 +9,10 @@ import pytest
 from helpers import star
 
 from moesim.network.base import Flow
-from moesim.network.flow import FlowBackend, max_min_rates, waterfill_capped
+from moesim.network.flow import FlowBackend
 from moesim.network.packet import PacketBackend
 from moesim.network.params import REFERENCE_PRESETS
+from moesim.network.waterfill import max_min_rates, waterfill_capped
 
 P = REFERENCE_PRESETS["none"]
 BW_BPS, DELAY_S = 400e9, 500e-9

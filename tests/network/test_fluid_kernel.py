@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from moesim.network.cc import CC_ALGORITHMS
 from moesim.network.cc.base import MAX_RATE, MAX_SLOTS, RATE
+from moesim.network.cc.dispatch import NO_CC, cc_id
 from moesim.network.fluid_kernel import (
     CNP_MERGE_S,
     DYNAMIC,
-    HPCC_ONLY,
-    MODE_HPCC,
-    MODE_NONE,
+    INT_ONLY,
     STATIC,
     _cnp_arrives,
     exp_draw,
     is_dynamic,
 )
+
+HPCC = cc_id(CC_ALGORITHMS.get("hpcc"))
 
 
 def test_a_cnp_arrives_at_its_due_time_not_before():
@@ -59,7 +61,7 @@ def test_mark_draws_are_exp1_and_pure():
     assert exp_draw(12346, 7) != draws[7]
 
 
-def one_flow_kind(mode: int, win_bytes: bool, in_flight_bytes: float, send_Bps: float = 1e9) -> int:
+def one_flow_kind(cc: int, win_bytes: bool, in_flight_bytes: float, send_Bps: float = 1e9) -> int:
     """is_dynamic for one HPCC-capable flow with 1 MB left, no backlog anywhere, a 100 kB BDP window
     under VAR_WIN and a CC rate of half its line rate (so its window is 50 kB), ``in_flight_bytes``
     unacknowledged."""
@@ -67,22 +69,22 @@ def one_flow_kind(mode: int, win_bytes: bool, in_flight_bytes: float, send_Bps: 
     st[0, RATE], st[0, MAX_RATE] = 50e9, 100e9
     sent = np.array([1e6 + in_flight_bytes])
     send = np.array([send_Bps])
-    return is_dynamic(1, mode, True, np.zeros(2), send, send.copy(), np.array([True]), st,
+    return is_dynamic(1, cc, True, np.zeros(2), send, send.copy(), np.array([True]), st,
                       np.zeros(1, dtype=np.int64), win_bytes, np.array([1e6]), sent, sent.copy(),
                       np.array([1e6]), np.array([100e3]))
 
 
 def test_a_window_waiting_on_acks_keeps_stepping_also_when_var_win_shrinks_it():
     """A window as bytes in flight that is full waits on ACKs: the state must stay DYNAMIC (1 µs steps),
-    not settle into HPCC_ONLY's doubling steps that would leave the sender idle past its returning ACKs.
+    not settle into INT_ONLY's doubling steps that would leave the sender idle past its returning ACKs.
     Under VAR_WIN the window that counts is the scaled one: 60 kB in flight fill a 50 kB window."""
-    assert one_flow_kind(MODE_HPCC, True, 60e3) == DYNAMIC
-    assert one_flow_kind(MODE_HPCC, True, 40e3) == HPCC_ONLY
-    assert one_flow_kind(MODE_HPCC, False, 60e3) == HPCC_ONLY  # windows as rates do not wait on ACKs
+    assert one_flow_kind(HPCC, True, 60e3) == DYNAMIC
+    assert one_flow_kind(HPCC, True, 40e3) == INT_ONLY
+    assert one_flow_kind(HPCC, False, 60e3) == INT_ONLY  # windows as rates do not wait on ACKs
 
 
 def test_a_flow_with_bytes_left_that_sends_nothing_keeps_stepping():
     """Nothing ahead would wake such a flow (no drain, no timer): the state stays DYNAMIC, not STATIC with
     an infinite jump."""
-    assert one_flow_kind(MODE_NONE, False, 0.0, send_Bps=0.0) == DYNAMIC
-    assert one_flow_kind(MODE_NONE, False, 0.0) == STATIC
+    assert one_flow_kind(NO_CC, False, 0.0, send_Bps=0.0) == DYNAMIC
+    assert one_flow_kind(NO_CC, False, 0.0) == STATIC

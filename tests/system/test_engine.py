@@ -6,7 +6,8 @@ import pytest
 from helpers import one_collective, star
 
 from moesim.errors import MoesimError
-from moesim.network.flow import AnalyticalBackend, FlowBackend
+from moesim.network.analytical import AnalyticalBackend
+from moesim.network.flow import FlowBackend
 from moesim.network.params import REFERENCE_PRESETS
 from moesim.system.collectives import StepTiming
 from moesim.system.engine import SystemSettings, simulate

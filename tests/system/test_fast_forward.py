@@ -10,7 +10,8 @@ import dataclasses
 
 import pytest
 
-from moesim.system.engine import Simulation, stationary_mean
+from moesim.system.engine import Simulation
+from moesim.system.fast_forward import stationary_mean
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
 
@@ -29,7 +30,12 @@ CASES = [
 
 
 def run(spec: RunSpec, fast_forward: bool) -> tuple[Simulation, list]:
-    model, layout, params, topology, workload, settings, backend_cls, tokens = prepare(spec)
+    prepared = prepare(spec)
+    params = prepared.params
+    topology = prepared.topology
+    workload = prepared.workload()
+    settings = prepared.settings
+    backend_cls = prepared.backend_cls
     sim = Simulation(workload, topology, backend_cls(topology, params),
                      dataclasses.replace(settings, fast_forward=fast_forward))
     return sim, sim.run()

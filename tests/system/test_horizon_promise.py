@@ -24,7 +24,12 @@ class _NoPromise(PacketBackend):
 
 def test_engine_keeps_its_horizon_promise():
     spec = RunSpec("deepseek-v4-flash", "3", "TP16EP2", "ring_direct", "roce_dcqcn", "packet", (("tokens", 128),))
-    _, _, params, topology, workload, settings, backend_cls, _ = prepare(spec)
+    prepared = prepare(spec)
+    params = prepared.params
+    topology = prepared.topology
+    workload = prepared.workload()
+    settings = prepared.settings
+    backend_cls = prepared.backend_cls
     assert backend_cls is PacketBackend
     promised, careful = PacketBackend(topology, params), _NoPromise(topology, params)
     ranks = Simulation(workload, topology, promised, settings).run()

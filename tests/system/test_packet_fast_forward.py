@@ -26,7 +26,11 @@ class _Counting(PacketBackend):
 
 def test_a_jump_with_packets_in_flight_matches_full_simulation():
     spec = RunSpec("deepseek-v4-flash", "2", "TP8EP4", "dbt_direct", "roce_hpcc", "packet", (("tokens", 256),))
-    _, _, params, topology, workload, settings, _, _ = prepare(spec)
+    prepared = prepare(spec)
+    params = prepared.params
+    topology = prepared.topology
+    workload = prepared.workload()
+    settings = prepared.settings
     backend = _Counting(topology, params)
     sim = Simulation(workload, topology, backend, settings)
     jumped = sim.run()
@@ -45,7 +49,11 @@ DRAW_ALWAYS = (("kmin_kb", tuple((r, 0.0) for r, _ in KMIN_KB)), ("kmax_kb", tup
 
 def _run(mode: str, *overrides: tuple) -> tuple[list, Simulation, PacketBackend]:
     spec = RunSpec("deepseek-v4-flash", "2", "TP4EP8", "ring_direct", mode, "packet", (("tokens", 256),) + overrides)
-    _, _, params, topology, workload, settings, _, _ = prepare(spec)
+    prepared = prepare(spec)
+    params = prepared.params
+    topology = prepared.topology
+    workload = prepared.workload()
+    settings = prepared.settings
     backend = PacketBackend(topology, params)
     sim = Simulation(workload, topology, backend, settings)
     return sim.run(), sim, backend

@@ -19,7 +19,7 @@ from moesim.network.params import REFERENCE_PRESETS
 from moesim.system.engine import SystemSettings, simulate
 from moesim.workload.chakra import read_et
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "chakra" / "astra-sim-microbenchmarks"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "chakra" / "astra-sim-microbenchmarks"
 MODES = ("none", "dcqcn", "hpcc")
 REFERENCE_NS = {  # (collective, hosts): completion ns under the presets none, dcqcn, hpcc
     ("all_reduce", 4): (83_704, 83_704, 85_912), ("all_reduce", 8): (154_096, 154_096, 156_112),
@@ -33,7 +33,6 @@ REFERENCE_NS = {  # (collective, hosts): completion ns under the presets none, d
 }
 SETTINGS = SystemSettings(roofline=False, all_reduce=("ring",), all_to_all=("direct",),
                           all_gather=("ring",), reduce_scatter=("ring",))
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared/ fixtures not present beside the checkout")
 
 
 def completion_ns(backend_cls, collective: str, n: int, mode: str) -> float:
@@ -43,13 +42,11 @@ def completion_ns(backend_cls, collective: str, n: int, mode: str) -> float:
     return max(t.wall_s for t in times) * 1e9
 
 
-@needs_fixtures
 @pytest.mark.parametrize("collective,n", sorted(REFERENCE_NS))
 def test_flow_backend_matches_the_reference_without_cc(collective, n):
     assert completion_ns(FlowBackend, collective, n, "none") == pytest.approx(REFERENCE_NS[(collective, n)][0], rel=0.02)
 
 
-@needs_fixtures
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("collective,n", sorted(REFERENCE_NS))
 def test_packet_backend_gives_the_reference_to_the_ns(collective, n, mode):
@@ -57,7 +54,6 @@ def test_packet_backend_gives_the_reference_to_the_ns(collective, n, mode):
     assert round(got) == REFERENCE_NS[(collective, n)][MODES.index(mode)]
 
 
-@needs_fixtures
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("collective,n", sorted(REFERENCE_NS))
 def test_fluid_backend_is_within_2_percent_of_the_reference(collective, n, mode):

@@ -37,7 +37,7 @@ def test_same_run_twice_gives_identical_json():
     (["--model", "deepseek-v4-flash", "--topology", "1", "--strategy", "TP2EP16", "--set", "fabric_bandwidth_bps=-5"],
      "fabric_bandwidth_bps"),
     (["--model", "deepseek-v4-flash", "--topology", "1", "--strategy", "TP2EP16", "--backend", "fluid",
-      "--set", "fluid_marks=often"], "field 'fluid_marks': 'often' is not one of expected, random"),
+      "--set", "fluid_marks=often"], "field 'fluid_marks': 'often' is not allowed (one of expected, random)"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(args, needle):
     res = moesim("run", *args)

@@ -14,7 +14,7 @@ def spec(**overrides: float) -> RunSpec:
 
 
 def test_only_links_of_the_named_kind_change():
-    base, faster = prepare(spec())[3], prepare(spec(upi_bandwidth_bps=800e9))[3]
+    base, faster = prepare(spec()).topology, prepare(spec(upi_bandwidth_bps=800e9)).topology
     assert len(base.links) == len(faster.links)
     for a, b in zip(base.links, faster.links, strict=True):
         assert (a.src, a.dst, a.kind, a.delay_s) == (b.src, b.dst, b.kind, b.delay_s)

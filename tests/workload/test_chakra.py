@@ -15,7 +15,7 @@ from moesim.workload.generator import STUDY_STRATEGIES, WorkloadOptions, generat
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
 
-FIXTURES = Path("/work/shared/fixtures/chakra/astra-sim-microbenchmarks")
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "chakra" / "astra-sim-microbenchmarks"
 ALL_VALID = [
     (m.key, s)
     for m in list_models()

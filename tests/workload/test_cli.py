@@ -12,7 +12,7 @@ import pytest
 
 from moesim.models.catalog import STUDY_MODELS
 
-FIXTURES = Path("/work/shared/fixtures/chakra/astra-sim-microbenchmarks")
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "chakra" / "astra-sim-microbenchmarks"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

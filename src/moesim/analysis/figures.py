@@ -1,7 +1,10 @@
 """Figures of the study (STUDY.md section 7), drawn with matplotlib's Agg canvas.
 
 Deterministic output: fixed rcParams, a fixed SVG hash salt and no dates in the metadata, so the
-same data gives byte-identical PNG and SVG files. Figures are built on ``matplotlib.figure.Figure``
+same data gives byte-identical PNG and SVG files. PNGs are rendered at ``DPI`` (150) and say so in
+their metadata. Axes are labelled in words (``moesim.analysis.labels``), topologies by their shape, and
+figures of ratios draw each bar from 1 (parity) on a y-axis fitted to the data, so a 3 % difference
+is visible. Figures are built on ``matplotlib.figure.Figure``
 directly (no pyplot global state) and returned, so callers and tests can inspect their artists.
 """
 
@@ -18,13 +21,15 @@ from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from moesim.analysis.labels import factor_words, level_label, metric_words
 from moesim.analysis.results import MODEL, levels, natural_key, where
 from moesim.analysis.stats import GridView, RatioView, group_means
 from moesim.fileio import atomic_write
 
+DPI = 150
 RC: dict[str, Any] = {
-    "font.family": "DejaVu Sans", "font.size": 8, "axes.titlesize": 9, "axes.labelsize": 8,
-    "legend.fontsize": 7, "xtick.labelsize": 7, "ytick.labelsize": 7, "figure.dpi": 100, "savefig.dpi": 100,
+    "font.family": "DejaVu Sans", "font.size": 8.5, "axes.titlesize": 9.5, "axes.labelsize": 8.5,
+    "legend.fontsize": 7.5, "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.dpi": DPI, "savefig.dpi": DPI,
     "svg.hashsalt": "moesim", "svg.fonttype": "path", "axes.grid": True, "grid.alpha": 0.3,
     "axes.axisbelow": True, "image.cmap": "viridis", "path.simplify": True,
 }
@@ -70,6 +75,43 @@ def _levels_or_blank(table: pa.Table, column: str | None) -> tuple[str, ...]:
     return levels(table, column) if column and column in table.column_names else ("",)
 
 
+def time_unit(max_s: float) -> tuple[float, str]:
+    """(scale, unit) that shows times up to ``max_s`` with at least one digit before the point."""
+    if not np.isfinite(max_s) or max_s >= 1.0:
+        return 1.0, "s"
+    return (1e3, "ms") if max_s >= 1e-3 else (1e6, "µs")
+
+
+def legend_width_in(labels: Sequence[str]) -> float:
+    """Room (inches) a legend placed outside the axes needs for ``labels`` at the legend font size."""
+    return 0.5 + 0.055 * max((len(t) for t in labels), default=0)
+
+
+def bars_from_one(ax: Any, x: Any, values: Sequence[float], width: float, **kwargs: Any) -> Any:
+    """Bars drawn from 1 (parity with the baseline) to each value: up when slower, down when faster."""
+    v = np.asarray(values, dtype=float)
+    return ax.bar(x, v - 1.0, width, bottom=1.0, **kwargs)
+
+
+def fit_ylim(ax: Any, values: Sequence[float], reference: float = 1.0, pad: float = 0.12,
+             top_pad: float | None = None) -> None:
+    """A y-axis spanning the finite ``values`` and ``reference`` with ``pad`` of the span below and
+    ``top_pad`` (default ``pad``) above, never below 0 for positive data: ratios of 0.95–1.25 fill the
+    panel instead of a sliver on top of a 0–1.25 axis."""
+    v = np.asarray([*values, reference], dtype=float)
+    v = v[np.isfinite(v)]
+    lo, hi = float(v.min()), float(v.max())
+    span = hi - lo if hi > lo else 0.1 * abs(reference or 1.0)
+    bottom = lo - pad * span
+    ax.set_ylim(max(0.0, bottom) if lo >= 0 else bottom, hi + (pad if top_pad is None else top_pad) * span)
+
+
+def label_changes(ax: Any, bars: Any, values: Sequence[float]) -> None:
+    """Write each bar's change against parity (``+3.2 %``) at its end."""
+    ax.bar_label(bars, labels=["" if not np.isfinite(v) else f"{100 * (v - 1):+.1f} %" for v in values],
+                 fontsize=6, rotation=90, padding=2)
+
+
 # --- all runs of one model -----------------------------------------------------------------------
 
 def runs_figure(table: pa.Table, model: str, panel_rows: str = "algorithm", panel_cols: str = "network",
@@ -77,16 +119,22 @@ def runs_figure(table: pa.Table, model: str, panel_rows: str = "algorithm", pane
     """Stacked GPU + communication bars of every run of ``model``.
 
     Panels = ``panel_rows`` × ``panel_cols`` levels, x groups = ``group`` levels, one bar per ``bar``
-    level (coloured by it). Factors beyond these four are averaged over.
+    level (coloured by it). Factors beyond these four are averaged over. With start-jitter seeds
+    (``wall_min_s``/``wall_max_s`` columns), an error bar spans each configuration's fastest and slowest seed.
     """
     t = where(table, include={MODEL: (model,)})
     dims = [d for d in (panel_rows, panel_cols, group, bar) if d in t.column_names]
-    g = group_means(t, dims, ("gpu_s", "comm_s"))
-    cells = {tuple(r.get(d, "") if d in dims else "" for d in (panel_rows, panel_cols, group, bar)): (r["gpu_s"], r["comm_s"])
+    ranged = "wall_min_s" in t.column_names
+    g = group_means(t, dims, ("gpu_s", "comm_s", "wall_s") + (("wall_min_s", "wall_max_s") if ranged else ()))
+    cells = {tuple(r.get(d, "") if d in dims else "" for d in (panel_rows, panel_cols, group, bar)):
+             (r["gpu_s"], r["comm_s"], r["wall_s"], r.get("wall_min_s", np.nan), r.get("wall_max_s", np.nan))
              for r in g.to_pylist()}
     rl, cl, gl, bl = (_levels_or_blank(t, d) for d in (panel_rows, panel_cols, group, bar))
+    scale, unit = time_unit(max((c[4] if ranged else c[2] for c in cells.values()), default=1.0))
+    bar_labels = [f"communication, {level_label(bar, b)}" if bar == "topology" else f"communication, {bar} {b}".strip(" ,")
+                  for b in bl]
     with _rc():
-        fig = new_figure(3.2 * len(cl) + 1.0, 2.6 * len(rl) + 0.6)
+        fig = new_figure(3.2 * len(cl) + 0.6 + legend_width_in(bar_labels), 2.6 * len(rl) + 0.6)
         axes = fig.subplots(len(rl), len(cl), squeeze=False, sharey=True)
         width = 0.8 / len(bl)
         x = np.arange(len(gl))
@@ -94,20 +142,26 @@ def runs_figure(table: pa.Table, model: str, panel_rows: str = "algorithm", pane
             for j, cv in enumerate(cl):
                 ax = axes[i][j]
                 for k, bv in enumerate(bl):
-                    vals = [cells.get((rv, cv, gv, bv), (np.nan, np.nan)) for gv in gl]
-                    gpu = np.array([v[0] for v in vals])
-                    comm = np.array([v[1] for v in vals])
+                    vals = [cells.get((rv, cv, gv, bv), (np.nan,) * 5) for gv in gl]
+                    gpu = scale * np.array([v[0] for v in vals])
+                    comm = scale * np.array([v[1] for v in vals])
                     pos = x - 0.4 + width * (k + 0.5)
                     ax.bar(pos, gpu, width, color=GPU_COLOR, label="GPU compute" if k == 0 else None)
-                    ax.bar(pos, comm, width, bottom=gpu, color=color(k), label=f"{bar} {bv}".strip())
-                ax.set_xticks(x, gl)
-                ax.set_xlabel(group)
+                    ax.bar(pos, comm, width, bottom=gpu, color=color(k), label=bar_labels[k])
+                    if ranged:
+                        wall = scale * np.array([v[2] for v in vals])
+                        lo, hi = scale * np.array([v[3] for v in vals]), scale * np.array([v[4] for v in vals])
+                        ax.errorbar(pos, wall, yerr=np.vstack([wall - lo, hi - wall]), fmt="none", ecolor="black",
+                                    elinewidth=0.8, capsize=1.5,
+                                    label="range over seeds" if k == 0 and i == 0 and j == 0 else None)
+                ax.set_xticks(x, [level_label(group, g, tick=True) for g in gl])
+                ax.set_xlabel(factor_words(group))
                 ax.set_title(" · ".join(v for v in (rv, cv) if v) or model)
                 if j == 0:
-                    ax.set_ylabel("time (s)")
+                    ax.set_ylabel(f"time of the slowest rank ({unit})")
         handles, labels = axes[0][0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside right center")
-        fig.suptitle(f"{model}: all runs, GPU + communication time of the bottleneck rank")
+        fig.suptitle(f"{model}: every run, GPU + communication time of the slowest (bottleneck) rank")
     return fig
 
 
@@ -118,20 +172,23 @@ def grid_figure(result: pa.Table, view: GridView) -> Figure:
     ms = levels(result, MODEL)
     rl, cl = levels(result, view.rows), levels(result, view.cols)
     cells = {(r[MODEL], r[view.rows], r[view.cols]): r["normalized"] for r in result.to_pylist()}
+    base_rows, base_cols = view.baseline
+    row_labels = [level_label(view.rows, r) if view.rows == "topology" else f"{factor_words(view.rows)} {r}" for r in rl]
     with _rc():
-        fig = new_figure(3.4 * len(ms) + 1.0, 3.0)
+        fig = new_figure(3.4 * len(ms) + 0.8 + legend_width_in(row_labels), 3.2)
         axes = fig.subplots(1, len(ms), squeeze=False, sharey=True)[0]
         width = 0.8 / max(len(rl), 1)
         x = np.arange(len(cl))
         for ax, m in zip(axes, ms, strict=True):
             for k, rv in enumerate(rl):
-                ax.bar(x - 0.4 + width * (k + 0.5), [cells.get((m, rv, cv), np.nan) for cv in cl], width,
-                       color=color(k), label=f"{view.rows} {rv}")
+                bars_from_one(ax, x - 0.4 + width * (k + 0.5), [cells.get((m, rv, cv), np.nan) for cv in cl], width,
+                              color=color(k), label=row_labels[k])
             ax.axhline(1.0, color="black", lw=0.8)
-            ax.set_xticks(x, cl)
-            ax.set_xlabel(view.cols)
+            ax.set_xticks(x, [level_label(view.cols, c, tick=True) for c in cl])
+            ax.set_xlabel(factor_words(view.cols))
             ax.set_title(m)
-        axes[0].set_ylabel(f"{view.by_metric} / baseline")
+        fit_ylim(axes[0], list(cells.values()))
+        axes[0].set_ylabel(f"{metric_words(view.by_metric)}, relative to\n{view.rows} {base_rows} / {base_cols}")
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside right center")
         fig.suptitle(view.title)
@@ -144,16 +201,23 @@ def ratio_figure(result: pa.Table, view: RatioView) -> Figure:
     bl = levels(result, view.by)
     cells = {(r[MODEL], r[view.by]): r["ratio"] for r in result.to_pylist()}
     with _rc():
-        fig = new_figure(1.2 * len(bl) + 3.0, 3.0)
+        fig = new_figure(1.3 * len(bl) + 2.4 + legend_width_in(ms), 3.2)
         ax = fig.subplots()
         width = 0.8 / max(len(ms), 1)
         x = np.arange(len(bl))
         for k, m in enumerate(ms):
-            ax.bar(x - 0.4 + width * (k + 0.5), [cells.get((m, b), np.nan) for b in bl], width, color=color(k), label=m)
+            vals = [cells.get((m, b), np.nan) for b in bl]
+            bars = bars_from_one(ax, x - 0.4 + width * (k + 0.5), vals, width, color=color(k), label=m)
+            if len(ms) * len(bl) <= 40:
+                label_changes(ax, bars, vals)
         ax.axhline(1.0, color="black", lw=0.8)
-        ax.set_xticks(x, bl)
-        ax.set_xlabel(view.by)
-        ax.set_ylabel(f"{view.numerator} / {view.denominator}")
+        vals = [v for v in cells.values() if np.isfinite(v)]  # room for the change labels past the bars' ends
+        fit_ylim(ax, vals, pad=0.4 if min(vals, default=1.0) < 1 else 0.15,
+                 top_pad=0.4 if max(vals, default=1.0) > 1 else 0.15)
+        ax.set_xticks(x, [level_label(view.by, b, tick=True) for b in bl])
+        ax.set_xlabel(factor_words(view.by))
+        ax.set_ylabel(f"{metric_words(view.by_metric)} under {view.numerator}\n÷ {metric_words(view.by_metric)} "
+                      f"under {view.denominator}")
         fig.legend(*ax.get_legend_handles_labels(), loc="outside right center")
         ax.set_title(view.title)
     return fig
@@ -174,7 +238,7 @@ def architecture_figure(arch: pa.Table) -> Figure:
         for k, m in enumerate(ms):
             ax.bar(x - 0.4 + width * (k + 0.5), [cells.get((p, m), np.nan) for p in ps], width, color=color(k), label=m)
         ax.set_xticks(x, ps, rotation=30, ha="right")
-        ax.set_ylabel("value / largest model value")
+        ax.set_ylabel("value ÷ the largest model's value")
         ax.set_ylim(0, 1.05)
         fig.legend(*ax.get_legend_handles_labels(), loc="outside right center")
         ax.set_title("Architecture parameters and communication proxies, normalised")

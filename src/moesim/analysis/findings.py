@@ -6,23 +6,32 @@ ranking reverses. Relative overhead is (B − A) / A (STUDY.md section 7).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
 
-from moesim.analysis.results import MODEL, level_key
+from moesim.analysis.results import MODEL, level_key, levels
 from moesim.analysis.stats import GridView
 from moesim.analysis.study import Analysis
+from moesim.analysis.tables import format_seconds
 
 
 @dataclass(frozen=True)
 class Finding:
+    """One generated sentence. ``claim`` is what it asserts, as data (two analyses assert the same thing
+    when their claims are equal: how a finding is checked seed by seed); ``factors`` are the factors it
+    compares; ``backend`` names the network backend(s) the numbers came from."""
+
     topic: str
     text: str
+    claim: Any = None
+    factors: tuple[str, ...] = ()
+    backend: str = ""
 
 
 def _s(x: float) -> str:
-    return f"{x:.4g} s"
+    return format_seconds(x)
 
 
 def _pct(x: float) -> str:
@@ -52,7 +61,8 @@ def overall_findings(a: Analysis) -> list[Finding]:
             f"{r[MODEL]}: mean wall {_s(r['wall_mean_s'])} over {r['n']} runs; communication is "
             f"{_pct(r['comm_fraction_aggregate'])} of it (mean comm / mean wall; {_pct(r['comm_fraction_mean'])} "
             f"as the mean of per-run fractions). Fastest {_s(r['wall_min_s'])} at {r['wall_min_at']}; slowest "
-            f"{_s(r['wall_max_s'])} at {r['wall_max_at']}: a {_x(r['sensitivity'])} spread.")))
+            f"{_s(r['wall_max_s'])} at {r['wall_max_at']}: a {_x(r['sensitivity'])} spread."),
+            claim=(r[MODEL], r["wall_min_at"], r["wall_max_at"])))
     return out
 
 
@@ -84,11 +94,13 @@ def factor_findings(a: Analysis) -> list[Finding]:
             text = f"{f} ({m.subset}): the fastest level depends on the model: " + \
                 "; ".join(f"{k} → {v}" for k, v in best.items()) + "."
         orders = {" < ".join(v) for v in order.values()}
+        claim: tuple[Any, ...] = (m.subset, tuple(sorted(best.items())))
         if n > 1 and len(bests) == 1:
             text += (f" The ranking {next(iter(orders))} is the same for every model." if len(orders) == 1 else
                      " The full ranking differs between models: " + "; ".join(f"{k}: {' < '.join(v)}"
                                                                               for k, v in order.items()) + ".")
-        out.append(Finding(f, text))
+            claim += (tuple(sorted(orders)),)
+        out.append(Finding(f, text, claim=claim, factors=(f,)))
     return out
 
 
@@ -110,7 +122,8 @@ def reversal_findings(a: Analysis) -> list[Finding]:
             key = ", ".join(f"{gl} → {b}" for gl, b in sorted(v, key=lambda x: level_key(g, x[0])))
             groups.setdefault(key, []).append(m)
         detail = "; ".join(f"{' & '.join(ms)}: {key}" for key, ms in groups.items())
-        out.append(Finding("reversals", f"The best {f} depends on the {g} (best {f} per {g}): {detail}."))
+        out.append(Finding("reversals", f"The best {f} depends on the {g} (best {f} per {g}): {detail}.",
+                           claim=(f, g, detail), factors=(f, g)))
     return out
 
 
@@ -134,6 +147,7 @@ def interaction_findings(a: Analysis) -> list[Finding]:
             continue
         rows = [r for r in t.to_pylist() if r.get("normalized", r.get("ratio")) == r.get("normalized", r.get("ratio"))]
         per_model: dict[str, str] = {}
+        claims: dict[str, Any] = {}
         if isinstance(v, GridView):
             for m in a.models:
                 mine = [r for r in rows if r[MODEL] == m]
@@ -147,7 +161,9 @@ def interaction_findings(a: Analysis) -> list[Finding]:
                 else:
                     text += ", none faster than the baseline"
                 per_model[m] = text
-            out.append(Finding(v.name, f"{v.title}: {_grouped(per_model)}."))
+                claims[m] = ((hi[v.rows], hi[v.cols]), (lo[v.rows], lo[v.cols]) if lo["normalized"] < 1 else None)
+            out.append(Finding(v.name, f"{v.title}: {_grouped(per_model)}.", claim=tuple(sorted(claims.items())),
+                               factors=(v.rows, v.cols)))
             continue
         ratios = [r["ratio"] for r in rows]
         lo, hi = min(ratios), max(ratios)
@@ -162,7 +178,7 @@ def interaction_findings(a: Analysis) -> list[Finding]:
             mx = max(mine, key=lambda r: r["ratio"])
             per_model[m] = (f"{_x(mn['ratio'])} at every {v.by}" if _same(mn["ratio"], mx["ratio"]) else
                             f"from {_x(mn['ratio'])} at {mn[v.by]} to {_x(mx['ratio'])} at {mx[v.by]}")
-        out.append(Finding(v.name, f"{v.title}: {side}; {_grouped(per_model)}."))
+        out.append(Finding(v.name, f"{v.title}: {side}; {_grouped(per_model)}.", claim=side, factors=(v.factor, v.by)))
     return out
 
 
@@ -175,17 +191,19 @@ def matched_findings(a: Analysis) -> list[Finding]:
     order = sorted(dist, key=lambda r: r["mean_rank"])
     out = [Finding("matched", (
         f"Over {n} matched configurations, {top[MODEL]} is fastest in {top['rank_1']} ({_pct(top['rank_1'] / n)}); "
-        "mean rank " + ", ".join(f"{r[MODEL]} {r['mean_rank']:.2f}" for r in order) + "."))]
+        "mean rank " + ", ".join(f"{r[MODEL]} {r['mean_rank']:.2f}" for r in order) + "."),
+        claim=(top[MODEL], tuple(r[MODEL] for r in order)))]
     split = [w for w in a.pairwise.to_pylist() if w["wins_a"] and w["wins_b"]]
     if split:
         out.append(Finding("matched", "Pairs without a consistent winner: " + "; ".join(
             f"{w['model_a']} beats {w['model_b']} in {w['wins_a']} of {w['configs']}, loses {w['wins_b']}"
-            for w in split) + "."))
+            for w in split) + ".", claim=tuple((w["model_a"], w["model_b"]) for w in split)))
     for c in a.conditionals:
         for r in c.reversals.to_pylist():
             out.append(Finding("matched", (
                 f"Conditional reversal by {c.factor}: {r['model_a']} beats {r['model_b']} in most configurations at "
-                f"{c.factor} {r['a_wins_at']} but loses at {r['b_wins_at']} (wins {r['wins_a_b']}).")))
+                f"{c.factor} {r['a_wins_at']} but loses at {r['b_wins_at']} (wins {r['wins_a_b']})."),
+                claim=(c.factor, r["model_a"], r["model_b"], r["a_wins_at"], r["b_wins_at"]), factors=(c.factor,)))
     return out
 
 
@@ -203,10 +221,44 @@ def architecture_findings(a: Analysis) -> list[Finding]:
     verdict = f"the {' and '.join(agree)} order{'s' if len(agree) == 1 else ''} the models as measured" if agree else \
         "neither proxy orders the models as measured"
     return [Finding("architecture", f"Largest first: TP proxy (h × layers) {tp}; EP proxy (h × top-k × MoE layers) "
-                                    f"{ep}; mean communication time {comm}: {verdict}.")]
+                                    f"{ep}; mean communication time {comm}: {verdict}.", claim=verdict)]
+
+
+def raw_findings(a: Analysis) -> list[Finding]:
+    """All findings of one analysis, in report order, before the backend and seed checks."""
+    return (overall_findings(a) + factor_findings(a) + interaction_findings(a) + reversal_findings(a)
+            + matched_findings(a) + architecture_findings(a))
+
+
+NETWORK = "network"
+"""The factor whose levels differ (mostly) in congestion control."""
 
 
 def findings(a: Analysis) -> list[Finding]:
-    """All findings, in report order."""
-    return (overall_findings(a) + factor_findings(a) + interaction_findings(a) + reversal_findings(a)
-            + matched_findings(a) + architecture_findings(a))
+    """All findings, in report order, each carrying the backend it came from. A comparison between
+    network modes from a backend that does not model congestion control is not stated: one line says
+    so instead. With several start-jitter seeds, each finding says in how many seeds it holds."""
+    from moesim.network.base import congestion_control_backends, models_congestion_control
+
+    backends = levels(a.table, "backend") if "backend" in a.table.column_names else ()
+    label = "/".join(backends) or "unknown backend"
+    blind = [b for b in backends if not models_congestion_control(b)]
+    out: list[Finding] = []
+    dropped = False
+    per_seed = {seed: {(f.topic, f.claim) for f in raw_findings(sa)} for seed, sa in a.per_seed.items()}
+    for f in raw_findings(a):
+        if blind and NETWORK in f.factors:
+            dropped = True
+            continue
+        text = f.text
+        if per_seed:
+            k = sum((f.topic, f.claim) in claims for claims in per_seed.values())
+            text += f" Holds in {k} of {len(per_seed)} seeds."
+        out.append(replace(f, text=text, backend=label))
+    if dropped or (blind and NETWORK in a.factors):
+        which = " or ".join(congestion_control_backends())
+        out.append(Finding(NETWORK, (
+            f"No finding about network modes: the {'/'.join(blind)} backend does not model congestion control "
+            f"(its network modes differ only in delays and header bytes); rerun with --backend {which} to "
+            "compare them."), factors=(NETWORK,), backend=label))
+    return out

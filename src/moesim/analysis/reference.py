@@ -20,10 +20,12 @@ import pyarrow.compute as pc
 import yaml
 
 from moesim.analysis import figures as figs
-from moesim.analysis.results import METRICS, MODEL, candidate_factors, load_results, where
+from moesim.analysis import seeds
+from moesim.analysis.results import METRICS, MODEL, candidate_factors, levels, load_results, where
 from moesim.analysis.stats import SUBSETS, TIE_RTOL, group_means, overall, ranking, subset
 from moesim.errors import MoesimError, input_error
 from moesim.fileio import atomic_write
+from moesim.network.base import congestion_control_backends, models_congestion_control
 
 OVERALL_KEYS = ("wall_mean_s", "gpu_mean_s", "comm_mean_s", "wall_min_s", "wall_max_s")
 BUILTIN = {"v4_flash": "v4_flash.yaml"}
@@ -61,17 +63,20 @@ class Comparison:
     checks: tuple[Check, ...]
     orders: tuple[TextCheck, ...]
     skipped: tuple[str, ...] = ()  # reference entries our results cannot match (missing factor or level)
+    backend: str = ""  # the backend(s) our numbers came from
+    caveat: str = ""  # why some of our numbers answer no question (e.g. network modes on a CC-blind backend)
 
     def table(self) -> pa.Table:
         rows = [{"group": c.group, "label": c.label, "reference": c.reference, "ours": c.ours, "rel_diff": c.rel_diff,
                  **({"within_tolerance": "yes" if abs(c.rel_diff) <= self.tolerance_rel else "no"}
-                    if self.tolerance_rel is not None else {})} for c in self.checks]
+                    if self.tolerance_rel is not None else {}), "backend": self.backend} for c in self.checks]
         return pa.Table.from_pylist(rows)
 
     def order_table(self) -> pa.Table:
         return pa.Table.from_pylist([{"group": o.group, "reference": o.reference, "ours": o.ours,
-                                      "same": "yes" if o.same else "no"} for o in self.orders],
-                                    schema=pa.schema([(c, pa.string()) for c in ("group", "reference", "ours", "same")]))
+                                      "same": "yes" if o.same else "no", "backend": self.backend} for o in self.orders],
+                                    schema=pa.schema([(c, pa.string()) for c in
+                                                      ("group", "reference", "ours", "same", "backend")]))
 
 
 def load_reference(path: str | Path) -> dict[str, Any]:
@@ -183,8 +188,15 @@ def compare(table: pa.Table, ref: dict[str, Any]) -> Comparison:
             same = any(all(str(r.get(k)) == str(v) for k, v in want.items()) for r in attained)
             orders.append(TextCheck(key, ", ".join(f"{k}={v}" for k, v in want.items()), ov[key], same))
     tol = ref.get("tolerance_rel")
+    backends = levels(t, "backend") if "backend" in t.column_names else ()
+    blind = [b for b in backends if not models_congestion_control(b)]
+    caveat = ""
+    if blind and (any("network" in c.group for c in checks) or any("network" in o.group for o in orders)):
+        caveat = (f"the {'/'.join(blind)} backend does not model congestion control: its numbers by network mode "
+                  f"answer no question about congestion control (use --backend "
+                  f"{' or '.join(congestion_control_backends())})")
     return Comparison(str(ref.get("name", src)), str(ref.get("source", src)), float(tol) if tol is not None else None,
-                      tuple(checks), tuple(orders), tuple(skipped))
+                      tuple(checks), tuple(orders), tuple(skipped), "/".join(backends), caveat)
 
 
 def compare_dir(directory: str | Path, reference: str | Path, out_dir: str | Path | None = None) -> tuple[Comparison, Path]:
@@ -193,7 +205,10 @@ def compare_dir(directory: str | Path, reference: str | Path, out_dir: str | Pat
     from moesim.analysis.tables import write_table
 
     ref = load_reference(reference)
-    comp = compare(load_results(directory), ref)
+    table = load_results(directory)
+    if seeds.has_seeds(table):
+        table = seeds.collapse(table)
+    comp = compare(table, ref)
     out = Path(out_dir) if out_dir else Path(directory) / "compare"
     write_table(comp.table(), out, "compare", f"{comp.name} ({comp.source})")
     items = [Item("numbers", "compare", f"{comp.name} ({comp.source}): rel_diff = (ours − reference) / reference",
@@ -211,7 +226,7 @@ def compare_dir(directory: str | Path, reference: str | Path, out_dir: str | Pat
         atomic_write(out / f"{stem}.png", png)
         atomic_write(out / f"{stem}.svg", figs.render(fig, "svg"))
         items.append(Item("figures", stem, f"{gname}: moesim next to the reference", png=png))
-    notes = {"numbers": [f"Not compared: {x}." for x in comp.skipped]}
+    notes = {"numbers": [f"Not compared: {x}." for x in comp.skipped] + ([f"Note: {comp.caveat}."] if comp.caveat else [])}
     page = render_html(f"moesim compare: {comp.name}", [], items, notes,
                        sections=(("numbers", "Numbers"), ("figures", "Figures")))
     return comp, atomic_write(out / "compare.html", page)

@@ -1,7 +1,9 @@
 """``moesim report DIR``: tables, figures and one self-contained ``report.html`` for a results store.
 
-The HTML has no external resources: figures are embedded as base64 PNG, tables sort on a click
-(a few lines of inline JavaScript), and the summary is generated from the numbers
+The page opens with the store's provenance (``moesim.analysis.provenance``: command, version, source
+hash, date, tokens, backends, seeds). It has no external resources: figures are embedded as base64 PNG,
+tables sort on a click and filter by a text box (a few lines of inline JavaScript), numbers are shown
+by column kind with units (``moesim.analysis.tables``), and the summary is generated from the numbers
 (``moesim.analysis.findings``). Same results → byte-identical outputs.
 """
 
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,23 +20,28 @@ import pyarrow.compute as pc
 from matplotlib.figure import Figure
 
 from moesim.analysis import figures as figs
+from moesim.analysis import seeds
 from moesim.analysis.diagnostics import name_links, read_diagnostics
 from moesim.analysis.findings import Finding, findings
-from moesim.analysis.results import MODEL, levels, load_results
-from moesim.analysis.stats import SUBSETS, GridView
+from moesim.analysis.labels import topology_table_rows
+from moesim.analysis.provenance import Provenance, provenance
+from moesim.analysis.results import MODEL, levels, load_results, load_store_meta
+from moesim.analysis.stats import SUBSETS, GridView, RatioView
 from moesim.analysis.study import Analysis, analyse
-from moesim.analysis.tables import to_html, write_table
+from moesim.analysis.tables import SECONDS, format_seconds, to_html, write_table
 from moesim.errors import MoesimError
 from moesim.fileio import atomic_write
 
 MAX_DIAGNOSTIC_RUNS = 12
+MIN_FILTER_ROWS = 10
+"""Tables with at least this many rows get a filter box (a shorter one is read at a glance)."""
 
 SECTIONS = (
-    ("summary", "Summary"), ("data", "Data"), ("overall", "Overall statistics"),
+    ("provenance", "Provenance"), ("summary", "Summary"), ("data", "Data"), ("overall", "Overall statistics"),
     ("marginals", "Marginal means and rankings"), ("normalized", "Normalised times"),
     ("interactions", "Interactions"), ("orders", "Conditional rankings"),
     ("matched", "Matched-configuration analysis"), ("architecture", "Architecture and communication proxies"),
-    ("runs", "All runs"), ("diagnostics", "Diagnostics"),
+    ("seeds", "Sensitivity to start jitter"), ("runs", "All runs"), ("diagnostics", "Diagnostics"),
 )
 
 
@@ -47,6 +54,10 @@ class Item:
     caption: str
     table: pa.Table | None = None
     png: bytes | None = None
+    kinds: Mapping[str, str] | None = None
+    """Column kinds where the column name does not tell (``moesim.analysis.tables.column_kind``)."""
+    collapsed: bool = False
+    """Shown folded (``<details>``) in the page."""
 
 
 @dataclass(frozen=True)
@@ -57,9 +68,51 @@ class ReportFiles:
     findings: tuple[Finding, ...]
 
 
-def _table_items(a: Analysis) -> Iterator[Item]:
+def runs_table(a: Analysis) -> pa.Table:
+    """Every successful run (one row per seed with start jitter): model, factors, seed, wall/GPU/comm time,
+    communication fraction, bottleneck rank and backend."""
+    t = a.seed_runs if a.seed_runs is not None else a.table
+    cols = [c for c in (MODEL, *a.factors, seeds.SEED) if c in t.column_names]
+    out = {c: t.column(c) for c in cols}
+    for m in ("wall_s", "gpu_s", "comm_s"):
+        out[m] = t.column(m)
+    out["comm_fraction"] = pc.divide(t.column("comm_s"), t.column("wall_s"))
+    for c in ("bottleneck_rank", "backend"):
+        if c in t.column_names and c not in out:
+            out[c] = t.column(c)
+    return pa.table(out)
+
+
+def failed_table(raw: pa.Table, factors: Sequence[str]) -> pa.Table | None:
+    """The runs that failed (factors and the first line of the error), or None."""
+    if "status" not in raw.column_names:
+        return None
+    t = raw.filter(pc.not_equal(raw.column("status"), "ok"))
+    if not t.num_rows:
+        return None
+    cols = [c for c in (MODEL, *factors, seeds.SEED, "backend") if c in t.column_names]
+    rows = [{**{c: None if r[c] is None else str(r[c]) for c in cols},
+             "error": str(r.get("error") or "").splitlines()[0] if r.get("error") else ""} for r in t.to_pylist()]
+    return pa.Table.from_pylist(rows)
+
+
+def provenance_table(p: Provenance) -> pa.Table:
+    return pa.Table.from_pylist([{"item": k, "value": v} for k, v in p.items()],
+                                schema=pa.schema([("item", pa.string()), ("value", pa.string())]))
+
+
+def _provenance_items(p: Provenance) -> Iterator[Item]:
+    varying = sum(1 for d in p.parameters.column("distinct").to_pylist() if d > 1)
+    yield Item("provenance", "parameters", f"Simulation parameters of the runs ({p.parameters.num_rows} parameters, "
+               f"{varying} with more than one value)", p.parameters, collapsed=True)
+
+
+def _table_items(a: Analysis, raw: pa.Table) -> Iterator[Item]:
     levels_rows = [{"factor": f, "levels": ", ".join(levels(a.table, f))} for f in (MODEL, *a.factors)]
     yield Item("data", "factors", "Factors and their levels", pa.Table.from_pylist(levels_rows))
+    if "topology" in a.table.column_names:
+        yield Item("data", "topologies", "The topologies: T<name> is the topology the figures and tables name "
+                   "by its number", pa.Table.from_pylist(topology_table_rows(levels(a.table, "topology"))))
     yield Item("data", "subset_counts", "Runs per subset and model "
                f"({'; '.join(f'{s.name}: {s.description}' for s in SUBSETS.values())})", a.subset_counts)
     yield Item("overall", "overall", "Per-model statistics per subset: means, communication fraction "
@@ -75,7 +128,8 @@ def _table_items(a: Analysis) -> Iterator[Item]:
                    m.table)
     for it in a.interactions:
         if it.table is not None:
-            yield Item("interactions", f"interaction_{it.view.name}", it.view.title, it.table)
+            kinds = {it.view.numerator: SECONDS, it.view.denominator: SECONDS} if isinstance(it.view, RatioView) else None
+            yield Item("interactions", f"interaction_{it.view.name}", it.view.title, it.table, kinds=kinds)
     if a.orders.num_rows:
         yield Item("orders", "conditional_orders", "Levels of each factor, fastest first, given the level of "
                    "another factor (mean wall over S_full)", a.orders)
@@ -88,12 +142,23 @@ def _table_items(a: Analysis) -> Iterator[Item]:
             yield Item("matched", f"wins_by_{c.factor}", f"Pairwise wins by {c.factor}", c.wins)
             yield Item("matched", f"reversals_by_{c.factor}", f"Pairs whose majority winner changes with {c.factor}",
                        c.reversals)
+    if a.per_seed:
+        flagged = seeds.flagged(a.table)
+        yield Item("seeds", "seed_spread", f"Configurations whose wall time moves by more than "
+                   f"{100 * seeds.SPREAD_FLAG:.0f} % over {len(a.per_seed)} seeds of start jitter (spread = (max − min) "
+                   "/ median; wall_s is the median)", flagged)
     if a.proxies is not None:
         yield Item("architecture", "comm_proxies", "Communication proxies (TP = h × layers, EP = h × top-k × MoE "
                    "layers) and measured mean communication, also relative to the largest model", a.proxies)
     if a.architecture is not None:
         yield Item("architecture", "architecture", "Architecture parameters, normalised to the largest model",
                    a.architecture)
+    runs = runs_table(a)
+    yield Item("runs", "runs", f"All {runs.num_rows} successful runs (wall, GPU and communication time of the "
+               "bottleneck rank, the slowest; comm_fraction = comm / wall)", runs)
+    failed = failed_table(raw, a.factors)
+    if failed is not None:
+        yield Item("data", "failed_runs", f"Failed runs ({failed.num_rows}), left out of every statistic", failed)
 
 
 def _diagnostic_runs(a: Analysis, base: Path) -> list[tuple[str, dict[str, pa.Table]]]:
@@ -149,6 +214,10 @@ table.sortable td{padding:3px 8px;border:1px solid #e1e6ea}td.num{text-align:rig
 .caption{font-size:13px;font-weight:600;margin-top:12px}figure{margin:10px 0 24px}figure img{max-width:100%}
 figcaption{font-size:12px;color:#555}.note{color:#666;font-style:italic}.scroll{overflow-x:auto}
 ul.findings li{margin:6px 0}
+.filter{margin:4px 0 2px;font-size:12px;color:#555}.filter input{font-size:12px;padding:2px 6px;width:26em;margin-right:8px}
+dl.prov{display:grid;grid-template-columns:max-content auto;gap:3px 14px;font-size:13px;margin:6px 0 10px}
+dl.prov dt{font-weight:600;color:#0b3d5c}dl.prov dd{margin:0;white-space:pre-wrap}dl.prov code{font-size:12px}
+details{margin:6px 0}summary{cursor:pointer;font-size:13px;font-weight:600}
 """
 
 JS = """
@@ -172,13 +241,59 @@ JS = """
       th.title='click to sort';th.addEventListener('click',function(){sortTable(table,i,th);});});
   });
   document.documentElement.setAttribute('data-sortable-tables',String(tables.length));
+  // Filter: every word must occur in the row; a word column=value must equal that column's cell.
+  function filterTable(input,table,count){
+    var names=Array.prototype.map.call(table.tHead.rows[0].cells,function(c){return c.textContent.toLowerCase();});
+    var terms=input.value.toLowerCase().split(/\\s+/).filter(Boolean).map(function(w){
+      var eq=w.indexOf('='),col=eq>0?names.indexOf(w.slice(0,eq)):-1;
+      return col>=0?{col:col,value:w.slice(eq+1)}:{col:-1,value:w};});
+    var rows=table.tBodies[0].rows,shown=0;
+    for(var i=0;i<rows.length;i++){
+      var r=rows[i],cells=Array.prototype.map.call(r.cells,function(c){return c.textContent.toLowerCase();});
+      var all=cells.join(' | ');
+      var ok=terms.every(function(t){return t.col>=0?cells[t.col]===t.value:all.indexOf(t.value)>=0;});
+      r.style.display=ok?'':'none';if(ok)shown++;
+    }
+    count.textContent=terms.length?shown+' of '+rows.length+' rows':rows.length+' rows';
+  }
+  var filters=document.querySelectorAll('input.filter');
+  Array.prototype.forEach.call(filters,function(input){
+    var table=document.getElementById(input.getAttribute('data-for')),count=input.nextElementSibling;
+    input.addEventListener('input',function(){filterTable(input,table,count);});
+    filterTable(input,table,count);
+  });
+  document.documentElement.setAttribute('data-filter-boxes',String(filters.length));
 })();
 """
 
 
+def _provenance_block(lines: Sequence[tuple[str, str]]) -> str:
+    out = ['<dl class="prov">']
+    for label, text in lines:
+        value = "<br>".join(f"<code>{html.escape(c)}</code>" for c in text.split("\n")) if label == "command" \
+            else html.escape(text)
+        out.append(f"<dt>{html.escape(label)}</dt><dd>{value}</dd>")
+    return "".join(out) + "</dl>"
+
+
+def _table_html(i: Item) -> str:
+    assert i.table is not None
+    tid = f"t-{i.name}"
+    box = "" if i.table.num_rows < MIN_FILTER_ROWS else (
+        f'<div class="filter"><input type="search" class="filter" data-for="{html.escape(tid)}" '
+        f'placeholder="filter rows: words, or column=value" aria-label="filter the rows of {html.escape(i.caption)}">'
+        '<span class="count"></span></div>')
+    body = f'{box}<div class="scroll">{to_html(i.table, tid, i.kinds)}</div>'
+    if i.collapsed:
+        return f"<details><summary>{html.escape(i.caption)}</summary>{body}</details>"
+    return f'<div class="caption">{html.escape(i.caption)}</div>{body}'
+
+
 def render_html(title: str, fs: list[Finding], items: list[Item], notes: dict[str, list[str]],
-                sections: tuple[tuple[str, str], ...] = SECTIONS) -> str:
-    """The single-file page: one section per (id, heading) of ``sections`` (empty ones say so)."""
+                sections: tuple[tuple[str, str], ...] = SECTIONS,
+                provenance_lines: Sequence[tuple[str, str]] = ()) -> str:
+    """The single-file page: one section per (id, heading) of ``sections`` (empty ones say so); the
+    ``provenance_lines`` (label, text) open the provenance section."""
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
@@ -186,21 +301,24 @@ def render_html(title: str, fs: list[Finding], items: list[Item], notes: dict[st
            *(f'<a href="#{sid}">{html.escape(name)}</a>' for sid, name in sections), "</nav><main>"]
     for sid, name in sections:
         out.append(f'<section id="{sid}"><h2>{html.escape(name)}</h2>')
+        if sid == "provenance" and provenance_lines:
+            out.append(_provenance_block(provenance_lines))
         if sid == "summary":
             out.append('<ul class="findings">' + "".join(
-                f'<li data-topic="{html.escape(f.topic)}">{html.escape(f.text)}</li>' for f in fs) + "</ul>")
+                f'<li data-topic="{html.escape(f.topic)}" data-backend="{html.escape(f.backend)}">'
+                f'<span class="backend">[{html.escape(f.backend)}]</span> {html.escape(f.text)}</li>' for f in fs)
+                + "</ul>")
         mine = [i for i in items if i.section == sid]
         for i in mine:
             if i.table is not None:
-                out.append(f'<div class="caption">{html.escape(i.caption)}</div><div class="scroll">'
-                           f"{to_html(i.table, 't-' + i.name)}</div>")
+                out.append(_table_html(i))
             elif i.png is not None:
                 b64 = base64.b64encode(i.png).decode("ascii")
                 out.append(f'<figure id="f-{html.escape(i.name)}"><img alt="{html.escape(i.caption)}" '
                            f'src="data:image/png;base64,{b64}"><figcaption>{html.escape(i.caption)}</figcaption></figure>')
         for n in notes.get(sid, []):
             out.append(f'<p class="note">{html.escape(n)}</p>')
-        if not mine and not notes.get(sid) and sid != "summary":
+        if not mine and not notes.get(sid) and sid not in ("summary", "provenance"):
             out.append('<p class="note">Nothing to show for these results.</p>')
         out.append("</section>")
     out.append(f"</main><script>{JS}</script></body></html>")
@@ -209,14 +327,26 @@ def render_html(title: str, fs: list[Finding], items: list[Item], notes: dict[st
 
 def _notes(a: Analysis, failed: int) -> dict[str, list[str]]:
     notes: dict[str, list[str]] = {"data": [], "interactions": [], "architecture": [], "diagnostics": []}
-    versions = levels(a.table, "version") if "version" in a.table.column_names else ()
-    backends = levels(a.table, "backend") if "backend" in a.table.column_names else ()
-    notes["data"].append(f"{a.table.num_rows} successful runs of {len(a.models)} model(s); {failed} failed run(s) "
-                         "left out. Software version(s): " + (", ".join(versions) or "not recorded") +
-                         "; backend(s): " + (", ".join(backends) or "not recorded") + ".")
+    n_runs = a.seed_runs.num_rows if a.seed_runs is not None else a.table.num_rows
+    configs = f" ({a.table.num_rows} configurations × {len(a.per_seed)} seeds)" if a.per_seed else ""
+    notes["data"].append(f"{n_runs} successful runs{configs} of {len(a.models)} model(s); {failed} failed run(s) "
+                         "left out (provenance: first section).")
     for it in a.interactions:
         if it.reason:
             notes["interactions"].append(f"{it.view.title}: not computed, {it.reason}.")
+    if a.per_seed:
+        n_flag = seeds.flagged(a.table).num_rows
+        jitter = levels(a.seed_runs, seeds.JITTER) if a.seed_runs is not None and seeds.JITTER in \
+            a.seed_runs.column_names else ()
+        notes["seeds"] = [f"Every configuration was run with {len(a.per_seed)} seeds of start jitter (ranks start "
+                          f"at seeded uniform draws in [0, {'/'.join(format_seconds(float(j)) for j in jitter) or '?'})); "
+                          f"the statistics use each "
+                          f"configuration's median, the run figures show the range as error bars, and each finding "
+                          f"says in how many seeds it holds. {n_flag} of {a.table.num_rows} configurations spread "
+                          f"more than {100 * seeds.SPREAD_FLAG:.0f} %."]
+    else:
+        notes["seeds"] = ["One run per configuration (no start jitter). Rerun the sweep with --seeds N to see how far "
+                          "each result moves when the ranks start nanoseconds apart."]
     if a.unknown_models:
         notes["architecture"].append("Not in the model catalog (no architecture data): " + ", ".join(a.unknown_models) + ".")
     return notes
@@ -233,9 +363,13 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
     out = Path(out_dir) if out_dir else src
     a = analyse(table)
     fs = findings(a)
-    items, table_paths, figure_paths = [], [], []
-    for item in _table_items(a):
-        table_paths += write_table(item.table, out / "tables", item.name, item.caption)
+    prov = provenance(raw, load_store_meta(src))
+    items: list[Item] = []
+    table_paths = write_table(provenance_table(prov), out / "tables", "provenance", "Provenance of the results")
+    figure_paths: list[Path] = []
+    for item in (*_provenance_items(prov), *_table_items(a, raw)):
+        assert item.table is not None
+        table_paths += write_table(item.table, out / "tables", item.name, item.caption, item.kinds)
         items.append(item)
     for item, fig in _figure_items(a, src):
         png = figs.render(fig, "png")
@@ -246,7 +380,7 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
     if not any(i.section == "diagnostics" for i in items):
         notes["diagnostics"].append("No run in these results has diagnostics side files.")
     title = f"moesim report: {src.resolve().name}"
-    atomic_write(out / "findings.md", "# Findings\n\n" + "".join(f"- {f.text}\n" for f in fs))
-    page = atomic_write(out / "report.html", render_html(title, fs, items, notes))
+    atomic_write(out / "findings.md", "# Findings\n\n" + "".join(f"- [{f.backend}] {f.text}\n" for f in fs))
+    page = atomic_write(out / "report.html", render_html(title, fs, items, notes, provenance_lines=prov.items()))
     return ReportFiles(page, tuple(table_paths), tuple(figure_paths), tuple(fs))
 

@@ -29,6 +29,7 @@ METADATA = frozenset({
     "status", "error", "version", "params_json", "input_hash", "diagnostics_path", "bottleneck_rank",
     "tp", "ep", "cc_model", "cc_policy", "parameters", "overrides_json", "run_id", "run_key", "spec_key",
     "key", "hostname", "host", "started_at", "finished_at", "created_at", "sim_wallclock_s", "elapsed_s",
+    "seeds", "wall_min_s", "wall_max_s", "wall_spread",
 })
 
 # Display order of the study's levels (STUDY.md sections 1, 2, 5); other levels sort naturally.
@@ -152,6 +153,27 @@ def load_results(directory: str | Path, include_failed: bool = False) -> pa.Tabl
     if include_failed:
         return table
     return as_table(table, source=source)
+
+
+def load_store_meta(directory: str | Path) -> dict[str, str]:
+    """The key/value table ``store_meta`` of ``DIR/results.duckdb`` (schema version, the sweeps' command
+    lines); empty for a Parquet store or one without the table."""
+    db = Path(directory) / "results.duckdb"
+    if not db.is_file():
+        return {}
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error as exc:
+        raise MoesimError(f"{db}: cannot open the results store read-only ({str(exc).splitlines()[0]})") from None
+    try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "store_meta" not in tables:
+            return {}
+        return {str(k): str(v) for k, v in con.execute("SELECT key, value FROM store_meta ORDER BY key").fetchall()}
+    finally:
+        con.close()
 
 
 def where(table: pa.Table, include: Mapping[str, Sequence[str]] | None = None,

@@ -8,12 +8,12 @@ mode over S_network; any other factor over S_full. Every marginal is also given 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
 from moesim.analysis import architecture as arch
-from moesim.analysis import matched
+from moesim.analysis import matched, seeds
 from moesim.analysis.results import MODEL, factor_columns, levels
 from moesim.analysis.stats import (
     INTERACTIONS,
@@ -76,6 +76,11 @@ class Analysis:
     architecture: pa.Table | None = None
     proxies: pa.Table | None = None
     unknown_models: tuple[str, ...] = field(default=())
+    per_seed: dict[str, Analysis] = field(default_factory=dict)
+    """With several start-jitter seeds: the analysis of each seed's runs alone (``table`` holds the
+    per-configuration medians, with ``wall_min_s``/``wall_max_s``/``wall_spread``)."""
+    seed_runs: pa.Table | None = None
+    """With several seeds: every run, one row per seed (``table`` holds their medians)."""
 
     def marginal(self, factor: str, subset_name: str | None = None) -> Marginal | None:
         """The marginal of ``factor`` over its calibration subset (or over ``subset_name``)."""
@@ -94,7 +99,12 @@ def _subset_for(table: pa.Table, factor: str) -> str:
 
 
 def analyse(table: pa.Table, with_architecture: bool = True) -> Analysis:
-    """Compute every statistic of the report from a normalised results table."""
+    """Compute every statistic of the report from a normalised results table. Runs that differ only in
+    their start-jitter seed are one configuration: the statistics use its median (``moesim.analysis.seeds``)."""
+    if seeds.has_seeds(table):
+        per_seed = {s: analyse(t, with_architecture=False) for s, t in seeds.per_seed(table).items()}
+        a = analyse(seeds.collapse(table), with_architecture)
+        return replace(a, per_seed=per_seed, seed_runs=table)
     factors = factor_columns(table)
     ms = levels(table, MODEL)
     counts = {m: {MODEL: m} for m in ms}

@@ -19,7 +19,7 @@ def report(
     """Write tables (md/csv/tex), figures (png/svg), findings.md and a self-contained report.html."""
     files = build_report(directory, out)
     for f in files.findings:
-        typer.echo(f"- {f.text}")
+        typer.echo(f"- [{f.backend}] {f.text}")
     typer.echo(f"wrote {len(files.tables)} table files, {len(files.figures)} figure files and {files.html}")
 
 
@@ -30,12 +30,14 @@ def compare(
 ) -> None:
     """Print our statistics next to a reference's and render them side by side (compare.html)."""
     comp, page = compare_dir(directory, reference, out)
-    typer.echo(f"{comp.name} ({comp.source})\n")
+    typer.echo(f"{comp.name} ({comp.source}); our numbers from the {comp.backend or 'unknown'} backend\n")
     typer.echo(to_markdown(comp.table()))
     if comp.orders:
         typer.echo(to_markdown(comp.order_table()))
     for x in comp.skipped:
         typer.echo(f"not compared: {x}")
+    if comp.caveat:
+        typer.echo(f"note: {comp.caveat}")
     typer.echo(f"wrote {page}")
 
 

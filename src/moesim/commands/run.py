@@ -9,6 +9,9 @@ import typer
 
 from moesim.errors import MoesimError
 
+DEFAULT_JITTER_S = 1e-8
+"""Start jitter of ``--seeds`` (10 ns); moesim.analysis.seeds.DEFAULT_JITTER_S, without importing it here."""
+
 
 def parse_set(items: list[str] | None) -> tuple[tuple[str, Any], ...]:
     """``--set key=value`` pairs; values are parsed as JSON when possible (numbers, booleans)."""
@@ -25,6 +28,39 @@ def parse_set(items: list[str] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(out.items()))
 
 
+def seeded(spec: Any, seed: int, jitter_s: float) -> Any:
+    """``spec`` with its ranks started at seeded uniform draws in [0, jitter_s) (seed ≥ 1)."""
+    import dataclasses
+
+    over = dict(spec.overrides)
+    over.update(jitter_seed=seed, start_jitter_s=jitter_s)
+    return dataclasses.replace(spec, overrides=tuple(sorted(over.items())))
+
+
+def _print_seeds(spec: Any, results: list[Any], jitter_s: float, as_json: bool, caveat: str | None) -> None:
+    from moesim.analysis.seeds import SPREAD_FLAG, spread
+
+    stats = {m: spread([getattr(r, m) for r in results]) for m in ("wall_s", "gpu_s", "comm_s")}
+    if as_json:
+        record: dict[str, Any] = {"seeds": list(range(1, len(results) + 1)), "start_jitter_s": jitter_s,
+                                  "results": [r.summary() for r in results], **stats}
+        if caveat:
+            record["caveat"] = caveat
+        typer.echo(json.dumps(record, sort_keys=True))
+        return
+    typer.echo(f"{spec.model}  topology {spec.topology}  {spec.strategy}  {spec.algorithm}  {spec.network}  "
+               f"({len(results)} seeds of {jitter_s * 1e9:g} ns start jitter, backend {spec.backend})")
+    for seed, r in enumerate(results, 1):
+        typer.echo(f"  seed {seed}: wall {r.wall_s:.6f} s   GPU {r.gpu_s:.6f} s   comm {r.comm_s:.6f} s")
+    w = stats["wall_s"]
+    flag = f"  (more than {100 * SPREAD_FLAG:.0f} %: this result hangs on nanoseconds)" \
+        if w["spread"] > SPREAD_FLAG else ""
+    typer.echo(f"  wall median {w['median']:.6f} s, min {w['min']:.6f} s, max {w['max']:.6f} s, "
+               f"spread {100 * w['spread']:.2f} %{flag}")
+    if caveat:
+        typer.echo(f"  {caveat}")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``moesim run``."""
 
@@ -35,18 +71,38 @@ def register(app: typer.Typer) -> None:
         strategy: str = typer.Option(..., "--strategy", help="TP<n>EP<m>, e.g. TP2EP16"),
         algorithm: str = typer.Option("ring_direct", "--algorithm", help="ring_direct | dbt_direct"),
         network: str = typer.Option("ib_cc0", "--network", help="ib_cc0 | ib_hpcc | roce_hpcc | roce_dcqcn"),
-        backend: str = typer.Option("flow", "--backend", help="network backend (flow, analytical, ...)"),
+        backend: str = typer.Option("fluid", "--backend",
+                                    help="network backend: fluid (default, congestion-aware), packet (exact, slow), "
+                                         "flow (fast, blind to congestion control), analytical"),
         set_: list[str] = typer.Option(None, "--set", help="parameter override key=value (repeatable)"),
+        seeds: int = typer.Option(0, "--seeds", min=0, help="run N times with start-jitter seeds 1..N and print "
+                                                           "the spread (0: one deterministic run)"),
+        jitter_s: float = typer.Option(DEFAULT_JITTER_S, "--jitter", help="start jitter of --seeds, in seconds"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Simulate one configuration (one deterministic prefill pass)."""
+        from moesim.network.base import congestion_control_backends, models_congestion_control
+        from moesim.network.params import network_mode
         from moesim.system.run import simulate_run
         from moesim.system.spec import RunSpec
 
-        spec = RunSpec(model, topology, strategy, algorithm, network, backend, parse_set(set_))
+        overrides = parse_set(set_)
+        spec = RunSpec(model, topology, strategy, algorithm, network, backend, overrides)
+        caveat = None
+        if network_mode(network).cc_mode != 0 and not models_congestion_control(backend):
+            caveat = (f"note: the {backend} backend does not model congestion control: {network} differs from "
+                      f"other modes here only in delays and header bytes (use --backend "
+                      f"{' or '.join(congestion_control_backends())} to compare network modes)")
+        if seeds:
+            specs = [seeded(spec, seed, jitter_s) for seed in range(1, seeds + 1)]
+            results = [simulate_run(s) for s in specs]
+            _print_seeds(spec, results, jitter_s, as_json, caveat)
+            return
         result = simulate_run(spec)
         record = result.summary()
         if as_json:
+            if caveat:
+                record["caveat"] = caveat
             typer.echo(json.dumps(record, sort_keys=True))
             return
         typer.echo(f"{model}  topology {topology}  {strategy}  {algorithm}  {network}")
@@ -54,6 +110,8 @@ def register(app: typer.Typer) -> None:
                    f"   (bottleneck rank {result.bottleneck_rank})")
         typer.echo(f"  backend {result.backend}; congestion control: {result.cc_model}; policy: {result.cc_policy}")
         typer.echo(f"  simulated in {result.sim_wallclock_s:.2f} s (moesim {result.version})")
+        if caveat:
+            typer.echo(f"  {caveat}")
 
     @app.command("export")
     def export(

@@ -22,7 +22,9 @@ Topologies = Annotated[str | None, typer.Option("--topologies", "--topology", he
 Strategies = Annotated[str | None, typer.Option("--strategies", "--strategy", help=f"strategies: {_FACTOR_HELP}")]
 Algorithms = Annotated[str | None, typer.Option("--algorithms", "--algorithm", help=f"algorithms: {_FACTOR_HELP}")]
 Networks = Annotated[str | None, typer.Option("--networks", "--network", help=f"network modes: {_FACTOR_HELP}")]
-Backends = Annotated[str | None, typer.Option("--backend", "--backends", help=f"network backends: {_FACTOR_HELP}")]
+Backends = Annotated[str | None, typer.Option(
+    "--backend", "--backends", help=f"network backends (default fluid; flow is faster but blind to congestion "
+                                    f"control): {_FACTOR_HELP}")]
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="any factor or parameter override: NAME=LEVEL[,LEVEL...] (repeatable), e.g. tokens=2048,4096")]
 Preset = Annotated[str | None, typer.Option("--preset", help="a named preset of the matrix (e.g. flash, smoke)")]
@@ -35,6 +37,10 @@ ProgressOpt = Annotated[str, typer.Option("--progress", help="auto | bar | plain
 Retries = Annotated[int, typer.Option("--max-retries", help="retries of a run whose worker dies")]
 Rerun = Annotated[bool, typer.Option("--rerun", help="run everything again, even runs found in the store")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="check the matrix and print its size; run nothing")]
+Seeds = Annotated[int, typer.Option("--seeds", min=0, help="run every configuration N times with start-jitter "
+                                                           "seeds 1..N (stored as rows; the report shows the spread)")]
+Jitter = Annotated[float, typer.Option("--jitter", help="start jitter of --seeds, in seconds")]
+DEFAULT_JITTER_S = 1e-8
 
 
 def _split(text: str) -> list[str]:
@@ -48,8 +54,9 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | None], sets: list[str] | None) -> Any:
-    """Preset first, then the per-factor options, then ``--set``; every level is validated."""
+def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | None], sets: list[str] | None,
+                   seeds: int = 0, jitter_s: float = DEFAULT_JITTER_S) -> Any:
+    """Preset first, then the per-factor options, then ``--set``, then ``--seeds``; every level is validated."""
     from moesim.experiments.factors import SPEC_FACTORS, canonical_level, check_factor_name
 
     if preset:
@@ -67,6 +74,8 @@ def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | Non
         values = items if factor in SPEC_FACTORS else [_parse_value(t) for t in items]
         levels = [canonical_level(factor, v, "command line", Path.cwd()) for v in values]
         matrix = matrix.with_levels(factor, levels)
+    if seeds:
+        matrix = matrix.with_levels("jitter_seed", list(range(1, seeds + 1))).with_levels("start_jitter_s", [jitter_s])
     return matrix
 
 
@@ -96,14 +105,14 @@ def study_cmd(
     algorithms: Algorithms = None, networks: Networks = None, backend: Backends = None, set_: SetOpt = None,
     preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
     diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
-    rerun: Rerun = False, dry_run: DryRun = False,
+    rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
 ) -> None:
-    """The study of STUDY.md (768 runs), or the part selected by the options."""
+    """The reference study (768 runs, docs/study.md), or the part selected by the options."""
     from moesim.experiments.matrix import study_matrix
 
     opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
             "network": networks, "backend": backend}
-    matrix = _apply_options(study_matrix(), preset, opts, set_)
+    matrix = _apply_options(study_matrix(), preset, opts, set_, seeds, jitter_s)
     _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun)
 
 
@@ -114,14 +123,14 @@ def run_cmd(
     algorithms: Algorithms = None, networks: Networks = None, backend: Backends = None, set_: SetOpt = None,
     preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
     diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
-    rerun: Rerun = False, dry_run: DryRun = False,
+    rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
 ) -> None:
     """Run the matrix in MATRIX_FILE."""
     from moesim.experiments.matrix import load_matrix
 
     opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
             "network": networks, "backend": backend}
-    matrix = _apply_options(load_matrix(matrix_file), preset, opts, set_)
+    matrix = _apply_options(load_matrix(matrix_file), preset, opts, set_, seeds, jitter_s)
     _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun)
 
 

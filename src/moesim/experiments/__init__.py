@@ -9,15 +9,23 @@ See docs/experiments.md.
 
 from moesim.experiments.executors import EXECUTORS, Executor
 from moesim.experiments.factors import SPEC_FACTORS, canonical_level, level_label
-from moesim.experiments.inputs import PlannedRun, input_hash, plan_runs, resolved_inputs, run_label
+from moesim.experiments.inputs import (
+    PlannedRun,
+    WorkUnit,
+    input_hash,
+    plan_runs,
+    resolved_inputs,
+    run_label,
+    work_units,
+)
 from moesim.experiments.matrix import Matrix, Preset, load_matrix, parse_matrix, study_matrix
 from moesim.experiments.runner import SweepSummary, run_matrix, run_sweep
 from moesim.experiments.store import DB_NAME, ResultsStore, export_results, query_results
-from moesim.experiments.worker import RunOutcome, run_one
+from moesim.experiments.worker import RunOutcome, run_unit
 
 __all__ = [
     "DB_NAME", "EXECUTORS", "SPEC_FACTORS", "Executor", "Matrix", "PlannedRun", "Preset", "ResultsStore",
     "RunOutcome", "SweepSummary", "canonical_level", "export_results", "input_hash", "level_label",
     "load_matrix", "parse_matrix", "plan_runs", "query_results", "resolved_inputs", "run_label", "run_matrix",
-    "run_one", "run_sweep", "study_matrix",
+    "run_sweep", "run_unit", "study_matrix", "WorkUnit", "work_units",
 ]

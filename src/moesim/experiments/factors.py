@@ -9,11 +9,7 @@ same configuration always gets the same input hash.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -28,44 +24,17 @@ PLURALS = {f + "s": f for f in SPEC_FACTORS}
 Level = str | int | float | bool | None | tuple
 
 
-@functools.cache
-def override_types() -> dict[str, Any]:
-    """Override name → declared type, from the dataclasses the run resolves them into.
+def _overrides() -> dict[str, Any]:
+    from moesim.system.run import OVERRIDES
 
-    Mirrors ``moesim.system.run.split_overrides`` (which stays the authority on which names exist).
-    """
-    from moesim.network.params import NetworkParams
-    from moesim.system.engine import SystemSettings
-    from moesim.workload.generator import WorkloadOptions
-
-    out: dict[str, Any] = {"tokens": int}
-    skip = {"name", "extra", "all_reduce", "all_to_all", "all_gather", "reduce_scatter"}
-    for cls in (WorkloadOptions, SystemSettings, NetworkParams):
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            if f.name not in skip:
-                out.setdefault(f.name, hints.get(f.name, Any))
-    from moesim.system.run import LINK_BANDWIDTH_KEYS
-
-    out.update(dict.fromkeys(LINK_BANDWIDTH_KEYS, float))
-    return out
-
-
-def _is_known_override(name: str) -> bool:
-    from moesim.system.run import split_overrides
-
-    try:
-        split_overrides({name: 1.0})  # a value every known name accepts here
-    except MoesimError:
-        return False
-    return True
+    return OVERRIDES
 
 
 def check_factor_name(name: object, source: str) -> str:
     """Return ``name`` if it is a spec field or a known override; else a one-line error listing both."""
-    if isinstance(name, str) and (name in SPEC_FACTORS or _is_known_override(name)):
+    if isinstance(name, str) and (name in SPEC_FACTORS or name in _overrides()):
         return name
-    allowed = [*SPEC_FACTORS, *sorted(override_types())]
+    allowed = [*SPEC_FACTORS, *sorted(_overrides())]
     raise input_error(source, str(name), "unknown factor", allowed)
 
 
@@ -94,8 +63,8 @@ def allowed_levels(factor: str) -> list[str]:
         from moesim.network.base import BACKENDS
 
         return BACKENDS.names()
-    t = override_types().get(factor, Any)
-    return [getattr(t, "__name__", str(t))]
+    param = _overrides().get(factor)
+    return [param.describe()] if param else []
 
 
 def _resolve_path(value: str, base_dir: Path | None) -> Path:
@@ -149,63 +118,6 @@ def _named_level(factor: str, value: str, source: str) -> str:
     return value
 
 
-def _number(value: Any) -> Any:
-    """Parse a string that spells a number (YAML 1.1 reads ``4e11`` as a string)."""
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            try:
-                return float(value)
-            except ValueError:
-                return value
-    return value
-
-
-def _coerce(factor: str, t: Any, value: Any, source: str) -> Level:
-    """Bring an override level to its field's declared type (int, float, bool, str, optional, tuple)."""
-    origin = typing.get_origin(t)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(t)
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in args:
-                return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(factor, inner[0], value, source) if len(inner) == 1 else value
-    if t is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        raise input_error(source, factor, f"expected true or false, got {value!r}")
-    if t is int:
-        v = _number(value)
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-        raise input_error(source, factor, f"expected an integer, got {value!r}")
-    if t is float:
-        v = _number(value)
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            return float(v)
-        raise input_error(source, factor, f"expected a number, got {value!r}")
-    if t is str:
-        if isinstance(value, str):
-            return value
-        raise input_error(source, factor, f"expected a string, got {value!r}")
-    return _freeze(value)
-
-
-def _freeze(value: Any) -> Any:
-    """Lists (from YAML) become tuples so a level is hashable and compares by value."""
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, dict):
-        raise MoesimError(f"a mapping is not a valid level: {value!r}")
-    return value
-
-
 def canonical_level(factor: str, value: Any, source: str, base_dir: Path | None = None) -> Level:
     """Validate one level of ``factor`` and return its canonical form.
 
@@ -223,7 +135,7 @@ def canonical_level(factor: str, value: Any, source: str, base_dir: Path | None 
         if factor == "strategy":
             return _strategy_level(text, source)
         return _named_level(factor, text, source)
-    return _coerce(factor, override_types().get(factor, Any), value, source)
+    return _overrides()[factor].check(value, source) if factor in _overrides() else value
 
 
 def level_label(value: Level) -> str:

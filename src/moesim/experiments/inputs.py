@@ -1,11 +1,13 @@
-"""Up-front checking of every run and its input hash (the results-store key).
+"""Up-front checking of every run, its input hash (the simulation's key) and its run id (the store's key).
 
 ``plan_runs`` resolves each run's inputs with ``moesim.system.run.prepare`` before anything is
 simulated, so an impossible combination (TP × EP ≠ the topology's GPUs, EP not dividing the experts,
-a bad override) is reported at once. The input hash is a sha256 of the canonical RunSpec, the moesim
-version and the resolved inputs (model spec — so an edited model file counts —, topology links,
-network parameters, system settings): change any of them and the run is redone; otherwise a rerun
-finds it in the store. Editing the simulator's code without changing the version is not seen (a
+a bad override) is reported at once. The input hash is a sha256 of the moesim version and what the
+simulation reads (model spec — so an edited model file counts —, layout, topology links, the network
+parameters that can act, system settings, tokens): runs whose hashes are equal are simulated once
+(topology 6 has no inter-server flow, so its four network modes are one simulation). The run id adds
+the canonical RunSpec: change any input and the run is redone; otherwise a rerun finds it in the
+store. Editing the simulator's code without changing the version is not seen (a
 source tree changes all the time); each row records ``source_sha256`` (:func:`code_hash`) in its
 parameters, and ``moesim sweep ... --rerun`` redoes everything.
 """
@@ -32,10 +34,36 @@ _NOT_SIMULATION = ("analysis", "experiments", "commands", "cli.py")
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """A run that passed the up-front checks. ``run_id`` is its input hash."""
+    """A run that passed the up-front checks. ``input_hash`` keys its simulation (runs with equal
+    inputs share one); ``run_id`` keys its row in the store (the spec and that hash)."""
 
     spec: RunSpec
     run_id: str
+    input_hash: str = ""
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """Planned runs with equal input hashes: one simulation, stored once per run under its own labels.
+    The first run is the one simulated; ``run_id``/``spec`` are its (executors retry and report by them)."""
+
+    runs: tuple[PlannedRun, ...]
+
+    @property
+    def run_id(self) -> str:
+        return self.runs[0].run_id
+
+    @property
+    def spec(self) -> RunSpec:
+        return self.runs[0].spec
+
+
+def work_units(runs: Sequence[PlannedRun]) -> list[WorkUnit]:
+    """Group runs by input hash, in the order of each group's first run."""
+    groups: dict[str, list[PlannedRun]] = {}
+    for run in runs:
+        groups.setdefault(run.input_hash or run.run_id, []).append(run)
+    return [WorkUnit(tuple(g)) for g in groups.values()]
 
 
 @functools.cache
@@ -59,39 +87,50 @@ _TOPOLOGY_HASHES: dict[int, tuple[Any, str]] = {}
 
 
 def _topology_hash(topology: Any) -> str:
-    """Hash of a built topology's nodes, links, GPUs and metadata (cached per built instance)."""
+    """Hash of what a simulation reads of a built topology: nodes, links and GPUs (not its descriptive
+    metadata); cached per built instance."""
     cached = _TOPOLOGY_HASHES.get(id(topology))
     if cached is not None and cached[0] is topology:
         return cached[1]
-    text = repr((topology.nodes, topology.links, topology.gpus, topology.meta))
+    text = repr((topology.nodes, topology.links, topology.gpus))
     digest = hashlib.sha256(text.encode()).hexdigest()
     _TOPOLOGY_HASHES[id(topology)] = (topology, digest)  # keeps the instance alive so its id stays unique
     return digest
 
 
 def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
-    """Everything a run's result depends on, as JSON-able data (raises MoesimError for an impossible run)."""
+    """Everything a run's simulation reads, as JSON-able data, and nothing that only labels it (the
+    network mode's name, CC parameters when no flow carries CC): runs with equal inputs are one
+    simulation. Raises MoesimError for an impossible run; never builds the workload graphs."""
+    from moesim.network.params import effective_params
     from moesim.system.run import prepare
 
-    model, layout, params, topology, _workload, settings, backend_cls, tokens = prepare(spec)
+    p = prepare(spec)
+    # with diagnostics every counter is kept (a CNP counted on a flow without CC still shows there)
+    cc_flows = diagnostics or p.cc_flows_possible()
     return {
-        "spec": json.loads(spec.key()),
         "version": __version__,
-        "model": dataclasses.asdict(model),
-        "layout": dataclasses.asdict(layout),
-        "network": params.as_dict(),
-        "topology": _topology_hash(topology),
-        "system": dataclasses.asdict(settings),
-        "backend": f"{backend_cls.__module__}.{backend_cls.__qualname__}",
-        "tokens": tokens,
+        "model": dataclasses.asdict(p.model),
+        "layout": dataclasses.asdict(p.layout),
+        "network": effective_params(p.params, cc_flows),
+        "topology": _topology_hash(p.topology),
+        "system": dataclasses.asdict(p.settings),
+        "backend": f"{p.backend_cls.__module__}.{p.backend_cls.__qualname__}",
+        "tokens": p.tokens,
+        "workload_options": dataclasses.asdict(p.workload_options),
         "diagnostics": diagnostics,
     }
 
 
 def input_hash(spec: RunSpec, diagnostics: bool = False) -> str:
-    """sha256 (hex) of :func:`resolved_inputs` in canonical JSON."""
+    """sha256 (hex) of :func:`resolved_inputs` in canonical JSON: the simulation's key."""
     text = json.dumps(resolved_inputs(spec, diagnostics), sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_id_of(spec: RunSpec, simulation_key: str) -> str:
+    """A run's id in the store: its spec (the labels it is stored under) and its simulation's inputs."""
+    return hashlib.sha256((spec.key() + "\0" + simulation_key).encode()).hexdigest()
 
 
 def run_label(spec: RunSpec) -> str:
@@ -113,7 +152,8 @@ def plan_runs(specs: Sequence[RunSpec], diagnostics: bool = False, source: str =
     failures: list[tuple[RunSpec, str]] = []
     for spec in specs:
         try:
-            planned.append(PlannedRun(spec, input_hash(spec, diagnostics)))
+            key = input_hash(spec, diagnostics)
+            planned.append(PlannedRun(spec, run_id_of(spec, key), key))
         except MoesimError as exc:
             failures.append((spec, str(exc)))
     if failures:

@@ -1,6 +1,7 @@
 """The sweep runner: check every run, skip those already in the store, execute the rest, store each result.
 
-``run_sweep`` is resumable by construction: a run's key is its input hash, so rerunning the same
+Runs whose simulation inputs coincide (``moesim.experiments.inputs``) are simulated once and stored once
+per run. ``run_sweep`` is resumable by construction: a run's key is its spec and input hash, so rerunning the same
 sweep (after it finished, failed or was killed) executes only what the store lacks. A run that raises
 is recorded with its error and the sweep goes on; failed runs are tried again by the next sweep.
 """
@@ -8,6 +9,8 @@ is recorded with its error and the sweep goes on; failed runs are tried again by
 from __future__ import annotations
 
 import contextlib
+import shlex
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from moesim.experiments.executors import DEFAULT_MAX_RETRIES, EXECUTORS
-from moesim.experiments.inputs import code_hash, plan_runs, run_label
+from moesim.experiments.inputs import code_hash, plan_runs, run_label, work_units
 from moesim.experiments.matrix import Matrix
 from moesim.experiments.progress import make_progress
 from moesim.experiments.store import ResultsStore
@@ -33,19 +36,28 @@ class SweepSummary:
     ran: int
     failures: tuple[tuple[str, str], ...]
     elapsed_s: float
+    simulations: int = 0
+    """Simulations the runs needed (runs with equal inputs share one)."""
 
     @property
     def succeeded(self) -> int:
         return self.ran - len(self.failures)
 
     def lines(self) -> list[str]:
-        out = [f"{self.total} runs: {self.cached} already in the store, {self.succeeded} done now, "
+        shared = f" in {self.simulations} simulations" if self.simulations < self.ran else ""
+        out = [f"{self.total} runs: {self.cached} already in the store, {self.succeeded} done now{shared}, "
                f"{len(self.failures)} failed ({self.elapsed_s:.1f} s, {self.executor})",
                f"results: {self.store}"]
         if self.failures:
             out.append("failed runs (tried again by the next sweep):")
             out += [f"  {label}: {error}" for label, error in self.failures]
         return out
+
+
+def _command_line() -> str:
+    """This process's command line, the moesim CLI named ``moesim`` however it was started."""
+    prog = Path(sys.argv[0])
+    return shlex.join(["moesim" if prog.parent.name == "moesim" else prog.name, *sys.argv[1:]])
 
 
 def run_sweep(
@@ -60,10 +72,12 @@ def run_sweep(
     source: str = "sweep",
     stream: TextIO | None = None,
     rerun: bool = False,
+    command: str | None = None,
 ) -> SweepSummary:
     """Run ``specs`` into the store in ``out_dir``; every run is checked before anything is simulated.
 
     Runs whose input hash is already in the store with status 'ok' are skipped, unless ``rerun``.
+    ``command`` (default: this process's command line) is recorded in the store for the report's provenance.
     """
     t0 = time.monotonic()
     exe = EXECUTORS.get(executor)(workers, address, max_retries)
@@ -72,16 +86,18 @@ def run_sweep(
     code_hash()  # hash the simulator's files once, now, for the rows' provenance
     failures: list[tuple[str, str]] = []
     with ResultsStore(out_dir) as store:
+        store.record_command(command if command is not None else _command_line())
         store.add_factor_columns(name for spec in specs for name, _ in spec.overrides)
         store.forget_stale({p.spec.key(): p.run_id for p in planned})
         store.remove_orphans()
         done = set() if rerun else store.completed_ids()
         todo = [p for p in planned if p.run_id not in done]
+        units = work_units(todo)
         header = (f"sweep {source}: {len(planned)} runs, {len(planned) - len(todo)} already in {store.path}; "
                   f"{exe.describe()}")
         display.start(len(planned), len(planned) - len(todo), header)
         try:
-            with contextlib.closing(exe.execute(todo, diagnostics)) as outcomes:
+            with contextlib.closing(exe.execute(units, diagnostics)) as outcomes:
                 for outcome in outcomes:
                     store.record(outcome)
                     display.advance(outcome)
@@ -91,7 +107,7 @@ def run_sweep(
             display.close()
     return SweepSummary(store=Path(out_dir) / store.path.name, executor=exe.describe(), total=len(planned),
                         cached=len(planned) - len(todo), ran=len(todo), failures=tuple(failures),
-                        elapsed_s=time.monotonic() - t0)
+                        elapsed_s=time.monotonic() - t0, simulations=len(units))
 
 
 def run_matrix(matrix: Matrix, out_dir: str | Path, **kwargs: object) -> SweepSummary:

@@ -4,7 +4,7 @@ Only the sweep driver writes, one transaction per finished run, so a sweep kille
 (even ``kill -9``) leaves complete rows only; DuckDB replays its write-ahead log on the next open.
 A run's diagnostics are written to ``DIR/diagnostics/<run_id>/*.parquet`` through a temporary folder
 renamed into place *before* the row that references them is committed. Rows are keyed by
-``run_id`` (the input hash, see ``moesim.experiments.inputs``); ``spec_key`` (the canonical RunSpec)
+``run_id`` (the spec and its input hash, see ``moesim.experiments.inputs``); ``spec_key`` (the canonical RunSpec)
 has one row at most: a run redone with changed inputs replaces the old row.
 
 Columns: the RunSpec factors (model, topology, strategy, tp, ep, algorithm, network, backend,
@@ -37,6 +37,8 @@ from moesim.experiments.inputs import code_hash
 from moesim.experiments.worker import RunOutcome
 
 DB_NAME = "results.duckdb"
+COMMAND_KEY = "command"
+"""store_meta key of the command lines that filled the store (a JSON list, first run first)."""
 DIAGNOSTICS_DIR = "diagnostics"
 SCHEMA_VERSION = "1"
 
@@ -103,7 +105,7 @@ def row_for(outcome: RunOutcome, diagnostics_path: str | None, finished_at: dt.d
         "run_id": outcome.run_id, "spec_key": spec.key(), "model": spec.model, "topology": spec.topology,
         "strategy": spec.strategy, "tp": layout.tp, "ep": layout.ep, "algorithm": spec.algorithm,
         "network": spec.network, "backend": spec.backend, "overrides_json": _json(spec.override_dict()),
-        "input_hash": outcome.run_id, "finished_at": finished_at, "diagnostics_path": diagnostics_path,
+        "input_hash": outcome.input_hash or outcome.run_id, "finished_at": finished_at, "diagnostics_path": diagnostics_path,
     }
     if outcome.result is not None:
         s = outcome.result.summary()
@@ -183,6 +185,17 @@ class ResultsStore:
         ).fetchall()]
 
     # ------------------------------------------------------------------ preparation
+
+    def record_command(self, command: str) -> None:
+        """Add ``command`` to the store's list of the command lines that filled it (once each), for provenance."""
+        row = self.con.execute("SELECT value FROM store_meta WHERE key = ?", [COMMAND_KEY]).fetchone()
+        try:
+            commands = json.loads(row[0]) if row else []
+        except ValueError:
+            commands = None
+        commands = commands if isinstance(commands, list) else [row[0]]
+        if command not in commands:
+            self.con.execute("INSERT OR REPLACE INTO store_meta VALUES (?, ?)", [COMMAND_KEY, json.dumps([*commands, command])])
 
     def add_factor_columns(self, names: Iterable[str]) -> None:
         """One text column per override factor (``tokens``, ``buffer_bytes``, ...)."""

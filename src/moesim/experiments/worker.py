@@ -1,4 +1,5 @@
-"""The unit of work every executor ships to its workers: simulate one planned run, never raise."""
+"""The unit of work every executor ships to its workers: simulate one work unit (runs with equal inputs),
+return an outcome per run, never raise."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import traceback
 from dataclasses import dataclass
 
 from moesim.errors import MoesimError
+from moesim.experiments.inputs import WorkUnit
 from moesim.system.spec import RunResult, RunSpec
 
 MAX_ERROR_CHARS = 4000
@@ -19,6 +21,8 @@ class RunOutcome:
     spec: RunSpec
     result: RunResult | None = None
     error: str | None = None
+    input_hash: str = ""
+    """The key of the simulation that produced the result (shared by runs with equal inputs)."""
 
     @property
     def ok(self) -> bool:
@@ -34,11 +38,19 @@ def error_text(exc: BaseException) -> str:
     return (head + "\n" + tb)[:MAX_ERROR_CHARS]
 
 
-def run_one(run_id: str, spec: RunSpec, diagnostics: bool = False) -> RunOutcome:
-    """Simulate ``spec``; a run that raises becomes an outcome carrying its error (the sweep goes on)."""
-    from moesim.system.run import simulate_run
+def failed(unit: WorkUnit, error: str) -> list[RunOutcome]:
+    """Every run of ``unit`` failed with ``error``."""
+    return [RunOutcome(run.run_id, run.spec, error=error, input_hash=run.input_hash) for run in unit.runs]
+
+
+def run_unit(unit: WorkUnit, diagnostics: bool = False) -> list[RunOutcome]:
+    """Simulate the first run of ``unit`` once and label the result for each of its runs."""
+    from moesim.system.run import prepare, result_of, simulate_prepared
 
     try:
-        return RunOutcome(run_id, spec, result=simulate_run(spec, diagnostics=diagnostics))
+        prepared = [prepare(run.spec) for run in unit.runs]
+        simulated = simulate_prepared(prepared[0], diagnostics=diagnostics)
+        return [RunOutcome(run.run_id, run.spec, result=result_of(p, simulated), input_hash=run.input_hash)
+                for run, p in zip(unit.runs, prepared, strict=True)]
     except Exception as exc:  # noqa: BLE001 - every failure of one run is recorded, not raised
-        return RunOutcome(run_id, spec, error=error_text(exc))
+        return failed(unit, error_text(exc))

@@ -1,8 +1,12 @@
-"""The interface every network backend offers the system layer (DESIGN.md), and their registry.
+"""The contract every network backend offers the system layer, its optional fast-forward capability, and
+the registry of backends.
 
 The event loop starts flows, asks for the time of the next completion and advances time; it never
 knows which backend it drives. A flow completes when its sender holds the final acknowledgement
-(REFERENCE_SEMANTICS.md A.1, "ASTRA completion semantics"). Times are seconds (float).
+(docs/reference-semantics.md A.1, "ASTRA completion semantics"). Times are seconds (float).
+
+What a backend can do beyond the contract is declared once, in ``capabilities`` next to its
+registration, so callers read a capability instead of probing methods or testing the backend's name.
 """
 
 from __future__ import annotations
@@ -10,11 +14,17 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from moesim.network.params import NetworkParams
 from moesim.registry import Registry
 from moesim.topology.model import Topology
+
+if TYPE_CHECKING:
+    from moesim.network.diagnostics import DiagnosticsSpec
+
+FlowState = dict[int, tuple[tuple[float, ...], tuple[float, ...]]]
+"""Per flow a backend holds: (durations in s relative to now, magnitudes such as bytes left and rate)."""
 
 
 @dataclass(frozen=True)
@@ -28,10 +38,65 @@ class Flow:
     cc: bool = True
 
 
-class NetworkBackend(ABC):
-    """Start flows, report the next completion time, advance to a time returning completed flow ids."""
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend does beyond the contract (declared by each backend class, read by callers)."""
 
-    def __init__(self, topology: Topology, params: NetworkParams) -> None:
+    congestion_control: bool = False
+    """It models congestion control: ``cc_mode`` and the CC parameters change its results."""
+    diagnostic_tables: bool = False
+    """Given a ``DiagnosticsSpec`` it records the requested tables (FCT, PFC, queue samples, port bytes)."""
+    fast_forward_in_flight: bool = False
+    """It implements ``FastForward`` with flows in flight (describes them and shifts them in time); every
+    backend supports the idle case, so layer fast-forward without it only jumps while the network is idle."""
+
+
+@runtime_checkable
+class FastForward(Protocol):
+    """The optional capability layer fast-forward uses (docs/system.md): compare the network's state
+    between layer starts, then move it in time. ``NetworkBackend`` implements it for an idle network;
+    a backend declaring ``fast_forward_in_flight`` implements it with flows in flight."""
+
+    flow_state_is_complete: bool
+    """False when ``flow_state`` only summarises what is in flight (queued packets are not in it): two
+    states with flows in flight are then never taken as exactly equal."""
+
+    @property
+    def active_flows(self) -> int:
+        """Flows started and not yet reported complete."""
+        ...
+
+    @property
+    def random_draws(self) -> int:
+        """Random numbers drawn so far that can change results (e.g. ECN marks a CC algorithm reacts
+        to). Their state is not in ``flow_state``, so a layer that drew any is not known to repeat."""
+        ...
+
+    def flow_state(self, now_s: float) -> FlowState | None:
+        """Per flow the backend still holds: (durations in s relative to ``now_s``, magnitudes such as
+        bytes left and rate); ``None`` when it cannot describe its flows in flight."""
+        ...
+
+    def shift_time(self, delta_s: float) -> None:
+        """Move every absolute time the backend holds forward by ``delta_s``."""
+        ...
+
+    def next_completion_s(self, horizon_s: float | None = None) -> float:
+        """As in ``NetworkBackend``."""
+        ...
+
+
+class NetworkBackend(ABC):
+    """Start flows, report the next completion time, advance to a time returning completed flow ids.
+
+    Every backend is built as ``cls(topology, params, diagnostics=None)``; ``diagnostics`` selects the
+    tables of a backend with ``capabilities.diagnostic_tables`` and is ignored by the others.
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __init__(self, topology: Topology, params: NetworkParams,
+                 diagnostics: DiagnosticsSpec | None = None) -> None:
         self.topology = topology
         self.params = params
 
@@ -51,31 +116,29 @@ class NetworkBackend(ABC):
         """Advance to ``t_s`` and return the ids of flows completed at or before it, in completion order."""
 
     @property
+    @abstractmethod
     def active_flows(self) -> int:
-        return 0
+        """Flows started and not yet reported complete."""
 
     def diagnostics(self) -> dict[str, Any]:
-        """Optional per-run diagnostics (bytes per link, FCT records, PFC events, queue samples)."""
+        """Per-run diagnostics (bytes per link, and the requested tables where the backend records them)."""
         return {}
+
+    def parameters(self) -> dict[str, Any]:
+        """Values the backend used beyond ``params`` (recorded with every result); none by default."""
+        return {}
+
+    # ---------------------------------------------------------------- FastForward, for an idle network
+    flow_state_is_complete = True
 
     @property
     def random_draws(self) -> int:
-        """Random numbers drawn so far (e.g. for ECN marks). Their state is not in ``flow_state``, so a
-        layer that drew any is not known to repeat: layer fast-forward then never takes it as exact."""
         return 0
 
-    flow_state_is_complete = True
-    """False when ``flow_state`` only summarises what is in flight (queued packets are not in it): layer
-    fast-forward then never takes two states with flows in flight as exactly equal."""
-
-    def flow_state(self, now_s: float) -> dict[int, tuple[tuple[float, ...], tuple[float, ...]]] | None:
-        """Per flow the backend still holds: (durations in s relative to ``now_s``, magnitudes such as
-        bytes left and rate). Layer fast-forward compares these between layers; ``None`` means the
-        backend cannot describe its in-flight state, so fast-forward only jumps while it is idle."""
+    def flow_state(self, now_s: float) -> FlowState | None:
         return {} if self.active_flows == 0 else None
 
     def shift_time(self, delta_s: float) -> None:
-        """Move every absolute time the backend holds forward by ``delta_s`` (layer fast-forward)."""
         if self.active_flows:
             raise NotImplementedError(f"{type(self).__name__} cannot shift time with flows in flight")
 
@@ -83,3 +146,17 @@ class NetworkBackend(ABC):
 BACKENDS: Registry[type[NetworkBackend]] = Registry("network backend")
 
 INF = math.inf
+
+
+def models_congestion_control(backend: str) -> bool:
+    """Whether the registered backend ``backend`` models congestion control (unknown names: False)."""
+    import moesim.network  # noqa: F401  (registers the built-in backends)
+
+    return backend in BACKENDS and BACKENDS.get(backend).capabilities.congestion_control
+
+
+def congestion_control_backends() -> list[str]:
+    """Names of the registered backends that model congestion control."""
+    import moesim.network  # noqa: F401
+
+    return [e.name for e in BACKENDS if e.obj.capabilities.congestion_control]

@@ -17,23 +17,19 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from moesim.network.base import BACKENDS, Flow, NetworkBackend
-from moesim.network.cc import algorithm_for_mode
+from moesim.errors import MoesimError
+from moesim.network.base import BACKENDS, Capabilities, Flow, NetworkBackend
+from moesim.network.cc import CC_ALGORITHMS, algorithm_for_mode
 from moesim.network.cc.base import HOP_FIELDS, INT_FIELDS, MAX_SLOTS
-from moesim.network.flow import _PathModel
-from moesim.network.fluid_kernel import (
-    MODE_DCQCN,
-    MODE_HPCC,
-    MODE_NONE,
-    exp_draw,
-    fluid_peek,
-    fluid_run,
-)
+from moesim.network.cc.dispatch import cc_id
+from moesim.network.diagnostics import DiagnosticsSpec
+from moesim.network.fluid_kernel import exp_draw, fluid_peek, fluid_run
 from moesim.network.params import NetworkParams, check_choice
+from moesim.network.paths import PathModel
 from moesim.topology.model import NodeKind, Topology
 
 FLUID_STEP_S = 1e-6
@@ -115,7 +111,8 @@ class _FlowTable:
     def __init__(self, ring: int = 1) -> None:
         self.n = 0
         self.width = 1
-        self.blocks = {dtype: np.zeros((64, len(names)), dtype=dtype) for dtype, names in _SCALARS.items()}
+        self.blocks: dict[type, np.ndarray] = {dtype: np.zeros((64, len(names)), dtype=dtype)
+                                               for dtype, names in _SCALARS.items()}
         self.arrays: dict[str, np.ndarray] = {
             k: np.zeros((64, *({0: self.width, -1: ring}.get(d, d) for d in shape)), dtype=dtype)
             for k, (shape, dtype) in _ARRAYS.items()}
@@ -139,7 +136,8 @@ class _FlowTable:
             self.width = width
             self._views()
         if self.n == len(arrays["cc_on"]):
-            for group in (arrays, self.blocks):
+            groups: tuple[dict[Any, np.ndarray], ...] = (arrays, self.blocks)
+            for group in groups:
                 for k, v in group.items():
                     group[k] = np.concatenate([v, np.zeros_like(v)])
             self._views()
@@ -174,12 +172,18 @@ class _FlowTable:
 class FluidBackend(NetworkBackend):
     """Congestion-aware fluid network; active flows live in flat arrays, one row per flow."""
 
-    def __init__(self, topology: Topology, params: NetworkParams) -> None:
+    capabilities = Capabilities(congestion_control=True)
+
+    def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None) -> None:
         super().__init__(topology, params)
-        self._paths = _PathModel(topology, params)
+        self._paths = PathModel(topology, params)
         self._static = _Static(topology, params)
         self.cc = algorithm_for_mode(params.cc_mode)
-        self._mode = {"dcqcn": MODE_DCQCN, "hpcc": MODE_HPCC}.get(self.cc.name, MODE_NONE)
+        if self.cc.controls_rate and not (self.cc.uses_cnp or self.cc.uses_int):
+            raise MoesimError(
+                f"network parameters: field 'cc_mode': {params.cc_mode} ({self.cc.name}) has no fluid model: the "
+                "fluid backend feeds CC as CNP events or INT records (docs/network-fluid.md); use the packet backend")
+        self._cc = cc_id(self.cc)
         self._ccp = self.cc.pack_params(params)
         check_choice("fluid_marks", params.fluid_marks, "network parameters")
         check_choice("fluid_rtt", params.fluid_rtt, "network parameters")
@@ -230,16 +234,17 @@ class FluidBackend(NetworkBackend):
         hit = self._routes.get(id(described))
         if hit is None:
             fwd, _, dc, _, lat, row, coef_row = described
-            cc_on = bool(flow.cc) and self._mode != MODE_NONE
+            cc_on = bool(flow.cc) and self.cc.controls_rate
             win, rtt0 = self._window(fwd)
             line_bps = self.topology.links[fwd[0]].bandwidth_bps
             st = np.zeros(MAX_SLOTS)
             hop = np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
-            (self.cc if cc_on else algorithm_for_mode(0)).init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
+            algorithm = self.cc if cc_on else CC_ALGORITHMS.get("none")
+            algorithm.python.init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
             consts = {"hops": len(row), "nfwd": len(fwd), "win": win, "rtt0": rtt0, "dcoef": dc,
                       "line": line_bps / 8.0 / dc, "lat": lat, **_FRESH}
-            rows = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
-                    for dtype, names in _SCALARS.items()}
+            rows: dict[type, np.ndarray] = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
+                                            for dtype, names in _SCALARS.items()}
             hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows)
             self._routes[id(described)] = hit
             self._route_bytes.append(0.0)
@@ -254,7 +259,7 @@ class FluidBackend(NetworkBackend):
             s, p, col = self._static, self.params, c.cols
             self._args_version = c.version
             self._args = (
-                self._mode, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
+                self._cc, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
                 self._random_marks, self._ack_queues, self._win_bytes,
                 *(col[k] for k in ("links", "coefs", "hops", "nfwd", "first", "cc_on", "rem", "acked", "win", "rtt0",
                                    "dcoef", "line", "st", "hop")),

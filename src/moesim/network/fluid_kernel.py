@@ -1,10 +1,12 @@
 """Numba kernels of the fluid backend (docs/network-fluid.md): capped water-filling and one fluid step.
 
 The congestion-control reactions are the packet backend's own state machines (``moesim.network.cc``),
-called here on fluid signals instead of packets: a DCQCN flow receives a CNP-flagged ACK one feedback
-delay (base RTT plus its path's queueing) after its accumulated expected number of ECN-marked packets
-crosses one; an HPCC flow receives one ACK per step whose INT records are the fluid link counters
-(cumulative wire bytes, queue backlog, line rate).
+called through the dispatch generated from the registry (``cc``: the algorithm's id) on fluid signals
+instead of packets, chosen by the algorithm's capabilities: one that reacts to CNPs (``uses_cnp``,
+DCQCN) receives a CNP-flagged ACK one feedback delay (base RTT plus its path's queueing) after its
+accumulated expected number of ECN-marked packets crosses one, and its timers fire at their armed
+times; one that reads INT (``uses_int``, HPCC) receives one ACK per step whose INT records are the
+fluid link counters (cumulative wire bytes, queue backlog, line rate).
 
 Windows: a rate (window / RTT) with max-min sharing of the delivered rates, or, with ``win_bytes``
 (``fluid_window=bytes``), bytes in flight: each flow keeps its bytes sent, delivered
@@ -18,15 +20,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from moesim.network.cc import dcqcn, hpcc
 from moesim.network.cc.base import MAX_RATE, RATE
-from moesim.network.flow import waterfill_into
+from moesim.network.cc.dispatch import (
+    N_TIMERS,
+    USES_CNP,
+    USES_INT,
+    cc_next_rate_change,
+    cc_on_ack,
+    cc_on_timer,
+    cc_timer_time,
+)
 from moesim.network.jit import entry, helper
+from moesim.network.waterfill import waterfill_into
 
-MODE_NONE, MODE_DCQCN, MODE_HPCC = 0, 1, 3
 QUIET_REL = 1e-3
-"""An HPCC rate that moves less than this (relative) in a step counts as settled."""
-STATIC, DYNAMIC, HPCC_ONLY = 0, 1, 2
+"""An INT-driven (HPCC) rate that moves less than this (relative) in a step counts as settled."""
+STATIC, DYNAMIC, INT_ONLY = 0, 1, 2
 WINDOW_STEP_S = 1e-6
 """Window as bytes in flight: what the window lets out over this time (one step), with the ACKs back by
 then, is its offer."""
@@ -37,17 +46,17 @@ CNP_MERGE_S = 1e-6
 
 
 @helper
-def _fire_dcqcn_timers(st, p, now_ns):
-    """Fire every DCQCN timer due at or before now (earliest first; ties in timer order)."""
+def _fire_timers(cc, st, p, now_ns):
+    """Fire every CC timer due at or before now (earliest first; ties in timer order)."""
     for _ in range(1000000):
         best, tid = np.inf, -1
-        for k in range(3):
-            t = dcqcn.timer_time(st, k)
+        for k in range(N_TIMERS[cc]):
+            t = cc_timer_time(cc, st, k)
             if 0.0 <= t <= now_ns and t < best:
                 best, tid = t, k
         if tid < 0:
             return
-        dcqcn.on_timer(st, p, best, tid)
+        cc_on_timer(cc, st, p, best, tid)
 
 
 @entry
@@ -81,9 +90,9 @@ def _coef_at(f, k, links, coefs, nfwd):
 
 
 @helper
-def _window_bytes(f, mode, var_win, cc_on, win, st):
+def _window_bytes(f, var_win, cc_on, win, st):
     """Flow f's window: the per-pair BDP, scaled by its CC rate over its line rate under VAR_WIN (0: none)."""
-    if win[f] > 0 and var_win and cc_on[f] and mode != MODE_NONE:
+    if win[f] > 0 and var_win and cc_on[f]:
         return max(np.floor(win[f] * st[f, RATE] / st[f, MAX_RATE]), 1.0)
     return win[f]
 
@@ -195,7 +204,7 @@ def _cnp_arrives(pend, npend, f, t_end, due):
 
 
 @helper
-def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
+def fluid_step(dt, now_s, n, cc, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                ackq, ackp,
@@ -214,7 +223,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
     # 1. offered rate: CC rate and window (as a rate over the RTT with queueing delay, or as bytes in flight)
     for f in range(n):
         o = line_Bps[f]
-        if cc_on[f] and mode != MODE_NONE:
+        if cc_on[f]:
             o = min(o, st[f, RATE] / 8.0 / dcoef[f])
         if win_bytes:  # ACKs reach the ACK path's queues half a round trip after the bytes are delivered
             half_rtt = 0.5 * rtt0[f]
@@ -223,7 +232,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
             if ackp[f, 1] == 0 or dt > 0.0:
                 _ack_push(f, now_s + half_rtt, acked[f], ackq, ackp)
         if has_win and win[f] > 0:
-            w = _window_bytes(f, mode, var_win, cc_on, win, st)
+            w = _window_bytes(f, var_win, cc_on, win, st)
             if win_bytes:  # what the window lets out over the next step, with the ACKs back by then
                 acks = max(_acked_by(f, now_s + WINDOW_STEP_S, ack_wait[f], ackq, ackp, False), acked_rt[f])
                 o = min(o, max(acks + w - sent[f], 0.0) / WINDOW_STEP_S)
@@ -296,7 +305,7 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
     # a port whose ECN thresholds are 0 (ecn_unmapped_rate=zero) marks whenever its queue is not empty,
     # so at least while more arrives than it sends, even where the fluid lumps the backlog further on
     overloaded[:] = False
-    if mode == MODE_DCQCN and qcn and _any_zero(kmax):
+    if USES_CNP[cc] and qcn and _any_zero(kmax):
         arrive[:] = 0.0
         for f in range(n):
             for h in range(1, nfwd[f]):
@@ -319,10 +328,11 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
             acked_rt[f] = max(acked_rt[f], _acked_by(f, t_end, ack_wait[f], ackq, ackp, True))
         else:
             acked[f] += got
-        if not cc_on[f] or mode == MODE_NONE:
+        if not cc_on[f]:
             continue
-        if mode == MODE_DCQCN:
-            r0 = st[f, RATE]
+        r0 = st[f, RATE]
+        _fire_timers(cc, st[f], ccp, now_ns)
+        if USES_CNP[cc]:
             if qcn:
                 pm = 0.0
                 for h in range(nfwd[f]):
@@ -340,7 +350,6 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
                     mark[f, 0] -= pm * got / payload
                 else:  # mark[f, 0]: expected marks accumulated since the last mark
                     mark[f, 0] += pm * got / payload
-            _fire_dcqcn_timers(st[f], ccp, now_ns)
             due = -1.0
             marked = False
             if random_marks and mark[f, 0] <= 0.0:
@@ -356,10 +365,10 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
                 # it (the backlog of the saturated ports it was marked at) and the ACK the way back
                 due = t_end + rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0)
             if _cnp_arrives(pend[f], npend, f, t_end, due):
-                dcqcn.on_ack(st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
+                cc_on_ack(cc, st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
                 counters[1] += 1
             moved = moved or st[f, RATE] != r0
-        elif mode == MODE_HPCC:
+        elif USES_INT[cc]:
             m = 0
             for h in range(nfwd[f]):
                 k = links[f, h]
@@ -376,41 +385,40 @@ def fluid_step(dt, now_s, n, mode, qcn, has_win, var_win, payload, random_marks,
                     in_flight = rates[f] * (rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0))
                     s_nxt = acked[f] + in_flight + 1.0
                 r0 = st[f, RATE]
-                hpcc.on_ack(st[f], hop_tab[f], ccp, now_ns, np.int64(a_seq), np.int64(s_nxt),
-                            False, ints, m, np.int64(win[f]), np.int64(rtt0[f] * 1e9))
+                cc_on_ack(cc, st[f], hop_tab[f], ccp, now_ns, np.int64(a_seq), np.int64(s_nxt),
+                          False, ints, m, np.int64(win[f]), np.int64(rtt0[f] * 1e9))
                 counters[2] += 1
                 moved = moved or abs(st[f, RATE] - r0) > QUIET_REL * r0
     return moved
 
 
 @helper
-def next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates):
+def next_event_dt(n, t, step_s, cc, rem, send, cc_on, st, win_bytes, sent, acked, rates):
     """Time until the first of flows [0, n) has sent all its remaining bytes at the current sending rates
-    (or, with ``win_bytes``, has its own backlog served), or until a DCQCN timer that changes a rate
-    fires: rate increase, or a decrease after a CNP (between those a DCQCN rate holds). Timers are
-    reached in whole steps, as stepping would: the step grid stays anchored at the last flow event, so
-    periodic layers stay periodic."""
+    (or, with ``win_bytes``, has its own backlog served), or until a CC timer that changes a rate fires
+    (``next_rate_change``: DCQCN's rate increase, or a decrease after a CNP; between those a DCQCN rate
+    holds). Timers are reached in whole steps, as stepping would: the step grid stays anchored at the
+    last flow event, so periodic layers stay periodic."""
     x = np.inf
     for f in range(n):
         if send[f] > 0.0:
             x = min(x, rem[f] / max(send[f], 1e-300))
         if win_bytes and rates[f] > send[f] and sent[f] - acked[f] > 0.0:
             x = min(x, (sent[f] - acked[f]) / (rates[f] - send[f]))  # its backlog empties
-        if mode == MODE_DCQCN and cc_on[f]:
-            for timer in (dcqcn.TIMER_INC, dcqcn.TIMER_DEC):
-                t_ns = dcqcn.timer_time(st[f], timer)
-                if t_ns >= 0.0 and (timer == dcqcn.TIMER_INC or st[f, dcqcn.DEC_CNP] != 0.0):
-                    x = min(x, max(np.ceil((t_ns * 1e-9 - t) / step_s), 1.0) * step_s)
+        if cc_on[f]:
+            t_ns = cc_next_rate_change(cc, st[f])
+            if t_ns >= 0.0:
+                x = min(x, max(np.ceil((t_ns * 1e-9 - t) / step_s), 1.0) * step_s)
     return x
 
 
 @helper
-def is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked, acked_rt,
+def is_dynamic(n, cc, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked, acked_rt,
                win):
     """STATIC, DYNAMIC (a backlog, a flow sending above what it gets or, with bytes left, nothing at all, a
     DCQCN flow with CNPs in flight; with ``win_bytes`` also a flow's own backlog or a full window)
-    or HPCC_ONLY (nothing moves but HPCC flows' rates). A DCQCN rate otherwise changes only when a
-    rate-changing timer fires: ``next_event_dt`` stops there."""
+    or INT_ONLY (nothing moves but the rates of flows under INT feedback, HPCC). A DCQCN rate otherwise
+    changes only when a rate-changing timer fires: ``next_event_dt`` stops there."""
     for k in range(q.shape[0]):
         if q[k] > 0.0:
             return DYNAMIC
@@ -418,14 +426,14 @@ def is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, re
         if send[f] > rates[f] * (1 + 1e-9) or (send[f] == 0.0 and 0.0 < rem[f] < np.inf):
             return DYNAMIC
         if win_bytes and (sent[f] - acked[f] > BACKLOG_EPS
-                          or 0 < _window_bytes(f, mode, var_win, cc_on, win, st) - 1.0 < sent[f] - acked_rt[f]):
+                          or 0 < _window_bytes(f, var_win, cc_on, win, st) - 1.0 < sent[f] - acked_rt[f]):
             return DYNAMIC  # an own backlog being served, or a window waiting on ACKs
     kind = STATIC
     for f in range(n):
         if cc_on[f]:
-            if mode == MODE_HPCC:
-                kind = HPCC_ONLY
-            elif mode == MODE_DCQCN and npend[f] > 0:
+            if USES_INT[cc]:
+                kind = INT_ONLY
+            elif USES_CNP[cc] and npend[f] > 0:
                 return DYNAMIC
     return kind
 
@@ -446,7 +454,7 @@ def _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered
 
 
 @entry
-def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
+def fluid_peek(fresh, t, n, step_s, cc, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                ackq, ackp,
@@ -455,20 +463,20 @@ def fluid_peek(fresh, t, n, step_s, mode, qcn, has_win, var_win, payload, random
     """Rates for the current flow set (a zero-length step unless ``fresh``), then (time to the next
     drain or DCQCN timer at those rates, whether the state is dynamic)."""
     if not fresh:
-        fluid_step(0.0, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
+        fluid_step(0.0, t, n, cc, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                    links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
                    st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
                    ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters,
                    ack_wait, rr, dcap, own, own_bn, frozen, lws, lbws, ints)
-    kind = is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked,
+    kind = is_dynamic(n, cc, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked,
                       acked_rt, win)
-    return next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates), kind != STATIC
+    return next_event_dt(n, t, step_s, cc, rem, send, cc_on, st, win_bytes, sent, acked, rates), kind != STATIC
 
 
 @entry
 def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat,
               done_ids, done_t,
-              mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
+              cc, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
               ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters,
@@ -488,22 +496,22 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
     while t < t_s and live > 0 and steps < max_steps:
         if fresh:
             dt = min(t_s - t,
-                     next_event_dt(n, t, step_s, mode, rem, send, cc_on, st, win_bytes, sent, acked, rates))
-            kind = is_dynamic(n, mode, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked,
+                     next_event_dt(n, t, step_s, cc, rem, send, cc_on, st, win_bytes, sent, acked, rates))
+            kind = is_dynamic(n, cc, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked,
                               acked_rt, win)
-            step = min(2.0 * step, max_step_s) if kind == HPCC_ONLY and not moved else step_s
+            step = min(2.0 * step, max_step_s) if kind == INT_ONLY and not moved else step_s
             if kind != STATIC:
                 dt = min(dt, step)
             dt = max(dt, 0.0)
         else:
             dt = 0.0  # rates for a changed flow set, before any time passes
             step = step_s
-        moved = fluid_step(dt, t, n, mode, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
+        moved = fluid_step(dt, t, n, cc, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
                            links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef,
                            line_Bps, st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
                            sent, acked_rt, qport, ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax,
                            switch_egress, counters, ack_wait, rr, dcap, own, own_bn, frozen, lws, lbws, ints)
-        fresh = not (moved and mode == MODE_DCQCN)  # a DCQCN timer or CNP changed a rate: new rates first
+        fresh = not (moved and USES_CNP[cc])  # a timer or CNP changed a rate: new rates first
         t = t_s if dt >= t_s - t else t + dt
         steps += 1
         for f in range(n):

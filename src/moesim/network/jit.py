@@ -1,5 +1,5 @@
-"""How the network kernels (packet and fluid) are compiled: without reference counting, helpers
-uncached, entry points cached.
+"""How the network kernels (packet and fluid) and the CC state machines are compiled: without reference
+counting, helpers uncached, entry points cached with a key that covers every kernel source file.
 
 Two numba facts shape this module:
 
@@ -11,9 +11,13 @@ Two numba facts shape this module:
   for the duration of the call), which makes views and such calls nearly free.
 * A callee loaded from numba's cache is linked as object code and cannot be inlined, and numba keys
   a cache entry on the source of the entry point's own file only. So helpers are compiled with the
-  entry point that uses them (no cache of their own) and the cache locator below adds a content
-  hash of every network source file (this package, ``packet`` and ``cc``) to the entry's key, so an
-  edit of any helper module recompiles the kernels.
+  entry point that uses them (no cache of their own), and ``install_kernel_cache_locator`` adds a
+  content hash of every network source file (this package, ``packet`` and ``cc``) to the entry's key,
+  so an edit of any helper module recompiles the kernels.
+
+Both use numba internals (a private ``njit`` option, the cache's locator list). They are confined to
+the two functions below, each checked against numba at import and by ``tests/network/test_jit.py``,
+which fails when a numba upgrade breaks either, instead of letting it silently run stale kernels.
 """
 
 from __future__ import annotations
@@ -22,12 +26,29 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import numba
 from numba import njit
-
-from moesim.network.cc.base import USE_NRT
 
 _DIRS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent / "packet",
          Path(__file__).resolve().parent / "cc")
+
+TESTED_NUMBA = ((0, 59), (0, 68))
+"""The numba releases (major, minor; inclusive) whose caching internals the cache locator was checked
+against. Outside them the locator is not installed and entry points are not cached on disk."""
+
+
+def numba_version() -> tuple[int, int]:
+    major, minor = numba.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _refcount_free_supported() -> bool:
+    """Whether numba still takes the private ``_nrt=False`` option (compile without reference counting)."""
+    try:
+        njit(_nrt=False)(lambda x: x + 1)(1)  # type: ignore[call-overload]
+    except Exception:  # pragma: no cover - numba dropped the private option: correct but slower
+        return False
+    return True
 
 
 def _sources_hash() -> str:
@@ -39,16 +60,29 @@ def _sources_hash() -> str:
     return h.hexdigest()
 
 
-def _install_locator() -> bool:
-    """Register a cache locator whose source stamp covers all kernel sources (False if numba changed)."""
+SOURCES_HASH = _sources_hash()
+"""Content hash of every kernel source file, part of each cached entry point's key."""
+
+
+def install_kernel_cache_locator() -> bool:
+    """Register, once, a numba cache locator for functions of the kernel source directories whose source
+    stamp is numba's own (file time and size) plus ``SOURCES_HASH``. It wraps the locator numba would
+    pick, so cache files stay where numba puts them.
+
+    Uses ``numba.core.caching.CacheImpl._locator_classes`` and ``_CacheLocator``: only for numba in
+    ``TESTED_NUMBA``; returns False (nothing installed) for another version or if they moved."""
+    if not TESTED_NUMBA[0] <= numba_version() <= TESTED_NUMBA[1]:
+        return False
     try:
         from numba.core import caching
 
-        impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # type: ignore[attr-defined]
+        impl = caching.CacheImpl
         base = caching._CacheLocator
-    except (ImportError, AttributeError):  # pragma: no cover - numba internals moved
+        classes: list[Any] = impl._locator_classes
+    except (ImportError, AttributeError):  # pragma: no cover - internals moved within a tested release
         return False
-    stamp = _sources_hash()
+    if any(getattr(c, "__name__", "") == "KernelSourcesLocator" for c in classes):
+        return True
     dirs = tuple(str(d) for d in _DIRS)
 
     class KernelSourcesLocator(base):  # type: ignore[misc,valid-type]
@@ -62,7 +96,7 @@ def _install_locator() -> bool:
             return self._inner.get_cache_path()
 
         def get_source_stamp(self) -> object:
-            return (self._inner.get_source_stamp(), stamp)
+            return (self._inner.get_source_stamp(), SOURCES_HASH)
 
         def get_disambiguator(self) -> str:
             return self._inner.get_disambiguator()
@@ -71,7 +105,7 @@ def _install_locator() -> bool:
         def from_function(cls, py_func, py_file):  # type: ignore[no-untyped-def]
             if not str(Path(py_file).resolve().parent).startswith(dirs):
                 return None
-            for other in impl._locator_classes:
+            for other in classes:
                 if other is cls:
                     continue
                 inner = other.from_function(py_func, py_file)
@@ -79,18 +113,27 @@ def _install_locator() -> bool:
                     return cls(inner)
             return None
 
-    if not any(getattr(c, "__name__", "") == "KernelSourcesLocator" for c in impl._locator_classes):
-        impl._locator_classes.insert(0, KernelSourcesLocator)
+    classes.insert(0, KernelSourcesLocator)
     return True
 
 
-SOURCES_IN_CACHE_KEY = _install_locator()
+USE_NRT = not _refcount_free_supported()
+"""False: compiled without numba's reference counting (the kernels never allocate)."""
+
+SOURCES_IN_CACHE_KEY = install_kernel_cache_locator()
+"""True when entry points are cached with ``SOURCES_HASH`` in their key; else they are not cached."""
 
 helper = njit(_nrt=USE_NRT)  # type: ignore[call-overload]
-"""Decorator for kernel helpers: compiled into the entry point that calls them."""
+"""Decorator for kernel helpers and CC functions: compiled into the entry point that calls them."""
 
-entry = njit(cache=True, _nrt=USE_NRT)  # type: ignore[call-overload]
+entry = njit(cache=SOURCES_IN_CACHE_KEY, _nrt=USE_NRT)  # type: ignore[call-overload]
 """Decorator for functions called from Python: cached, keyed on every kernel source file."""
 
 inline_helper = njit(_nrt=USE_NRT, inline="always")  # type: ignore[call-overload]
 """For helpers with a single call site: numba pastes them into the caller (no call at all)."""
+
+
+def python_twin(fn: Any) -> Any:
+    """A twin of a ``helper``-compiled function for callers in Python, cached like an entry point (the
+    kernels inline the original)."""
+    return njit(cache=SOURCES_IN_CACHE_KEY, _nrt=USE_NRT)(fn.py_func)  # type: ignore[call-overload]

@@ -11,9 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moesim.errors import MoesimError
-
-# CC_MODE values of the reference (anything not listed means "no congestion control").
-CC_NONE, CC_DCQCN, CC_HPCC = 0, 1, 3
+from moesim.network.cc import CC_ALGORITHMS, CcAlgorithm, algorithm_for_mode
 
 GBPS = 1e9
 MBPS = 1e6
@@ -51,7 +49,7 @@ class NetworkParams:
     """All parameters of the RDMA network model; names follow the reference keys, with units."""
 
     name: str = "custom"
-    cc_mode: int = CC_NONE
+    cc_mode: int = 0
     enable_qcn: bool = True
     nic_switch_delay_s: float = 0.7e-6
     packet_payload_bytes: int = 1000
@@ -107,9 +105,15 @@ class NetworkParams:
     extra: tuple[tuple[str, Any], ...] = field(default=())
 
     @property
+    def cc_algorithm(self) -> CcAlgorithm:
+        """The registered algorithm of ``cc_mode`` (no congestion control for a mode none registers;
+        a backend that models CC looks it up strictly with ``algorithm_for_mode``)."""
+        return algorithm_for_mode(self.cc_mode, strict=False)
+
+    @property
     def int_bytes(self) -> int:
-        """INT header bytes carried by data packets and ACKs (HPCC only)."""
-        return self.int_header_bytes if self.cc_mode == CC_HPCC else 0
+        """INT header bytes carried by data packets and ACKs (algorithms that read INT records)."""
+        return self.int_header_bytes if self.cc_algorithm.uses_int else 0
 
     @property
     def data_packet_overhead_bytes(self) -> int:
@@ -122,7 +126,7 @@ class NetworkParams:
 
     @property
     def cc_name(self) -> str:
-        return {CC_NONE: "none", CC_DCQCN: "dcqcn", CC_HPCC: "hpcc"}.get(self.cc_mode, "none")
+        return self.cc_algorithm.name
 
     def kmin_bytes(self, rate_bps: float) -> float:
         return _lookup(self.kmin_kb, rate_bps, "KMIN_MAP", self.ecn_unmapped_rate) * 1000.0
@@ -145,6 +149,29 @@ class NetworkParams:
         return dataclasses.asdict(self)
 
 
+CC_ONLY_FIELDS = frozenset({
+    "cc_mode", "enable_qcn", "global_t", "var_win", "fast_react", "u_target", "mi_thresh", "int_multi",
+    "multi_rate", "sample_feedback", "rate_bound", "alpha_resume_interval_s", "rate_decrease_interval_s",
+    "clamp_target_rate", "rp_timer_s", "ewma_gain", "fast_recovery_times", "rate_ai_bps", "rate_hai_bps",
+    "min_rate_bps", "rate_on_first_cnp", "kmin_kb", "kmax_kb", "pmax", "ecn_unmapped_rate", "int_header_bytes",
+    "fluid_marks",
+})
+"""Fields that only act through flows carrying congestion control: ECN marking and CNPs, INT headers,
+rate and window updates. A run in which no flow can carry CC (the per-flow policy; e.g. one server)
+reads none of them, whatever its network mode."""
+
+
+def effective_params(params: NetworkParams, cc_flows: bool) -> dict[str, Any]:
+    """The parameters a simulation reads, as a dict: without the mode's name and the NIC–switch delay
+    (the topology's links carry it), and without ``CC_ONLY_FIELDS`` when no flow can carry CC. Runs
+    whose effective parameters (and other inputs) coincide are one simulation."""
+    out = {k: v for k, v in params.as_dict().items() if k not in ("name", "nic_switch_delay_s")}
+    if not cc_flows:
+        for k in CC_ONLY_FIELDS:
+            out.pop(k)
+    return out
+
+
 def _lookup(table: tuple[tuple[float, float], ...], rate_bps: float, key: str, unmapped: str) -> float:
     for rate, value in table:
         if abs(rate - rate_bps) < 1e-6 * rate:
@@ -159,24 +186,30 @@ def _lookup(table: tuple[tuple[float, float], ...], rate_bps: float, key: str, u
 
 _STUDY_BASE = NetworkParams()
 
+
+def _cc(name: str) -> int:
+    """The CC_MODE of a registered algorithm."""
+    return CC_ALGORITHMS.get(name).mode
+
+
 NETWORK_MODES: dict[str, NetworkParams] = {
-    "ib_cc0": dataclasses.replace(_STUDY_BASE, name="ib_cc0", cc_mode=CC_NONE, enable_qcn=False, nic_switch_delay_s=0.7e-6),
-    "ib_hpcc": dataclasses.replace(_STUDY_BASE, name="ib_hpcc", cc_mode=CC_HPCC, enable_qcn=False, nic_switch_delay_s=0.7e-6),
-    "roce_hpcc": dataclasses.replace(_STUDY_BASE, name="roce_hpcc", cc_mode=CC_HPCC, enable_qcn=True, nic_switch_delay_s=1.0e-6),
-    "roce_dcqcn": dataclasses.replace(_STUDY_BASE, name="roce_dcqcn", cc_mode=CC_DCQCN, enable_qcn=True, nic_switch_delay_s=1.0e-6),
+    "ib_cc0": dataclasses.replace(_STUDY_BASE, name="ib_cc0", cc_mode=_cc("none"), enable_qcn=False, nic_switch_delay_s=0.7e-6),
+    "ib_hpcc": dataclasses.replace(_STUDY_BASE, name="ib_hpcc", cc_mode=_cc("hpcc"), enable_qcn=False, nic_switch_delay_s=0.7e-6),
+    "roce_hpcc": dataclasses.replace(_STUDY_BASE, name="roce_hpcc", cc_mode=_cc("hpcc"), enable_qcn=True, nic_switch_delay_s=1.0e-6),
+    "roce_dcqcn": dataclasses.replace(_STUDY_BASE, name="roce_dcqcn", cc_mode=_cc("dcqcn"), enable_qcn=True, nic_switch_delay_s=1.0e-6),
 }
 """The study's four network modes (STUDY.md section 5): CC_MODE 0/3/3/1, ENABLE_QCN 0/0/1/1."""
 
 # The per-mode presets of the reference runs (NS3_REFERENCE_RUNS.md, S1/S3): the shipped file as is
 # (CC_MODE 12 = no CC), and the HPCC authors' DCQCN / HPCC run settings.
 REFERENCE_PRESETS: dict[str, NetworkParams] = {
-    "none": dataclasses.replace(_STUDY_BASE, name="none", cc_mode=CC_NONE, enable_qcn=True),
+    "none": dataclasses.replace(_STUDY_BASE, name="none", cc_mode=_cc("none"), enable_qcn=True),
     "dcqcn": dataclasses.replace(
-        _STUDY_BASE, name="dcqcn", cc_mode=CC_DCQCN, has_win=False, var_win=False, ack_high_prio=True,
+        _STUDY_BASE, name="dcqcn", cc_mode=_cc("dcqcn"), has_win=False, var_win=False, ack_high_prio=True,
         rp_timer_s=300e-6, rate_ai_bps=80 * MBPS, rate_hai_bps=800 * MBPS,
     ),
     "hpcc": dataclasses.replace(
-        _STUDY_BASE, name="hpcc", cc_mode=CC_HPCC, has_win=True, var_win=True,
+        _STUDY_BASE, name="hpcc", cc_mode=_cc("hpcc"), has_win=True, var_win=True,
         rate_ai_bps=160 * MBPS, rate_hai_bps=1600 * MBPS,
     ),
 }

@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 
 from moesim.fileio import atomic_write
-from moesim.network.params import CC_NONE, NetworkParams
-from moesim.system.engine import SystemSettings
+from moesim.network.params import NetworkParams
 from moesim.system.run import prepare
+from moesim.system.settings import SystemSettings
 from moesim.system.spec import RunSpec
 from moesim.topology.model import Topology
 from moesim.topology.ns3_export import write_ns3_topology
@@ -60,14 +60,13 @@ def network_config_text(params: NetworkParams, topology: Topology) -> str:
     kmin = _rate_map(params.kmin_kb, rates, params, "min")
     kmax = _rate_map(params.kmax_kb, rates, params, "max")
     pmax = f"{len(rates)} " + " ".join(f"{int(r)} {params.pmax:g}" for r in rates)
-    cc_mode = params.cc_mode if params.cc_mode != CC_NONE else 0
     lines = {
         "ENABLE_QCN": int(params.enable_qcn), "USE_DYNAMIC_PFC_THRESHOLD": 1,
         "PACKET_PAYLOAD_SIZE": params.packet_payload_bytes, "TOPOLOGY_FILE": "topology.txt",
         "FLOW_FILE": "flow.txt", "TRACE_FILE": "trace.txt", "TRACE_OUTPUT_FILE": "out/mix.tr",
         "FCT_OUTPUT_FILE": "out/fct.txt", "PFC_OUTPUT_FILE": "out/pfc.txt", "QLEN_MON_FILE": "out/qlen.txt",
         "QLEN_MON_START": 0, "QLEN_MON_END": 20000, "SIMULATOR_STOP_TIME": "40000000000000.00",
-        "CC_MODE": cc_mode,
+        "CC_MODE": params.cc_mode,
         "ALPHA_RESUME_INTERVAL": params.alpha_resume_interval_s * 1e6,
         "RATE_DECREASE_INTERVAL": params.rate_decrease_interval_s * 1e6,
         "CLAMP_TARGET_RATE": int(params.clamp_target_rate), "RP_TIMER": params.rp_timer_s * 1e6,
@@ -103,7 +102,8 @@ def analytical_network_yaml(topology: Topology, logical_dims: tuple[int, ...]) -
 def export_run(spec: RunSpec, out_dir: str | Path, prefix: str = "workload") -> list[Path]:
     """Write the ASTRA-sim input directory for ``spec``; returns the files written."""
     out = Path(out_dir)
-    model, layout, params, topology, workload, settings, backend_cls, tokens = prepare(spec)
+    prepared = prepare(spec)
+    params, topology, settings, workload = prepared.params, prepared.topology, prepared.settings, prepared.workload()
     written = list(write_et(workload, out / "workload", prefix))
     comm_groups = {str(g): list(m) for g, m in workload.comm_groups}
     files = {

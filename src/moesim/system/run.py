@@ -3,57 +3,113 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from moesim import __version__
-from moesim.errors import MoesimError, input_error
+from moesim.errors import MoesimError
 from moesim.models.catalog import get_model
+from moesim.models.spec import ModelSpec
 from moesim.network import BACKENDS
+from moesim.network.base import NetworkBackend
 from moesim.network.diagnostics import DiagnosticsSpec
-from moesim.network.params import NetworkParams, network_mode
+from moesim.network.params import CHOICES, NetworkParams, network_mode
+from moesim.schema import Constraint, Param
 from moesim.system.engine import Simulation, SystemSettings
-from moesim.system.spec import ALGORITHMS, RunResult, RunSpec
+from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
 from moesim.topology.catalog import get_topology
+from moesim.topology.model import Topology
 from moesim.workload.generator import WorkloadOptions, generate
+from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
 
-_WORKLOAD_KEYS = {"tokens"} | {f.name for f in dataclasses.fields(WorkloadOptions)}
-_SYSTEM_KEYS = {f.name for f in dataclasses.fields(SystemSettings)} - {
-    "all_reduce", "all_to_all", "all_gather", "reduce_scatter"}
-_NETWORK_KEYS = {f.name for f in dataclasses.fields(NetworkParams)} - {"name"}
 LINK_BANDWIDTH_KEYS = {f"{kind}_bandwidth_bps": kind for kind in LINK_KINDS}
 """Topology overrides: every link of one kind gets this bandwidth (e.g. ``fabric_bandwidth_bps``)."""
 
+MAX_TOKENS = 10 ** 9
+"""The largest token count a run accepts: every message size stays an exact float64 below it."""
+
+
+def _override_params() -> dict[str, Param]:
+    """Every parameter a run may override, by name (its layer's dataclass field, or a topology link
+    bandwidth), with type, unit and allowed range: the one schema of ``--set``, matrices and the API."""
+    out: dict[str, Param] = {"tokens": Param("tokens", "workload", int, "tokens", Constraint(low=1, high=MAX_TOKENS))}
+    for p in Param.of(WorkloadOptions, "workload"):
+        out[p.name] = p
+    impls = frozenset({"all_reduce", "all_to_all", "all_gather", "reduce_scatter"})
+    for p in Param.of(SystemSettings, "system", skip=impls):
+        out[p.name] = p
+    for p in Param.of(NetworkParams, "network", skip=frozenset({"name", "extra"})):
+        out[p.name] = dataclasses.replace(p, allowed=Constraint(choices=CHOICES[p.name])) if p.name in CHOICES else p
+    for key in LINK_BANDWIDTH_KEYS:
+        out[key] = Param(key, "topology", float, "bit/s", Constraint(low=0.0, low_open=True))
+    return out
+
+
+OVERRIDES: dict[str, Param] = _override_params()
+
+
+def check_override(name: str, value: Any, source: str = "overrides") -> Any:
+    """``value`` checked and converted for the override ``name``; an unknown name or a bad value is a
+    one-line error naming ``source``."""
+    param = OVERRIDES.get(name)
+    if param is None:
+        raise MoesimError(f"{source}: field '{name}': unknown parameter (allowed: {', '.join(sorted(OVERRIDES))})")
+    return param.check(value, source)
+
 
 def split_overrides(overrides: dict[str, Any], source: str = "overrides") -> tuple[dict, dict, dict, dict]:
-    """Sort override names into (workload, system, network, link bandwidth by kind) parts; unknown
-    names are an error."""
-    wl, sy, net, links = {}, {}, {}, {}
+    """Check every override and sort them into (workload, system, network, link bandwidth by kind) parts."""
+    parts: dict[str, dict[str, Any]] = {"workload": {}, "system": {}, "network": {}, "topology": {}}
     for key, value in overrides.items():
-        if key in _WORKLOAD_KEYS:
-            wl[key] = value
-        elif key in _SYSTEM_KEYS:
-            sy[key] = value
-        elif key in _NETWORK_KEYS:
-            net[key] = value
-        elif key in LINK_BANDWIDTH_KEYS:
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise input_error(source, key, f"must be a positive bandwidth in bits/s, got {value!r}")
-            links[LINK_BANDWIDTH_KEYS[key]] = float(value)
-        else:
-            allowed = sorted(_WORKLOAD_KEYS | _SYSTEM_KEYS | _NETWORK_KEYS | set(LINK_BANDWIDTH_KEYS))
-            raise MoesimError(f"{source}: field '{key}': unknown parameter (allowed: {', '.join(allowed)})")
-    return wl, sy, net, links
+        checked = check_override(key, value, source)
+        parts[OVERRIDES[key].section][key] = checked
+    links = {LINK_BANDWIDTH_KEYS[k]: float(v) for k, v in parts["topology"].items()}
+    return parts["workload"], parts["system"], parts["network"], links
 
 
-def prepare(spec: RunSpec) -> tuple[Any, ...]:
+@dataclass(frozen=True)
+class PreparedRun:
+    """Every input of a run, resolved and checked; the workload graphs are built on demand
+    (``workload()``), so planning and hashing a sweep never builds them."""
+
+    spec: RunSpec
+    model: ModelSpec
+    layout: ParallelLayout
+    params: NetworkParams
+    topology: Topology
+    settings: SystemSettings
+    backend_cls: type[NetworkBackend]
+    tokens: int
+    workload_options: WorkloadOptions
+
+    def workload(self) -> Workload:
+        """The per-rank execution graphs (built anew on each call)."""
+        return generate(self.model, self.layout, self.tokens, self.workload_options)
+
+    def cc_flows_possible(self) -> bool:
+        """Whether any flow of this run can carry congestion control (the per-flow policy): all flows when
+        ``intra_server_cc``, else only flows between servers, so a run on one server has none."""
+        if self.params.intra_server_cc:
+            return True
+        return len({self.topology.gpus[r].server for r in range(self.layout.num_ranks)}) > 1
+
+
+def run_label_of(spec: RunSpec) -> str:
+    """``model/topology/strategy/algorithm/network`` (paths shortened to their file name)."""
+    from pathlib import Path
+
+    short = [Path(x).stem if "/" in x else x for x in (spec.model, spec.topology)]
+    return "/".join([*short, spec.strategy, spec.algorithm, spec.network])
+
+
+def prepare(spec: RunSpec) -> PreparedRun:
     """Resolve every input of a run, so errors surface before anything is simulated."""
     if spec.algorithm not in ALGORITHMS:
         raise MoesimError(f"unknown algorithm '{spec.algorithm}' (allowed: {', '.join(ALGORITHMS)})")
-    wl_over, sys_over, net_over, link_bw = split_overrides(spec.override_dict())
+    wl_over, sys_over, net_over, link_bw = split_overrides(spec.override_dict(), f"run {run_label_of(spec)}")
     model = get_model(spec.model)
     layout = ParallelLayout.parse(spec.strategy)
     params = network_mode(spec.network).with_overrides(net_over)
@@ -63,42 +119,70 @@ def prepare(spec: RunSpec) -> tuple[Any, ...]:
     layout.validate(num_ranks=topology.num_gpus, routed_experts=model.routed_experts,
                     source=f"run {spec.model}/{spec.topology}")
     tokens = int(wl_over.pop("tokens", 4096))
-    workload = generate(model, layout, tokens, WorkloadOptions(**wl_over))
+    options = WorkloadOptions(**wl_over)
     tp_impl, ep_impl = ALGORITHMS[spec.algorithm]
     settings = SystemSettings(all_reduce=(tp_impl, tp_impl), all_to_all=(ep_impl, ep_impl),
                               intra_server_cc=params.intra_server_cc)
     settings = dataclasses.replace(settings, **sys_over)
     backend_cls = BACKENDS.get(spec.backend)
-    return model, layout, params, topology, workload, settings, backend_cls, tokens
+    return PreparedRun(spec, model, layout, params, topology, settings, backend_cls, tokens, options)
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """What one simulation produced, independent of the labels of the runs that share its inputs."""
+
+    spec: RunSpec
+    ranks: tuple[RankTimes, ...]
+    backend_parameters: dict[str, Any]
+    fast_forwarded_layers: int
+    fast_forward_mode: str
+    diagnostics: dict[str, Any]
+    sim_wallclock_s: float
+
+
+def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False) -> Simulated:
+    """Simulate a prepared run. ``diagnostics`` keeps the backend's per-run diagnostics (disables fast-forward)."""
+    t0 = time.perf_counter()
+    settings = prepared.settings
+    if diagnostics:
+        settings = dataclasses.replace(settings, fast_forward=False)
+    backend_cls = prepared.backend_cls
+    backend = backend_cls(prepared.topology, prepared.params,
+                          diagnostics=DiagnosticsSpec.everything() if diagnostics else None)
+    sim = Simulation(prepared.workload(), prepared.topology, backend, settings)
+    ranks = sim.run()
+    return Simulated(prepared.spec, tuple(ranks), backend.parameters(), sim.fast_forwarded_layers, sim.fast_forward_mode,
+                     backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0)
+
+
+def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
+    """The RunResult of ``prepared`` from a simulation of it (or of a run with the same effective inputs)."""
+    spec, params, settings = prepared.spec, prepared.params, prepared.settings
+    ranks = simulated.ranks
+    bottleneck = max(range(len(ranks)), key=lambda r: (ranks[r].wall_s, -r))
+    cc_model = params.cc_name if prepared.backend_cls.capabilities.congestion_control else "none (backend is blind to CC)"
+    policy = "all flows" if params.intra_server_cc else "inter-server flows only (intra-server flows: no CC)"
+    backend_params = simulated.backend_parameters
+    if spec != simulated.spec:  # a twin: its own parameters
+        backend_params = prepared.backend_cls(prepared.topology, params).parameters()
+    parameters = {
+        "tokens": prepared.tokens,
+        "network": {k: v for k, v in params.as_dict().items() if k != "extra"},
+        "system": dataclasses.asdict(settings),
+        "topology_gpus": prepared.topology.num_gpus,
+        "fast_forwarded_layers": simulated.fast_forwarded_layers,
+        "fast_forward_mode": simulated.fast_forward_mode,
+        "backend": backend_params,
+    }
+    return RunResult(
+        spec=spec, ranks=ranks, bottleneck_rank=bottleneck, backend=spec.backend, cc_model=cc_model,
+        cc_policy=policy, version=__version__, parameters=parameters, diagnostics=simulated.diagnostics,
+        sim_wallclock_s=simulated.sim_wallclock_s,
+    )
 
 
 def simulate_run(spec: RunSpec, diagnostics: bool = False) -> RunResult:
     """Simulate one run. ``diagnostics`` keeps the backend's per-run diagnostics (disables fast-forward)."""
-    t0 = time.perf_counter()
-    model, layout, params, topology, workload, settings, backend_cls, tokens = prepare(spec)
-    if diagnostics:
-        settings = dataclasses.replace(settings, fast_forward=False)
-    if diagnostics and "diagnostics" in inspect.signature(backend_cls).parameters:
-        backend = backend_cls(topology, params, diagnostics=DiagnosticsSpec.everything())
-    else:
-        backend = backend_cls(topology, params)
-    sim = Simulation(workload, topology, backend, settings)
-    ranks = sim.run()
-    bottleneck = max(range(len(ranks)), key=lambda r: (ranks[r].wall_s, -r))
-    cc_model = params.cc_name if spec.backend in ("packet", "fluid") else "none (backend is blind to CC)"
-    policy = "all flows" if params.intra_server_cc else "inter-server flows only (intra-server flows: no CC)"
-    parameters = {
-        "tokens": tokens,
-        "network": {k: v for k, v in params.as_dict().items() if k != "extra"},
-        "system": dataclasses.asdict(settings),
-        "topology_gpus": topology.num_gpus,
-        "fast_forwarded_layers": sim.fast_forwarded_layers,
-        "fast_forward_mode": sim.fast_forward_mode,
-        "backend": backend.parameters() if hasattr(backend, "parameters") else {},
-    }
-    return RunResult(
-        spec=spec, ranks=tuple(ranks), bottleneck_rank=bottleneck, backend=spec.backend, cc_model=cc_model,
-        cc_policy=policy, version=__version__, parameters=parameters,
-        diagnostics=backend.diagnostics() if diagnostics else {},
-        sim_wallclock_s=time.perf_counter() - t0,
-    )
+    prepared = prepare(spec)
+    return result_of(prepared, simulate_prepared(prepared, diagnostics))

@@ -30,7 +30,7 @@ class RunSpec:
     strategy: str
     algorithm: str = "ring_direct"
     network: str = "ib_cc0"
-    backend: str = "flow"
+    backend: str = "fluid"
     overrides: tuple[tuple[str, Any], ...] = ()
 
     def override_dict(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The executor interface and its registry: how a sweep's runs reach workers and come back.
 
-An executor takes the planned runs and yields one ``RunOutcome`` per run as soon as it finishes, in
-completion order; the runner writes each to the store before asking for the next. Adding an executor
+An executor takes work units (runs with equal inputs, simulated once: ``moesim.experiments.worker.run_unit``)
+and yields one ``RunOutcome`` per run as soon as its unit finishes, in completion order; the runner writes each to the store before asking for the next. Adding an executor
 = one module here registering a subclass in ``EXECUTORS``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Sequence
 
-from moesim.experiments.inputs import PlannedRun
+from moesim.experiments.inputs import WorkUnit
 from moesim.experiments.worker import RunOutcome
 from moesim.registry import Registry
 
@@ -27,8 +27,8 @@ class Executor(ABC):
         self.max_retries = max_retries
 
     @abstractmethod
-    def execute(self, runs: Sequence[PlannedRun], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
-        """Yield one outcome per run as each finishes. Closing the iterator stops outstanding work."""
+    def execute(self, runs: Sequence[WorkUnit], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
+        """Yield one outcome per run as each unit finishes. Closing the iterator stops outstanding work."""
 
     def describe(self) -> str:
         """One line for the sweep's header, e.g. ``local: 2 worker processes``."""

@@ -1,7 +1,7 @@
 """Run a sweep on a Dask cluster (``--executor dask [--address tcp://HOST:PORT]``), if dask is installed.
 
-moesim does not depend on dask; without ``dask.distributed`` this executor is a clear error. Each run
-is one ``client.submit(run_one, ...)`` future (``retries=max_retries``), streamed back with
+moesim does not depend on dask; without ``dask.distributed`` this executor is a clear error. Each work
+unit is one ``client.submit(run_unit, ...)`` future (``retries=max_retries``), streamed back with
 ``as_completed``. Without ``--address`` a local cluster with ``--workers`` processes is started.
 The Dask workers must have moesim installed (it is not shipped to them).
 """
@@ -12,8 +12,8 @@ from collections.abc import Generator, Sequence
 
 from moesim.errors import MoesimError
 from moesim.experiments.executors.base import EXECUTORS, Executor
-from moesim.experiments.inputs import PlannedRun
-from moesim.experiments.worker import RunOutcome, error_text, run_one
+from moesim.experiments.inputs import WorkUnit
+from moesim.experiments.worker import RunOutcome, error_text, failed, run_unit
 
 
 @EXECUTORS.register("dask", "futures on a Dask cluster (needs dask.distributed, not a moesim dependency)",
@@ -32,7 +32,7 @@ class DaskExecutor(Executor):
     def describe(self) -> str:
         return f"dask: cluster at {self.address}" if self.address else "dask: a local cluster"
 
-    def execute(self, runs: Sequence[PlannedRun], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
+    def execute(self, runs: Sequence[WorkUnit], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
         from dask.distributed import Client, as_completed
 
         if not runs:
@@ -44,14 +44,14 @@ class DaskExecutor(Executor):
         futures = {}
         try:
             for run in runs:
-                fut = client.submit(run_one, run.run_id, run.spec, diagnostics, pure=False, retries=self.max_retries)
+                fut = client.submit(run_unit, run, diagnostics, pure=False, retries=self.max_retries)
                 futures[fut.key] = (fut, run)
             for fut in as_completed([f for f, _ in futures.values()]):
                 _, run = futures.pop(fut.key)
                 try:
-                    yield fut.result()
+                    yield from fut.result()
                 except Exception as exc:  # noqa: BLE001 - a lost worker after all retries: this run fails
-                    yield RunOutcome(run.run_id, run.spec, error=error_text(exc))
+                    yield from failed(run, error_text(exc))
         finally:
             for fut, _ in futures.values():
                 fut.cancel()

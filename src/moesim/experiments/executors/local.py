@@ -20,8 +20,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 from moesim.errors import MoesimError
 from moesim.experiments.executors.base import EXECUTORS, Executor
-from moesim.experiments.inputs import PlannedRun
-from moesim.experiments.worker import RunOutcome, error_text, run_one
+from moesim.experiments.inputs import WorkUnit
+from moesim.experiments.worker import RunOutcome, error_text, failed, run_unit
 
 
 def _worker_init(parent_pid: int) -> None:
@@ -56,11 +56,11 @@ class LocalExecutor(Executor):
         return ProcessPoolExecutor(max_workers=size, mp_context=ctx, initializer=_worker_init,
                                    initargs=(os.getpid(),))
 
-    def execute(self, runs: Sequence[PlannedRun], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
+    def execute(self, runs: Sequence[WorkUnit], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
         queue = deque(runs)
         size = max(1, min(int(self.workers or 1), len(queue)))
         deaths: dict[str, int] = {}
-        inflight: dict[Future[RunOutcome], PlannedRun] = {}
+        inflight: dict[Future[list[RunOutcome]], WorkUnit] = {}
         pool: ProcessPoolExecutor | None = None
         try:
             while queue or inflight:
@@ -70,7 +70,7 @@ class LocalExecutor(Executor):
                 while queue and len(inflight) < size:
                     run = queue.popleft()
                     try:
-                        inflight[pool.submit(run_one, run.run_id, run.spec, diagnostics)] = run
+                        inflight[pool.submit(run_unit, run, diagnostics)] = run
                     except BrokenProcessPool:  # a worker died since the last wait: this run never started
                         queue.appendleft(run)
                         broken = True
@@ -80,21 +80,21 @@ class LocalExecutor(Executor):
                     run = inflight.pop(fut)
                     exc = fut.exception()
                     if exc is None:
-                        yield fut.result()
+                        yield from fut.result()
                     elif isinstance(exc, BrokenProcessPool):
                         broken = True
                         inflight[fut] = run  # settled below with the other runs of the dead pool
                     else:  # e.g. an unpicklable result: this run fails, the sweep goes on
-                        yield RunOutcome(run.run_id, run.spec, error=error_text(exc))
+                        yield from failed(run, error_text(exc))
                 if broken:
                     wait(inflight)  # a broken pool settles every future it holds
                     for fut, run in inflight.items():
                         if fut.exception() is None:
-                            yield fut.result()
+                            yield from fut.result()
                             continue
                         deaths[run.run_id] = deaths.get(run.run_id, 0) + 1
                         if deaths[run.run_id] > self.max_retries:
-                            yield RunOutcome(run.run_id, run.spec, error=(
+                            yield from failed(run, (
                                 f"WorkerDied: the worker process running this run died {deaths[run.run_id]} times "
                                 "(killed, crashed or out of memory)"))
                         else:

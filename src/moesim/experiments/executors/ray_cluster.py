@@ -1,6 +1,6 @@
 """Run a sweep as Ray tasks on a cluster (``--executor ray [--address HOST:PORT]``).
 
-Each run is one ``@ray.remote`` task wrapping ``run_one``; the moesim package is shipped to the
+Each work unit is one ``@ray.remote`` task wrapping ``run_unit``; the moesim package is shipped to the
 workers with the job's runtime environment (``py_modules``), so a cluster only needs moesim's
 dependencies installed. Results stream back with ``ray.wait`` as tasks finish. A task whose worker
 process or node dies is retried by Ray (``max_retries``); one that still fails is recorded as failed.
@@ -16,8 +16,8 @@ from typing import Any
 
 from moesim.errors import MoesimError
 from moesim.experiments.executors.base import EXECUTORS, Executor
-from moesim.experiments.inputs import PlannedRun
-from moesim.experiments.worker import RunOutcome, run_one
+from moesim.experiments.inputs import WorkUnit
+from moesim.experiments.worker import RunOutcome, failed, run_unit
 
 BATCH = 64  # outcomes collected per ray.wait call at most
 
@@ -85,17 +85,17 @@ class RayExecutor(Executor):
             raise MoesimError(f"--executor ray: cannot connect to {where} ({str(exc).splitlines()[0]})") from None
         return True
 
-    def execute(self, runs: Sequence[PlannedRun], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
+    def execute(self, runs: Sequence[WorkUnit], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
         import ray
 
         if not runs:
             return
         owns = self._init()
-        task = ray.remote(num_cpus=1, max_retries=self.max_retries, retry_exceptions=False)(run_one)
-        pending: dict[Any, PlannedRun] = {}
+        task = ray.remote(num_cpus=1, max_retries=self.max_retries, retry_exceptions=False)(run_unit)
+        pending: dict[Any, WorkUnit] = {}
         try:
             for run in runs:
-                pending[task.remote(run.run_id, run.spec, diagnostics)] = run  # type: ignore[call-arg]
+                pending[task.remote(run, diagnostics)] = run  # type: ignore[call-arg]
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=min(BATCH, len(pending)), timeout=0.5,
                                     fetch_local=True)
@@ -104,10 +104,10 @@ class RayExecutor(Executor):
                 for ref in ready:
                     run = pending.pop(ref)
                     try:
-                        yield ray.get(ref)
+                        yield from ray.get(ref)
                     except ray.exceptions.RayError as exc:  # the worker died more than max_retries times, ...
                         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                        yield RunOutcome(run.run_id, run.spec, error=f"{type(exc).__name__}: {first}")
+                        yield from failed(run, f"{type(exc).__name__}: {first}")
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)

@@ -1,6 +1,9 @@
-"""Congestion-control algorithms as pure per-flow state machines (one module each), and their registry."""
+"""Congestion-control algorithms as pure per-flow state machines (one module each), and their registry.
 
-from moesim.network.cc import dcqcn, hpcc, none  # noqa: F401  (registration)
+Each algorithm module registers itself on import; the line below is the registry's list of modules.
+"""
+
+from moesim.network.cc import dcqcn, dctcp, hpcc, none  # noqa: F401  (registration)
 from moesim.network.cc.base import CC_ALGORITHMS, CcAlgorithm, FlowCc, algorithm_for_mode
 
 __all__ = ["CC_ALGORITHMS", "CcAlgorithm", "FlowCc", "algorithm_for_mode"]

@@ -1,39 +1,49 @@
-"""Per-flow congestion-control state and the registry of algorithms (REFERENCE_SEMANTICS.md A.1.1–A.1.3).
+"""Per-flow congestion-control state and the registry of algorithms (docs/reference-semantics.md A.1.1–A.1.3).
 
 An algorithm is a pure state machine over one flow's state: a float64 vector (slots named by the
 algorithm module; slot 0 is the current sending rate, slot 1 the line rate) plus, for INT-based
-algorithms, a per-hop table. Its functions are numba-compiled and take no network objects, so the
-same code runs inside the packet kernel and, through ``FlowCc``, in unit tests and other backends:
+algorithms, a per-hop table. Its functions are numba-compiled (``compiled``) and take no network
+objects, so the same code runs inside both kernels (``moesim.network.cc.dispatch`` calls them by a
+registry id) and, through ``FlowCc``, in unit tests:
 
 * ``init(st, hops, p, line_rate_bps)`` resets the state;
 * ``on_ack(st, hops, p, now_ns, ack_seq, snd_nxt, cnp, ints, nhop, win_bytes, base_rtt_ns) -> flags``
-  reacts to one ACK/NACK (``cnp``: the ACK carried the CNP flag; ``ints``: the INT hop records
-  ``[time_ns, tx_bytes, qlen_bytes, line_rate_bps]`` copied from the data packet);
+  reacts to one ACK/NACK (``cnp``: the ACK carried the CNP flag, i.e. its data packet was ECN-marked;
+  ``ints``: the INT hop records ``[time_ns, tx_bytes, qlen_bytes, line_rate_bps]`` copied from the
+  data packet);
 * ``on_timer(st, p, now_ns, timer_id) -> flags`` fires a timer (ignored when stale);
-* ``timer_time(st, timer_id) -> float`` is a timer's armed time in ns (-1: not armed).
+* ``timer_time(st, timer_id) -> float`` is a timer's armed time in ns (-1: not armed);
+* ``next_rate_change(st) -> float``: the armed time of the next timer that will change the rate (-1:
+  none), which lets the fluid backend jump over timers that do not.
 
-An algorithm also names the slots and per-hop columns that hold absolute times (``time_slots``,
-``hop_time_columns``), so that layer fast-forward can move a flow's state in time (``shift_time``).
+The last three default to "no timers". What the backends need to know about an algorithm is in its
+capability flags (``uses_ecn``, ``uses_cnp``, ``uses_int``, ``controls_rate``), never in its name or
+CC_MODE number. An algorithm also names the slots and per-hop columns that hold absolute times
+(``time_slots``, ``hop_time_columns``), so that layer fast-forward can move a flow's state in time.
 
 ``flags``: bit ``i`` (i < 8) = timer ``i`` was (re)armed; ``FLAG_RATE_SHIFT`` = the rate changed
 through HPCC's ``ChangeRate`` (the pacing deadline moves by the tx-time difference of the last packet);
 other rate changes take effect from the next packet. Times are integer ns held in float64 (exact
-below 2^53 ns). Adding an algorithm: one module with these functions, registered in ``CC_ALGORITHMS``,
-and one branch in ``moesim.network.packet.ccdispatch``.
+below 2^53 ns). Adding an algorithm: one module registering a ``CcAlgorithm`` in ``CC_ALGORITHMS``,
+imported in ``moesim.network.cc`` (docs/network-packet.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numba import njit
 
 from moesim.errors import MoesimError
-from moesim.network.params import NetworkParams
+from moesim.network.jit import helper, python_twin
 from moesim.registry import Registry
+
+if TYPE_CHECKING:
+    from moesim.network.params import NetworkParams
 
 RATE = 0
 """Slot of the current sending rate (b/s): the reference's ``m_rate``."""
@@ -49,28 +59,63 @@ INT_FIELDS = 4
 
 FLAG_RATE_SHIFT = 1 << 8
 
+compiled = helper
+"""Decorator of the CC functions: uncached, so the kernels compile (and inline) them."""
+
+
+@compiled
+def no_timer(st, p, now, timer_id):
+    return 0
+
+
+@compiled
+def no_timer_time(st, timer_id):
+    return -1.0
+
+
+@compiled
+def no_rate_change(st):
+    return -1.0
+
 
 @dataclass(frozen=True)
 class CcAlgorithm:
-    """One congestion-control algorithm: its reference CC_MODE, state layout and compiled functions."""
+    """One congestion-control algorithm: its reference CC_MODE, capabilities, state layout and compiled
+    functions (the originals, which the kernels inline; ``python`` holds cached twins for Python)."""
 
     name: str
     mode: int
+    """The reference's CC_MODE number for it (the ``cc_mode`` network parameter)."""
     slots: dict[str, int]
-    timers: tuple[str, ...]
     pack_params: Callable[[NetworkParams], np.ndarray]
     init: Callable[..., None]
     on_ack: Callable[..., int]
-    on_timer: Callable[..., int]
-    timer_time: Callable[..., float]
-    uses_int: bool = False
+    timers: tuple[str, ...] = ()
+    on_timer: Callable[..., int] = no_timer
+    timer_time: Callable[..., float] = no_timer_time
+    next_rate_change: Callable[..., float] = no_rate_change
     uses_ecn: bool = False
-    """True if it reacts to CNPs, i.e. to the (random) ECN marks."""
+    """It reacts to ECN marks (the CNP flag of ACKs), so random marking draws can change its results."""
+    uses_cnp: bool = False
+    """It reacts to each CNP on its own, whatever the ACK carrying it (a QCN/DCQCN reaction point), so
+    the fluid backend may deliver expected marks as CNP events. An algorithm that reads the CNP flag as
+    an ECN echo counted per window of ACKs (DCTCP) has ``uses_ecn`` only."""
+    uses_int: bool = False
+    """It reads INT records: switches stamp its data packets, which carry the INT header (and so do ACKs)."""
+    controls_rate: bool = True
+    """False for no congestion control: the rate, and so a VAR_WIN window, stays at line rate and
+    backends skip the feedback."""
     param_names: tuple[str, ...] = field(default=())
     time_slots: tuple[int, ...] = ()
     """State slots holding absolute times in ns (negative: not set)."""
     hop_time_columns: tuple[int, ...] = ()
     """Per-hop columns holding absolute times in ns (only differences of them are ever used)."""
+
+    @cached_property
+    def python(self) -> SimpleNamespace:
+        """``init``, ``on_ack``, ``on_timer``, ``timer_time`` for callers in Python (cached on disk)."""
+        return SimpleNamespace(**{name: python_twin(getattr(self, name))
+                                  for name in ("init", "on_ack", "on_timer", "timer_time")})
 
     def shift_time(self, st: np.ndarray, hops: np.ndarray, delta_ns: int) -> None:
         """Move the absolute times of flows' states (``st``: [flows, slots], ``hops``: [flows, hops,
@@ -89,42 +134,24 @@ class CcAlgorithm:
 
 CC_ALGORITHMS: Registry[CcAlgorithm] = Registry("congestion-control algorithm")
 
+REFERENCE_CC_MODES = {0: "none", 1: "DCQCN", 3: "HPCC", 7: "TIMELY", 8: "DCTCP", 10: "HPCC-PINT"}
+"""The CC_MODE values the reference handles (docs/reference-semantics.md A.1.3); any other value, such
+as ASTRA-sim's shipped 12, means no congestion control."""
 
-UNIMPLEMENTED_MODES = {7: "TIMELY", 8: "DCTCP", 10: "HPCC-PINT"}
 
-
-def algorithm_for_mode(cc_mode: int) -> CcAlgorithm:
-    """The algorithm of a reference CC_MODE; a mode the reference does not handle (e.g. ASTRA-sim's
-    shipped 12) means no congestion control (A.1.3). Modes the reference runs but moesim lacks are errors."""
-    if cc_mode in UNIMPLEMENTED_MODES:
-        known = sorted(e.obj.mode for e in CC_ALGORITHMS)
-        raise MoesimError(
-            f"network parameters: field 'cc_mode': {cc_mode} ({UNIMPLEMENTED_MODES[cc_mode]}) is not implemented "
-            f"(allowed: {', '.join(map(str, known))}, or any other value for no congestion control)")
+def algorithm_for_mode(cc_mode: int, strict: bool = True) -> CcAlgorithm:
+    """The registered algorithm of a reference CC_MODE; a mode the reference does not handle means no
+    congestion control (A.1.3). A mode the reference runs but no module registers is an error when
+    ``strict`` (a backend that models CC), else also no congestion control (a backend blind to CC)."""
     for entry in CC_ALGORITHMS:
         if entry.obj.mode == cc_mode:
             return entry.obj
+    if strict and cc_mode in REFERENCE_CC_MODES:
+        known = sorted(e.obj.mode for e in CC_ALGORITHMS)
+        raise MoesimError(
+            f"network parameters: field 'cc_mode': {cc_mode} ({REFERENCE_CC_MODES[cc_mode]}) is not implemented "
+            f"(allowed: {', '.join(map(str, known))}, or any other value for no congestion control)")
     return CC_ALGORITHMS.get("none")
-
-
-def _refcount_free_supported() -> bool:
-    try:
-        njit(_nrt=False)(lambda x: x + 1)(1)  # type: ignore[call-overload]
-    except Exception:  # pragma: no cover - numba dropped the private option: correct but slower
-        return False
-    return True
-
-
-USE_NRT = not _refcount_free_supported()
-"""False: compiled without numba's reference counting (the kernel never allocates; see network/jit.py)."""
-
-compiled: Callable[..., Any] = njit(_nrt=USE_NRT)  # type: ignore[call-overload]
-"""Decorator of the CC functions: uncached, so the packet kernel compiles (and inlines) them."""
-
-
-def cached(fn: Any) -> Any:
-    """A cached twin of a compiled CC function, for callers in Python."""
-    return njit(cache=True, _nrt=USE_NRT)(fn.py_func)  # type: ignore[call-overload]
 
 
 def ns(seconds: float) -> float:
@@ -144,7 +171,8 @@ class FlowCc:
         self.p = self.algorithm.pack_params(params)
         self.st = np.zeros(MAX_SLOTS)
         self.hops = np.zeros((max_hops, HOP_FIELDS))
-        self.algorithm.init(self.st, self.hops, self.p, float(line_rate_bps))
+        self._fn = self.algorithm.python
+        self._fn.init(self.st, self.hops, self.p, float(line_rate_bps))
         self.now_ns = 0
         self._armed: dict[int, int] = {}
         self._arm_seq = 0
@@ -167,7 +195,7 @@ class FlowCc:
         while True:
             due = []
             for tid, seq in self._armed.items():
-                t = self.algorithm.timer_time(self.st, tid)
+                t = self._fn.timer_time(self.st, tid)
                 if 0 <= t <= now_ns:
                     due.append((t, seq, tid))
             if not due:
@@ -175,7 +203,7 @@ class FlowCc:
             t, _, tid = min(due)
             del self._armed[tid]
             self.now_ns = int(t)
-            self._note(self.algorithm.on_timer(self.st, self.p, np.int64(t), tid))
+            self._note(self._fn.on_timer(self.st, self.p, np.int64(t), tid))
         self.now_ns = now_ns
 
     def ack(self, now_ns: int, *, ack_seq: int = 0, snd_nxt: int = 0, cnp: bool = False,
@@ -184,7 +212,7 @@ class FlowCc:
         self.advance(now_ns)
         rec = np.zeros((1, INT_FIELDS), dtype=np.int64) if ints is None else np.asarray(ints, dtype=np.int64)
         nhop = 0 if ints is None else rec.shape[0]
-        flags = self.algorithm.on_ack(self.st, self.hops, self.p, np.int64(now_ns), np.int64(ack_seq),
+        flags = self._fn.on_ack(self.st, self.hops, self.p, np.int64(now_ns), np.int64(ack_seq),
                                       np.int64(snd_nxt), bool(cnp), rec, nhop, np.int64(win_bytes),
                                       np.int64(base_rtt_ns))
         self._note(flags)

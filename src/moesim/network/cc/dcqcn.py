@@ -10,10 +10,14 @@ Rate changes assign the rate directly (no pacing shift).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from moesim.network.cc.base import CC_ALGORITHMS, MAX_RATE, RATE, CcAlgorithm, cached, compiled, ns
-from moesim.network.params import NetworkParams
+from moesim.network.cc.base import CC_ALGORITHMS, MAX_RATE, RATE, CcAlgorithm, compiled, ns
+
+if TYPE_CHECKING:
+    from moesim.network.params import NetworkParams
 
 # state slots (RATE = Rc, MAX_RATE = line rate)
 TARGET, ALPHA, ALPHA_CNP, DEC_CNP, FIRST_CNP, STAGE, T_ALPHA, T_DEC, T_INC = range(2, 11)
@@ -118,13 +122,23 @@ def timer_time(st, timer_id):
     return -1.0
 
 
+@compiled
+def next_rate_change(st):
+    """The next timer that changes the rate: the increase timer, or the decrease timer once a CNP has
+    arrived since its last run (the alpha timer never does)."""
+    t = st[T_INC]
+    if st[DEC_CNP] != 0.0 and st[T_DEC] >= 0.0 and (t < 0.0 or st[T_DEC] < t):
+        t = st[T_DEC]
+    return t
+
+
 ALGORITHM = CcAlgorithm(
     name="dcqcn", mode=1,
     slots={"rate": RATE, "max_rate": MAX_RATE, "target_rate": TARGET, "alpha": ALPHA, "stage": STAGE},
     timers=("alpha", "decrease", "increase"),
-    pack_params=pack_params, init=cached(init), on_ack=cached(on_ack), on_timer=cached(on_timer),
-    timer_time=cached(timer_time),
-    param_names=PARAM_NAMES, time_slots=(T_ALPHA, T_DEC, T_INC), uses_ecn=True,
+    pack_params=pack_params, init=init, on_ack=on_ack, on_timer=on_timer, timer_time=timer_time,
+    next_rate_change=next_rate_change, uses_ecn=True, uses_cnp=True,
+    param_names=PARAM_NAMES, time_slots=(T_ALPHA, T_DEC, T_INC),
 )
 CC_ALGORITHMS.register(
     "dcqcn", "DCQCN (Mellanox variant): ECN/CNP-driven rate cuts, timer-driven recovery",

@@ -17,18 +17,14 @@ units of 128·INT_MULTI B and queue lengths in units of 80·INT_MULTI B.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from moesim.network.cc.base import (
-    CC_ALGORITHMS,
-    FLAG_RATE_SHIFT,
-    MAX_RATE,
-    RATE,
-    CcAlgorithm,
-    cached,
-    compiled,
-)
-from moesim.network.params import NetworkParams
+from moesim.network.cc.base import CC_ALGORITHMS, FLAG_RATE_SHIFT, MAX_RATE, RATE, CcAlgorithm, compiled
+
+if TYPE_CHECKING:
+    from moesim.network.params import NetworkParams
 
 # state slots (RATE = m_rate, MAX_RATE = R_nic)
 CUR_RATE, U, INC_STAGE, LAST_UPDATE_SEQ = range(2, 6)
@@ -170,8 +166,7 @@ ALGORITHM = CcAlgorithm(
     name="hpcc", mode=3,
     slots={"rate": RATE, "max_rate": MAX_RATE, "cur_rate": CUR_RATE, "u": U, "inc_stage": INC_STAGE,
            "last_update_seq": LAST_UPDATE_SEQ},
-    timers=(), pack_params=pack_params, init=cached(init), on_ack=cached(on_ack), on_timer=cached(on_timer),
-    timer_time=cached(timer_time),
+    timers=(), pack_params=pack_params, init=init, on_ack=on_ack, on_timer=on_timer, timer_time=timer_time,
     uses_int=True, param_names=PARAM_NAMES, hop_time_columns=(H_TIME,),
 )
 CC_ALGORITHMS.register(

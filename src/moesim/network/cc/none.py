@@ -5,10 +5,14 @@ The rate stays at line rate; CNP flags and INT records are ignored (REFERENCE_SE
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from moesim.network.cc.base import CC_ALGORITHMS, MAX_RATE, RATE, CcAlgorithm, cached, compiled
-from moesim.network.params import NetworkParams
+from moesim.network.cc.base import CC_ALGORITHMS, MAX_RATE, RATE, CcAlgorithm, compiled
+
+if TYPE_CHECKING:
+    from moesim.network.params import NetworkParams
 
 
 def pack_params(params: NetworkParams) -> np.ndarray:
@@ -39,8 +43,8 @@ def timer_time(st, timer_id):
 
 ALGORITHM = CcAlgorithm(
     name="none", mode=0, slots={"rate": RATE, "max_rate": MAX_RATE}, timers=(),
-    pack_params=pack_params, init=cached(init), on_ack=cached(on_ack), on_timer=cached(on_timer),
-    timer_time=cached(timer_time),
+    pack_params=pack_params, init=init, on_ack=on_ack, on_timer=on_timer, timer_time=timer_time,
+    controls_rate=False,
 )
 CC_ALGORITHMS.register(
     "none", "No congestion control: line rate, bounded only by the BDP window and PFC",

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from moesim.errors import MoesimError
-from moesim.network.base import BACKENDS, Flow, NetworkBackend
+from moesim.network.base import BACKENDS, Capabilities, Flow, NetworkBackend
 from moesim.network.cc import algorithm_for_mode
 from moesim.network.diagnostics import SCHEMAS, DiagnosticsSpec, RowLog
 from moesim.network.packet import build
@@ -65,7 +65,7 @@ from moesim.network.packet.layout import (
     T_INF,
     State,
 )
-from moesim.network.params import CC_HPCC, NetworkParams
+from moesim.network.params import NetworkParams
 from moesim.topology.model import Topology
 
 DEFAULT_STALL_S = 0.05
@@ -82,6 +82,8 @@ def _ns(t_s: float) -> int:
 )
 class PacketBackend(NetworkBackend):
     """Packet-level simulation of the RDMA fabric; one queue pair per flow."""
+
+    capabilities = Capabilities(congestion_control=True, diagnostic_tables=True, fast_forward_in_flight=True)
 
     def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None,
                  seed: int = 1, stall_s: float = DEFAULT_STALL_S) -> None:
@@ -100,7 +102,7 @@ class PacketBackend(NetworkBackend):
         if sample is not None:
             push_event(self.S, np.int64(t0), EV_SAMPLE, 0, np.int64(0))
         self._global = self.fabric.max_rtt_bdp() if params.global_t else None
-        self._int_bytes = params.int_header_bytes if params.cc_mode == CC_HPCC else 0
+        self._int_bytes = params.int_header_bytes if self.cc.uses_int else 0
         self._slot_flow: dict[int, tuple[Flow, build.Path, int]] = {}
         self._sport: dict[tuple[int, int], int] = {}
         self._pending: _Batch | None = None
@@ -120,7 +122,7 @@ class PacketBackend(NetworkBackend):
 
     @property
     def random_draws(self) -> int:
-        """ECN-marking draws, counted only when the CC algorithm reacts to marks (HPCC ignores them)."""
+        """ECN-marking draws, counted only when the CC algorithm reacts to marks (``uses_ecn``)."""
         return int(self.S.g[G_RNG_DRAWS]) if self.cc.uses_ecn else 0
 
     @property

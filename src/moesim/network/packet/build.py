@@ -14,12 +14,13 @@ import numpy as np
 
 from moesim.errors import MoesimError
 from moesim.network.cc.base import HOP_FIELDS, INT_FIELDS, MAX_SLOTS, CcAlgorithm
+from moesim.network.cc.dispatch import cc_id
 from moesim.network.packet.layout import (
     C_ACK_HIGH_PRIO,
     C_ACK_INTERVAL,
     C_BACK_TO_ZERO,
     C_BUFFER,
-    C_CC_MODE,
+    C_CC,
     C_CHUNK,
     C_ENABLE_QCN,
     C_HAS_WIN,
@@ -33,6 +34,7 @@ from moesim.network.packet.layout import (
     C_SAMPLE_NS,
     C_SAMPLE_T1,
     C_STALL_NS,
+    C_USES_INT,
     C_VAR_WIN,
     C_WHEEL,
     EV_DTYPE,
@@ -52,7 +54,7 @@ from moesim.network.packet.layout import (
     QP_DTYPE,
     State,
 )
-from moesim.network.params import CC_HPCC, NetworkParams
+from moesim.network.params import NetworkParams
 from moesim.topology.model import NodeKind, Topology
 
 RESERVE_BYTES = 4096
@@ -195,10 +197,11 @@ class Fabric:
         return best_rtt, best_bdp
 
 
-def config_vector(params: NetworkParams, wheel: int, stall_ns: int, int_hops: int,
+def config_vector(params: NetworkParams, cc: CcAlgorithm, wheel: int, stall_ns: int, int_hops: int,
                   sample: tuple[int, int, int] | None) -> np.ndarray:
     cfg = np.zeros(N_CFG, dtype=np.int64)
-    cfg[C_CC_MODE] = params.cc_mode
+    cfg[C_CC] = cc_id(cc)
+    cfg[C_USES_INT] = int(cc.uses_int)
     cfg[C_MTU] = params.packet_payload_bytes
     cfg[C_HAS_WIN] = int(params.has_win)
     cfg[C_VAR_WIN] = int(params.var_win)
@@ -239,7 +242,7 @@ def new_state(fabric: Fabric, params: NetworkParams, cc: CcAlgorithm, *, stall_n
     wheel = 8192
     while wheel < 4 * fabric.max_delay_ns:
         wheel *= 2
-    int_hops = max(fabric.max_route_len, 1) if params.cc_mode == CC_HPCC else 1
+    int_hops = max(fabric.max_route_len, 1) if cc.uses_int else 1
     n_pk, n_ev, n_qp = 4096, 8192, 256
     g = np.zeros(N_G, dtype=np.int64)
     pk = np.zeros(n_pk, dtype=PKT_DTYPE)
@@ -252,7 +255,7 @@ def new_state(fabric: Fabric, params: NetworkParams, cc: CcAlgorithm, *, stall_n
     for f in ("q0_head", "q0_tail", "q1_head", "q1_tail", "rr_last", "qp_head"):
         port[f] = NIL
     return State(
-        cfg=config_vector(params, wheel, stall_ns, int_hops, sample),
+        cfg=config_vector(params, cc, wheel, stall_ns, int_hops, sample),
         ccp=cc.pack_params(params).astype(np.float64),
         link=fabric.link, node=fabric.node.copy(), rt=fabric.rt, port=port,
         pk=pk, pk_int=np.zeros((n_pk, int_hops, INT_FIELDS), dtype=np.int64),

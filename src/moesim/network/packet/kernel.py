@@ -12,11 +12,12 @@ reference has no retransmission timeout).
 
 from __future__ import annotations
 
+from moesim.network.cc.dispatch import cc_on_timer
 from moesim.network.jit import entry, inline_helper
-from moesim.network.packet.ccdispatch import arm_timers, cc_on_timer
+from moesim.network.packet.ccdispatch import arm_timers
 from moesim.network.packet.events import EMPTY, ev_free, ev_next_time, ev_pop, ev_push
 from moesim.network.packet.layout import (
-    C_CC_MODE,
+    C_CC,
     C_SAMPLE_MIN_BYTES,
     C_SAMPLE_NS,
     C_SAMPLE_T1,
@@ -145,9 +146,9 @@ def _dispatch(S, e, now):
         kick = qp_start(S, a, now)
     elif kind == EV_TIMER:
         if S.qp[a].state == QP_ACTIVE and S.qp[a].cc_on:
-            mode = S.cfg[C_CC_MODE]
-            flags = cc_on_timer(mode, S.qp_cc[a], S.ccp, now, b)
-            arm_timers(S, mode, a, flags)
+            cc = S.cfg[C_CC]
+            flags = cc_on_timer(cc, S.qp_cc[a], S.ccp, now, b)
+            arm_timers(S, cc, a, flags)
     elif kind == EV_SAMPLE:
         sample_queues(S, now)
     if kick != NIL:

@@ -83,11 +83,12 @@ QLEN_LOG_DTYPE = np.dtype([("time_ns", np.int64), ("link", np.int32), ("bytes", 
  G_SAMPLE_ON, G_PFC_ON, G_PAUSES, G_DELIVERED, G_LOG_LOST, G_ECN_MARKS, G_CNPS, G_RNG_DRAWS) = range(27)
 N_G = 27
 
-# cfg: int64 configuration
-(C_CC_MODE, C_MTU, C_HAS_WIN, C_VAR_WIN, C_RATE_BOUND, C_ACK_HIGH_PRIO, C_ENABLE_QCN, C_BUFFER,
+# cfg: int64 configuration (C_CC: the CC algorithm's id in moesim.network.cc.dispatch; C_USES_INT: it
+# reads INT records, so switches stamp its packets)
+(C_CC, C_MTU, C_HAS_WIN, C_VAR_WIN, C_RATE_BOUND, C_ACK_HIGH_PRIO, C_ENABLE_QCN, C_BUFFER,
  C_RESERVE, C_RESUME_OFFSET, C_NACK_NS, C_CHUNK, C_ACK_INTERVAL, C_BACK_TO_ZERO, C_WHEEL,
- C_STALL_NS, C_SAMPLE_NS, C_SAMPLE_T1, C_SAMPLE_MIN_BYTES, C_INT_HOPS) = range(20)
-N_CFG = 20
+ C_STALL_NS, C_SAMPLE_NS, C_SAMPLE_T1, C_SAMPLE_MIN_BYTES, C_INT_HOPS, C_USES_INT) = range(21)
+N_CFG = 21
 
 
 class State(NamedTuple):

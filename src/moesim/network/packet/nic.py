@@ -14,14 +14,15 @@ from __future__ import annotations
 import numpy as np
 
 from moesim.network.cc.base import FLAG_RATE_SHIFT, MAX_RATE, RATE
+from moesim.network.cc.dispatch import NO_CC, cc_init, cc_on_ack
 from moesim.network.jit import helper, inline_helper
-from moesim.network.packet.ccdispatch import arm_timers, cc_init, cc_on_ack
+from moesim.network.packet.ccdispatch import arm_timers
 from moesim.network.packet.events import ev_push
 from moesim.network.packet.layout import (
     C_ACK_HIGH_PRIO,
     C_ACK_INTERVAL,
     C_BACK_TO_ZERO,
-    C_CC_MODE,
+    C_CC,
     C_CHUNK,
     C_MTU,
     C_NACK_NS,
@@ -68,8 +69,8 @@ def qp_start(S, q, now):
     qp = S.qp[q]
     qp.state = QP_ACTIVE
     qp.next_avail = now
-    mode = S.cfg[C_CC_MODE] if qp.cc_on else 0
-    cc_init(mode, S.qp_cc[q], S.qp_hop[q], S.ccp, S.link[qp.port].rate_bps)
+    cc = S.cfg[C_CC] if qp.cc_on else NO_CC
+    cc_init(cc, S.qp_cc[q], S.qp_hop[q], S.ccp, S.link[qp.port].rate_bps)
     S.g[G_ACTIVE] += 1
     S.g[G_LAST_PROGRESS] = now
     rr_insert(S, qp.port, q)
@@ -204,14 +205,14 @@ def rx_ack(S, link, p, now):
     if qp.cc_on:
         if pk.ecn:
             S.g[G_CNPS] += 1
-        mode = S.cfg[C_CC_MODE]
+        cc = S.cfg[C_CC]
         st = S.qp_cc[q]
         old_rate = st[RATE]
-        flags = cc_on_ack(mode, st, S.qp_hop[q], S.ccp, now, pk.seq, qp.snd_nxt, pk.ecn, S.pk_int[p],
+        flags = cc_on_ack(cc, st, S.qp_hop[q], S.ccp, now, pk.seq, qp.snd_nxt, pk.ecn, S.pk_int[p],
                           pk.nhop, qp.bdp, qp.base_rtt)
         if flags & FLAG_RATE_SHIFT and st[RATE] != old_rate:
             qp.next_avail += pacing_ns(qp.last_pkt, st[RATE]) - pacing_ns(qp.last_pkt, old_rate)
-        arm_timers(S, mode, q, flags)
+        arm_timers(S, cc, q, flags)
     pk_free(S, p)
     qp_packet_gone(S, q)
     return port_link

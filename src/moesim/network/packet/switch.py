@@ -3,7 +3,8 @@
 Arrival: route lookup (the packet carries its hop index along the flow's route), MMU admission and
 accounting on the ingress port, possibly a PAUSE upstream, enqueue at the egress port. Egress: PFC
 frames first (strict priority, never paused), then the data class unless paused; at dequeue the MMU
-releases the buffer (possibly a RESUME upstream), ECN marks and, in HPCC mode, the hop is stamped.
+releases the buffer (possibly a RESUME upstream), ECN marks and, for a CC algorithm that reads INT
+records (HPCC), the hop is stamped.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 from moesim.network.jit import helper, inline_helper
 from moesim.network.packet.events import ev_push
 from moesim.network.packet.layout import (
-    C_CC_MODE,
     C_ENABLE_QCN,
+    C_USES_INT,
     EV_KICK,
     G_DROPS,
     G_ECN_MARKS,
@@ -25,8 +26,6 @@ from moesim.network.packet.layout import (
 from moesim.network.packet.links import ensure_txdone, pk_alloc, pk_free, q_pop, q_push, start_tx
 from moesim.network.packet.mmu import admit, ecn_mark, int_stamp, on_dequeue, on_enqueue
 from moesim.network.packet.qps import qp_packet_gone
-
-CC_HPCC = 3
 
 
 @helper
@@ -91,7 +90,7 @@ def switch_transmit(S, link, now):
                 if not pk.ecn:
                     S.g[G_ECN_MARKS] += 1
                 pk.ecn = True
-            if S.cfg[C_CC_MODE] == CC_HPCC and S.qp[pk.qp].cc_on:
+            if S.cfg[C_USES_INT] != 0 and S.qp[pk.qp].cc_on:
                 int_stamp(S, p, link, now)
         start_tx(S, link, p, now)
     else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from moesim.errors import MoesimError
 from moesim.registry import Registry
@@ -35,6 +36,32 @@ class Plan:
     transfers: tuple[Transfer, ...]
     exit_after: tuple[tuple[int, ...], ...]
     exit_delay_s: tuple[float, ...]
+
+    @cached_property
+    def by_src(self) -> list[list[int]]:
+        """Per member, the transfers it sends."""
+        out: list[list[int]] = [[] for _ in range(self.n)]
+        for j, t in enumerate(self.transfers):
+            out[t.src].append(j)
+        return out
+
+    @cached_property
+    def dependants(self) -> list[list[int]]:
+        """Per transfer, the transfers that wait for it."""
+        out: list[list[int]] = [[] for _ in self.transfers]
+        for j, t in enumerate(self.transfers):
+            for a in t.after:
+                out[a].append(j)
+        return out
+
+    @cached_property
+    def exit_waiters(self) -> list[list[int]]:
+        """Per transfer, the members whose stream exit waits for it."""
+        out: list[list[int]] = [[] for _ in self.transfers]
+        for m, after in enumerate(self.exit_after):
+            for a in after:
+                out[a].append(m)
+        return out
 
     def bytes_sent(self, member: int) -> int:
         return sum(t.size_bytes for t in self.transfers if t.src == member)

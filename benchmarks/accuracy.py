@@ -1,0 +1,211 @@
+"""How closely the fluid backend (or another) reproduces the packet backend: the validation sets and the
+study-scale V4 Flash matrix (docs/network-fluid.md, "Accuracy").
+
+The packet runs are the reference and cost hours, so they are kept as Parquet files under
+benchmarks/reference/ and regenerated with one command each:
+
+    python benchmarks/accuracy.py packet-validation --out DIR   # 48 configurations × tokens 256, 1024 × seeds 1-5
+    python benchmarks/accuracy.py packet-matrix --out DIR       # V4 Flash, all 192 study runs at 4096 tokens
+
+Checks (they print the figures and exit 1 when a target is missed):
+
+    python benchmarks/accuracy.py validation [--tokens 256,1024] [--backend fluid] [--set k=v] [--workers 2]
+    python benchmarks/accuracy.py study [--store DIR]           # a V4 Flash study store of the candidate backend
+
+The validation set is a fixed list of V4 Flash configurations: twelve (topology, strategy) cells — every
+topology twice, every strategy three times — each with ring/roce_hpcc, ring/roce_dcqcn, dbt/roce_hpcc and
+one no-CC or IB run (ib_cc0 / ib_hpcc, alternating, on ring or dbt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from moesim.analysis.accuracy import per_configuration, statistics_agreement, summarise
+from moesim.analysis.results import as_table, load_results
+from moesim.commands.run import parse_set
+from moesim.experiments import export_results, run_sweep
+from moesim.system.spec import RunSpec
+
+MODEL = "deepseek-v4-flash"
+REFERENCE = Path(__file__).resolve().parent / "reference"
+VALIDATION_PARQUET = REFERENCE / "packet_validation.parquet"
+MATRIX_PARQUET = REFERENCE / "packet_v4_flash.parquet"
+SEEDS = 5
+JITTER_S = 1e-8
+CELLS = (("1", "TP2EP16"), ("2", "TP4EP8"), ("3", "TP8EP4"), ("4", "TP16EP2"), ("5", "TP2EP16"), ("6", "TP4EP8"),
+         ("1", "TP8EP4"), ("2", "TP16EP2"), ("3", "TP2EP16"), ("4", "TP4EP8"), ("5", "TP8EP4"), ("6", "TP16EP2"))
+CI_SUBSET = (("1", "TP2EP16", "ring_direct", "roce_dcqcn"), ("2", "TP4EP8", "ring_direct", "roce_hpcc"),
+             ("3", "TP8EP4", "dbt_direct", "roce_hpcc"), ("5", "TP2EP16", "ring_direct", "ib_cc0"),
+             ("4", "TP4EP8", "ring_direct", "roce_dcqcn"), ("6", "TP4EP8", "ring_direct", "roce_hpcc"))
+"""Configurations of the validation set that the test suite checks at 256 tokens (CPU seconds, not hours)."""
+
+
+def validation_configs() -> list[tuple[str, str, str, str]]:
+    """The 48 (topology, strategy, algorithm, network) configurations of the validation set."""
+    out = []
+    for i, (topo, strat) in enumerate(CELLS):
+        extra_alg = "ring_direct" if i % 2 == 0 else "dbt_direct"
+        extra_net = "ib_cc0" if (i // 2) % 2 == 0 else "ib_hpcc"
+        out += [(topo, strat, "ring_direct", "roce_hpcc"), (topo, strat, "ring_direct", "roce_dcqcn"),
+                (topo, strat, "dbt_direct", "roce_hpcc"), (topo, strat, extra_alg, extra_net)]
+    return out
+
+
+def validation_specs(backend: str, tokens: tuple[int, ...], seeds: int = 0,
+                     configs: list[tuple[str, str, str, str]] | None = None,
+                     overrides: tuple[tuple[str, object], ...] = ()) -> list[RunSpec]:
+    """The validation runs on ``backend``: each configuration at each token count, with ``seeds`` seeds of
+    10 ns start jitter (0: one run without jitter)."""
+    specs = []
+    for t in tokens:
+        for cfg in configs or validation_configs():
+            for seed in range(1, seeds + 1) if seeds else (0,):
+                over = dict(overrides, tokens=t)
+                if seed:
+                    over.update(jitter_seed=seed, start_jitter_s=JITTER_S)
+                specs.append(RunSpec(MODEL, *cfg, backend=backend, overrides=tuple(sorted(over.items()))))
+    return specs
+
+
+def _export(store: Path, target: Path) -> None:
+    n = export_results(store, target, "parquet", "SELECT * FROM runs WHERE status = 'ok' ORDER BY topology, "
+                                                  "strategy, algorithm, network, overrides_json")
+    print(f"wrote {n} packet runs to {target}")
+
+
+def packet_validation(out: Path, workers: int, tokens: tuple[int, ...] = (256, 1024)) -> int:
+    """Run the jittered packet references, the CI subset first (then the rest, smallest token count first)."""
+    specs = validation_specs("packet", tokens[:1], SEEDS, list(CI_SUBSET))
+    specs += [s for s in validation_specs("packet", tokens, SEEDS) if s not in set(specs)]
+    summary = run_sweep(specs, out, workers=workers, progress="plain", source="packet validation set")
+    print("\n".join(summary.lines()))
+    if summary.failures:
+        return 1
+    _export(out, VALIDATION_PARQUET)
+    return 0
+
+
+def packet_matrix(out: Path, workers: int) -> int:
+    from moesim.experiments import study_matrix
+
+    specs = study_matrix().with_preset("flash").with_levels("backend", ["packet"]).runs()
+    summary = run_sweep(specs, out, workers=workers, progress="plain", source="packet V4 Flash matrix")
+    print("\n".join(summary.lines()))
+    if summary.failures:
+        return 1
+    _export(out, MATRIX_PARQUET)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    for name in ("packet-validation", "packet-matrix"):
+        p = sub.add_parser(name)
+        p.add_argument("--out", type=Path, required=True, help="the packet sweep's store (resumable)")
+        p.add_argument("--workers", type=int, default=1)
+        p.add_argument("--export-only", action="store_true",
+                       help="write the runs stored so far to benchmarks/reference/ without simulating")
+    sub.choices["packet-validation"].add_argument("--tokens", default="256,1024")
+    v = sub.add_parser("validation")
+    v.add_argument("--tokens", default="256,1024")
+    v.add_argument("--backend", default="fluid")
+    v.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    v.add_argument("--workers", type=int, default=2)
+    v.add_argument("--ci", action="store_true", help="only the CI subset, at 256 tokens")
+    v.add_argument("--store", type=Path, help="keep the candidate runs in this store (reused when rerun)")
+    s = sub.add_parser("study")
+    s.add_argument("--store", type=Path, help="a V4 Flash study store of the candidate backend (default: run it)")
+    s.add_argument("--backend", default="fluid")
+    s.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args(argv)
+    if args.what.startswith("packet-") and args.export_only:
+        _export(args.out, VALIDATION_PARQUET if args.what == "packet-validation" else MATRIX_PARQUET)
+        return 0
+    if args.what == "packet-validation":
+        return packet_validation(args.out, args.workers, tuple(int(t) for t in args.tokens.split(",")))
+    if args.what == "packet-matrix":
+        return packet_matrix(args.out, args.workers)
+    if args.what == "validation":
+        return validation(tuple(int(t) for t in ("256" if args.ci else args.tokens).split(",")), args.backend,
+                          parse_set(args.overrides), args.workers, list(CI_SUBSET) if args.ci else None, args.store)
+    return study(args.store, args.backend, args.workers)
+
+
+def _reference(path: Path) -> pa.Table:
+    if not path.is_file():
+        raise SystemExit(f"{path}: not found; regenerate it (see this script's docstring)")
+    return as_table(pq.read_table(path), source=str(path))
+
+
+def _candidate(specs: list[RunSpec], store: Path | None, workers: int) -> pa.Table:
+    """The candidate runs: read from ``store`` (run there first if missing), or run in a temporary store."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = store or Path(tmp)
+        summary = run_sweep(specs, out, workers=workers, progress="none", source="candidate runs")
+        if summary.failures:
+            raise SystemExit("candidate runs failed: " + "; ".join(f"{a}: {b}" for a, b in summary.failures[:3]))
+        return load_results(out)
+
+
+def _pick(table: pa.Table, column: str, values: set[str]) -> pa.Table:
+    return table.filter(pa.array([str(v) in values for v in table.column(column).to_pylist()]))
+
+
+def validation(tokens: tuple[int, ...], backend: str, overrides: tuple[tuple[str, object], ...], workers: int,
+               configs: list[tuple[str, str, str, str]] | None, store: Path | None = None) -> int:
+    """Each configuration against the median of the packet seeds; exit 1 when a target is missed."""
+    ref = _pick(_reference(VALIDATION_PARQUET), "tokens", {str(t) for t in tokens})
+    cand = _candidate(validation_specs(backend, tokens, 0, configs, overrides), store, workers)
+    rc = 0
+    for t in tokens:
+        table = per_configuration(_pick(cand, "tokens", {str(t)}), _pick(ref, "tokens", {str(t)}))
+        print(f"\ntokens = {t}: {backend} against the median of {SEEDS} packet seeds of {JITTER_S * 1e9:g} ns start jitter")
+        print(f"{'topo':>4} {'strategy':>8} {'algorithm':>11} {'network':>10} {'packet s':>10} {'range':>19} "
+              f"{backend + ' s':>10} {'error':>8}")
+        for r in table.to_pylist():
+            flag = {None: "", True: "  inside", False: "  OUTSIDE"}[r["inside_range"]]
+            print(f"{r['topology']:>4} {r['strategy']:>8} {r['algorithm']:>11} {r['network']:>10} "
+                  f"{r['reference_s']:10.5f} {r['reference_min_s']:9.5f}-{r['reference_max_s']:9.5f} "
+                  f"{r['candidate_s']:10.5f} {100 * r['error']:+7.2f}%{flag}")
+        s = summarise(table)
+        print("\n".join(s.lines()))
+        missed = [name for name, bad in (("median <= 3 %", s.median_abs_error > 0.03),
+                                         ("90th percentile <= 10 %", s.p90_abs_error > 0.10),
+                                         ("inside every wide range", s.wide_inside < s.wide)) if bad]
+        print("targets: " + ("all met" if not missed else "missed: " + ", ".join(missed)))
+        rc |= bool(missed)
+    return rc
+
+
+def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.03) -> int:
+    """Every statistic of the V4 Flash study against the packet matrix; exit 1 when a target is missed."""
+    from moesim.experiments import study_matrix
+
+    ref = _reference(MATRIX_PARQUET)
+    specs = study_matrix().with_preset("flash").with_levels("backend", [backend]).runs()
+    agreement = statistics_agreement(_candidate(specs, store, workers), ref)
+    worst = sorted(agreement.numbers.to_pylist(), key=lambda r: -abs(r["error"]))
+    print(f"V4 Flash study, {backend} against packet (4096 tokens, 192 runs)")
+    print("\n".join(agreement.lines(tolerance)))
+    print("\nlargest differences:")
+    for r in worst[:15]:
+        print(f"  {r['statistic']:<70} packet {r['reference']:.5g}  {backend} {r['candidate']:.5g}  "
+              f"{100 * r['error']:+.2f}%")
+    differ = [r for r in agreement.orderings.to_pylist() if not r["same"]]
+    if differ:
+        print("\norderings that differ:")
+        for r in differ:
+            print(f"  {r['statistic']}: packet {r['reference']}; {backend} {r['candidate']}")
+    return int(agreement.worst_abs_error > tolerance or bool(differ))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""System-layer settings: ASTRA-sim's system JSON with the study's defaults (docs/system.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from moesim.errors import input_error
+from moesim.workload.graph import CollectiveType
+
+_IMPL_FIELD = {
+    CollectiveType.ALL_REDUCE: "all_reduce",
+    CollectiveType.ALL_TO_ALL: "all_to_all",
+    CollectiveType.ALL_GATHER: "all_gather",
+    CollectiveType.REDUCE_SCATTER: "reduce_scatter",
+}
+
+
+@dataclass(frozen=True)
+class SystemSettings:
+    """System-layer settings (ASTRA-sim system JSON, B.1) with the study's defaults (STUDY.md 6).
+
+    Implementations are per logical dimension, as in ASTRA-sim's ``*-implementation`` lists.
+    """
+
+    peak_flops: float = 1.0e15
+    mem_bw_bytes_per_s: float = 1.6e12
+    roofline: bool = True
+    dataset_splits: int = 4
+    active_chunks: int = 1
+    endpoint_delay_s: float = 10e-9
+    scheduling_policy: str = "LIFO"
+    all_reduce: tuple[str, ...] = ("ring", "ring")
+    all_to_all: tuple[str, ...] = ("direct", "direct")
+    all_gather: tuple[str, ...] = ("ring", "ring")
+    reduce_scatter: tuple[str, ...] = ("ring", "ring")
+    intra_server_cc: bool = False
+    fast_forward: bool = True
+    fast_forward_tolerance: float = 2e-3
+    # rank r starts at a uniform draw in [0, start_jitter_s) from jitter_seed: rerun with a few seeds
+    # to see how far a result moves when nothing but the ranks' start times does (docs/system.md)
+    start_jitter_s: float = 0.0
+    jitter_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.scheduling_policy not in ("LIFO", "FIFO"):
+            raise input_error("system settings", "scheduling_policy", f"got {self.scheduling_policy!r}", ("LIFO", "FIFO"))
+        for name in ("dataset_splits", "active_chunks"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise input_error("system settings", name, f"must be a positive integer, got {value!r}")
+        for name in ("peak_flops", "mem_bw_bytes_per_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise input_error("system settings", name, f"must be a positive number, got {value!r}")
+        if isinstance(self.jitter_seed, bool) or not isinstance(self.jitter_seed, int) or self.jitter_seed < 0:
+            raise input_error("system settings", "jitter_seed", f"must be an integer >= 0, got {self.jitter_seed!r}")
+        for name in ("endpoint_delay_s", "fast_forward_tolerance", "start_jitter_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+                raise input_error("system settings", name, f"must be a number >= 0, got {value!r}")
+
+    def implementation(self, ctype: CollectiveType, dims: tuple[bool, ...], subgroup: bool) -> str:
+        """Per-dimension implementation; a communicator sub-group uses a 1-D ring unless exactly one
+        implementation is configured (C.4)."""
+        impls: tuple[str, ...] = getattr(self, _IMPL_FIELD[ctype])
+        if subgroup:
+            return impls[0] if len(impls) == 1 else "ring"
+        involved = [d for d, on in enumerate(dims) if on] or [0]
+        return impls[min(involved[0], len(impls) - 1)]

@@ -1,0 +1,40 @@
+"""The numba internals ``moesim.network.jit`` relies on still work with the installed numba: these fail on
+an upgrade that breaks them, before stale or slow kernels do (see the module's docstring)."""
+
+from __future__ import annotations
+
+from moesim.network import jit
+from moesim.network.fluid_kernel import fluid_run
+from moesim.network.packet.kernel import run
+from moesim.network.waterfill import waterfill_capped
+
+
+def test_the_installed_numba_is_one_the_cache_locator_was_checked_against():
+    low, high = jit.TESTED_NUMBA
+    assert low <= jit.numba_version() <= high, (
+        f"numba {jit.numba_version()} is outside {jit.TESTED_NUMBA}: check install_kernel_cache_locator "
+        "against numba.core.caching, then widen TESTED_NUMBA")
+    assert jit.SOURCES_IN_CACHE_KEY
+
+
+def test_kernel_entry_points_are_cached_with_every_kernel_source_in_their_key():
+    """The packet and fluid entry points (and the water-filling one) use the locator, whose source stamp
+    carries the hash of all kernel sources, not only the entry's own file."""
+    for dispatcher in (run, fluid_run, waterfill_capped):
+        locator = dispatcher._cache._impl.locator
+        assert type(locator).__name__ == "KernelSourcesLocator"
+        assert locator.get_source_stamp()[1] == jit.SOURCES_HASH
+
+
+def test_the_sources_hash_covers_helper_modules_of_the_cc_and_packet_packages(tmp_path, monkeypatch):
+    for sub in ("", "packet", "cc"):
+        (tmp_path / sub).mkdir(exist_ok=True)
+        (tmp_path / sub / "m.py").write_text("x = 1\n")
+    monkeypatch.setattr(jit, "_DIRS", (tmp_path, tmp_path / "packet", tmp_path / "cc"))
+    before = jit._sources_hash()
+    (tmp_path / "cc" / "m.py").write_text("x = 2\n")
+    assert jit._sources_hash() != before
+
+
+def test_kernels_compile_without_reference_counting():
+    assert jit.USE_NRT is False

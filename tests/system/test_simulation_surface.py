@@ -1,0 +1,115 @@
+"""The public surface tools build on (layer fast-forward, benchmarks): hooks, snapshot and restore.
+
+Structural checks: hooks see every node and flow once, in an order the graph allows; restoring a
+snapshot changes nothing; moving the whole state later moves every later time by the same amount.
+"""
+
+from __future__ import annotations
+
+from helpers import star
+
+from moesim.network.base import Flow
+from moesim.network.flow import FlowBackend
+from moesim.network.params import REFERENCE_PRESETS
+from moesim.system.engine import Simulation, SystemSettings
+from moesim.workload.graph import CollectiveType as C
+from moesim.workload.graph import Node, NodeKind, RankGraph, Workload
+
+P = REFERENCE_PRESETS["none"]
+N = 4
+
+
+def layered(dbt: bool) -> tuple[Workload, SystemSettings]:
+    """Per rank: compute → all-reduce → compute → all-to-all → compute, the collectives over all ranks;
+    with ``dbt`` the all-reduce is a double binary tree, whose ranks finish it at different times."""
+    comp = dict(kind=NodeKind.COMPUTE, flops=10**9, bytes_moved=10**3)
+    nodes = (
+        Node(0, "a", **comp),
+        Node(1, "ar", NodeKind.COLLECTIVE, deps=(0,), collective=C.ALL_REDUCE, size_bytes=1 << 20),
+        Node(2, "b", deps=(1,), **comp),
+        Node(3, "a2a", NodeKind.COLLECTIVE, deps=(2,), collective=C.ALL_TO_ALL, size_bytes=1 << 20),
+        Node(4, "c", deps=(3,), **comp),
+    )
+    impl = ("dbt", "dbt") if dbt else ("ring", "ring")
+    return Workload("layered", tuple(RankGraph(r, nodes) for r in range(N)), (N,)), SystemSettings(all_reduce=impl, fast_forward=False)
+
+
+def simulation(dbt: bool = False) -> Simulation:
+    workload, settings = layered(dbt)
+    topo = star(N)
+    return Simulation(workload, topo, FlowBackend(topo, P), settings)
+
+
+def test_hooks_see_every_node_and_flow_once_in_an_order_the_graph_allows():
+    sim = simulation(dbt=True)
+    started: dict[tuple[int, int], float] = {}
+    finished: dict[tuple[int, int], float] = {}
+    flows: dict[int, list[float]] = {}
+
+    def node_started(r: int, i: int) -> None:
+        assert (r, i) not in started
+        deps = sim.workload.graphs[r].nodes[i].deps
+        assert all((r, d) in finished for d in deps)  # node ids equal indices here
+        started[(r, i)] = sim.now
+
+    def node_finished(r: int, i: int) -> None:
+        assert (r, i) in started and (r, i) not in finished
+        finished[(r, i)] = sim.now
+
+    def flow_started(flow: Flow) -> None:
+        assert flow.flow_id not in flows
+        flows[flow.flow_id] = [sim.now]
+
+    def flow_finished(flow_id: int) -> None:
+        assert len(flows[flow_id]) == 1
+        flows[flow_id].append(sim.now)
+
+    for hook, fn in ((sim.hooks.node_started, node_started), (sim.hooks.node_finished, node_finished),
+                     (sim.hooks.flow_started, flow_started), (sim.hooks.flow_finished, flow_finished)):
+        hook.append(fn)
+    ranks = sim.run()
+    assert set(started) == set(finished) == {(r, i) for r in range(N) for i in range(5)}
+    assert all(started[k] <= finished[k] for k in started)
+    assert flows and all(len(v) == 2 and v[0] < v[1] for v in flows.values())
+    assert sorted(flows) == list(range(len(flows)))
+    for r, t in enumerate(ranks):  # wall = the rank's last node end
+        assert t.wall_s == max(finished[(r, i)] for i in range(5))
+
+
+def test_restoring_a_snapshot_after_every_step_changes_nothing():
+    plain = simulation(dbt=True).run()
+    sim = simulation(dbt=True)
+    steps = []
+
+    def round_trip() -> None:
+        state = sim.snapshot()
+        sim.restore(state)
+        assert sim.snapshot() == state
+        steps.append(len(state.flows))
+
+    sim.hooks.step_finished.append(round_trip)
+    assert sim.run() == plain
+    assert max(steps) > 0  # some steps had flows in flight
+
+
+def test_moving_the_state_later_moves_every_later_time_by_as_much():
+    """Halfway through, the state and the backend move 1 ms later: every wall time moves by 1 ms, GPU
+    times do not change, communication times (differences of two shifted times) stay within rounding."""
+    plain = simulation().run()
+    sim = simulation()
+    shift_s, half_s = 1e-3, max(t.wall_s for t in plain) / 2
+    moved = []
+
+    def move_once() -> None:
+        if not moved and sim.now >= half_s:
+            moved.append(len(sim.snapshot().flows))
+            sim.restore(sim.snapshot(), shift_s)
+            sim.backend.shift_time(shift_s)
+
+    sim.hooks.step_finished.append(move_once)
+    shifted = sim.run()
+    assert moved
+    for a, b in zip(shifted, plain, strict=True):
+        assert abs(a.wall_s - (b.wall_s + shift_s)) <= 1e-12
+        assert a.gpu_s == b.gpu_s
+        assert abs(a.comm_s - b.comm_s) <= 1e-12
