@@ -81,15 +81,16 @@ def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | Non
 
 def _run(matrix: Any, out: Path, executor: str, workers: int | None, address: str | None, diagnostics: bool,
          progress: str, max_retries: int, dry_run: bool, rerun: bool) -> None:
-    from moesim.experiments.inputs import plan_runs
+    from moesim.experiments.inputs import check_matrix
+
+    if dry_run:  # counted from the levels: nothing is built, however many runs the matrix has
+        count = check_matrix(matrix)
+        factors = ", ".join(f"{f} ({len(v)})" for f, v in matrix.factors)
+        typer.echo(f"matrix {matrix.name}: {count} runs, all valid; factors: {factors}")
+        return
     from moesim.experiments.runner import run_sweep
 
     specs = matrix.runs()
-    if dry_run:
-        plan_runs(specs, diagnostics or matrix.diagnostics, matrix.source)
-        factors = ", ".join(f"{f} ({len(v)})" for f, v in matrix.factors)
-        typer.echo(f"matrix {matrix.name}: {len(specs)} runs, all valid; factors: {factors}")
-        return
     summary = run_sweep(specs, out, executor=executor, workers=workers, address=address,
                         diagnostics=diagnostics or matrix.diagnostics, progress=progress, max_retries=max_retries,
                         source=matrix.source, rerun=rerun)

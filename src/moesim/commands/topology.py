@@ -45,7 +45,9 @@ def list_cmd() -> None:
 
 
 @topology_app.command("show")
-def show_cmd(topology: str = _T, network: str = _NETWORK) -> None:
+def show_cmd(topology: str = _T, network: str = _NETWORK,
+             gpus_shown: int = typer.Option(64, "--gpus", min=0,
+                                            help="GPU rows shown: the first N and the last (0: all).")) -> None:
     """Summarise a topology: devices, links (bandwidth, delay) and where each GPU sits."""
     from moesim.topology import NodeKind, get_topology
     from moesim.topology.units import human_bandwidth, human_delay
@@ -65,12 +67,18 @@ def show_cmd(topology: str = _T, network: str = _NETWORK) -> None:
     for (kind, bw, delay), n in sorted(groups.items()):
         links.add_row(kind, str(n), human_bandwidth(bw), human_delay(delay))
     console.print(links)
-    gpus = Table(title="GPUs (contiguous placement: rank r on GPU r)")
-    for col in ("GPU", "name", "server", "CPU", "PCIe switch", "NIC", f"hops to GPU {topo.num_gpus - 1}"):
+    n = topo.num_gpus
+    rows = list(range(n)) if gpus_shown == 0 or gpus_shown + 1 >= n else [*range(gpus_shown), n - 1]
+    shown = "" if len(rows) == n else f"; {len(rows)} of {n} shown, --gpus 0 for all"
+    gpus = Table(title=f"GPUs (contiguous placement: rank r on GPU r{shown})")
+    for col in ("GPU", "name", "server", "CPU", "PCIe switch", "NIC", f"hops to GPU {n - 1}"):
         gpus.add_column(col)
-    for i, g in enumerate(topo.gpus):
+    for i in rows:
+        if i == n - 1 and len(rows) < n:
+            gpus.add_row("...", "", "", "", "", "", "")
+        g = topo.gpus[i]
         gpus.add_row(str(i), g.name, str(g.server), g.cpu or "-", g.pcie_switch or "-", g.nic or "-",
-                     str(len(topo.route(i, topo.num_gpus - 1))))
+                     str(len(topo.route(i, n - 1))))
     console.print(gpus)
 
 
@@ -105,9 +113,11 @@ def export_cmd(
         write_cluster_yaml,
         write_ns3_topology,
     )
+    from moesim.topology.output import output_folder
 
     if fmt not in EXPORT_FORMATS:
         raise MoesimError(f"--format: unknown format '{fmt}' (allowed: {', '.join(EXPORT_FORMATS)})")
+    output_folder(out, "--out")
     if fmt == "yaml":
         path = write_cluster_yaml(get_cluster_spec(topology), out / "topology.yaml")
     else:
