@@ -1,4 +1,4 @@
-"""Benchmark the packet backend on NS3_REFERENCE_RUNS.md scenario S1 (32 hosts, one 400 Gb/s switch).
+"""Benchmark the packet backend on docs/reference-runs.md scenario S1 (32 hosts, one 400 Gb/s switch).
 
     python benchmarks/bench_packet_s1.py [--rows ring-none,a2a-hpcc,...] [--repeat 3]
 
@@ -23,7 +23,7 @@ from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
 from moesim.workload.graph import CollectiveType, Node, RankGraph, Workload
 from moesim.workload.graph import NodeKind as WorkNodeKind
 
-REFERENCE = {  # completion ns, FCT ns, reference wall-clock s (NS3_REFERENCE_RUNS.md)
+REFERENCE = {  # completion ns, FCT ns, reference wall-clock s (docs/reference-runs.md)
     "ring-none": (3_474_644, 13_510, 386), "ring-dcqcn": (3_474_644, 13_510, 398),
     "ring-hpcc": (3_725_868, 14_523, 406), "a2a-none": (1_438_236, 359_350, 208),
     "a2a-dcqcn": (1_438_236, 359_350, 183), "a2a-hpcc": (1_568_212, 391_803, 225),

@@ -1,57 +1,59 @@
-"""Time the study matrix on one backend (default flow) with a local process pool (no store: pure simulation).
+"""Time the README's study command (`moesim sweep study`, default backend) from a cold process into a
+fresh store: wall time, CPU time of the process and its workers, peak memory of the largest process.
 
-    python benchmarks/bench_study.py [--models deepseek-v4-flash,...] [--workers 2] [--backend flow]
+    python benchmarks/bench_study.py [--repeat 1] [--workers 2] [--backend fluid] [--models a,b]
 
-Prints total wall-clock, the CPU of all runs, the median and slowest run, a worker's peak memory, and writes
-nothing.
+Extra arguments after ``--`` go to ``moesim sweep study`` unchanged. Prints one line per repetition
+and the medians; writes nothing outside a temporary folder.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import resource
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
-
-from moesim.models.catalog import STUDY_MODELS
-from moesim.network.params import NETWORK_MODES
-from moesim.system.run import simulate_run
-from moesim.system.spec import ALGORITHMS, RunSpec
-
-STRATEGIES = ("TP2EP16", "TP4EP8", "TP8EP4", "TP16EP2")
 
 
-def one(spec: RunSpec) -> tuple[RunSpec, float, float, str, float]:
-    t0, c0 = time.perf_counter(), time.process_time()
-    r = simulate_run(spec)
-    cpu_s = time.process_time() - c0
-    return spec, time.perf_counter() - t0, r.wall_s, r.parameters["fast_forward_mode"], cpu_s
+def one(args: argparse.Namespace, extra: list[str]) -> tuple[float, float, float, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "moesim", "sweep", "study", "--out", tmp, "--workers", str(args.workers),
+               "--progress", "none"]
+        if args.backend:
+            cmd += ["--backend", args.backend]
+        if args.models:
+            cmd += ["--models", args.models]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd + extra, capture_output=True, text=True)
+        wall_s = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr}")
+        cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        summary = next((ln for ln in done.stdout.splitlines() if " runs:" in ln), "")
+        return wall_s, cpu_s, after.ru_maxrss / 1024, summary
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default=",".join(STUDY_MODELS))
+    ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--backend", default="flow")
-    args = ap.parse_args()
-    specs = [RunSpec(m, t, s, a, n, args.backend) for m, t, s, a, n in itertools.product(
-        args.models.split(","), "123456", STRATEGIES, ALGORITHMS, NETWORK_MODES)]
-    t0 = time.perf_counter()
-    with ProcessPoolExecutor(args.workers) as pool:
-        results = list(pool.map(one, specs, chunksize=1))
-    total = time.perf_counter() - t0
-    times = sorted(r[1] for r in results)
-    slow = max(results, key=lambda r: r[1])
-    modes = {m: sum(1 for r in results if r[3] == m) for m in ("exact", "approximate", "none")}
-    cpu = sum(r[4] for r in results)
-    print(f"{len(specs)} runs on {args.workers} workers: {total:.1f} s total, {cpu:.0f} CPU s; "
-          f"per run median {statistics.median(times):.2f} s, p90 {times[int(0.9 * len(times))]:.2f} s, "
-          f"max {slow[1]:.1f} s ({slow[0].model} T{slow[0].topology} {slow[0].strategy} {slow[0].algorithm} "
-          f"{slow[0].network}); fast-forward {modes}")
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"peak RSS of a worker process {peak_mib:.0f} MiB")
+    ap.add_argument("--backend", default="", help="default: the study's default backend")
+    ap.add_argument("--models", default="", help="comma-separated model keys (default: the four study models)")
+    args, extra = ap.parse_known_args()
+    extra = [a for a in extra if a != "--"]
+    walls, cpus = [], []
+    for i in range(args.repeat):
+        wall_s, cpu_s, rss_mib, summary = one(args, extra)
+        walls.append(wall_s)
+        cpus.append(cpu_s)
+        print(f"[{i + 1}/{args.repeat}] wall {wall_s:.1f} s, CPU {cpu_s:.0f} s, peak RSS {rss_mib:.0f} MiB; {summary}")
+    print(f"median of {args.repeat}: wall {statistics.median(walls):.1f} s ({statistics.median(walls) / 60:.2f} min), "
+          f"CPU {statistics.median(cpus):.0f} s on {args.workers} workers")
 
 
 if __name__ == "__main__":

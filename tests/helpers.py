@@ -14,7 +14,7 @@ from moesim.workload.graph import NodeKind as NK
 
 
 def star(n: int, bandwidth_bps: float = 400e9, delay_s: float = 500e-9) -> Topology:
-    """``n`` hosts, each on its own server, on one switch (NS3_REFERENCE_RUNS.md scenario S1)."""
+    """``n`` hosts, each on its own server, on one switch (docs/reference-runs.md scenario S1)."""
     nodes = [TopoNode(f"h{i}", NodeKind.GPU, i) for i in range(n)] + [TopoNode("sw", NodeKind.SWITCH)]
     links: list[Link] = []
     for i in range(n):

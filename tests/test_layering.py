@@ -14,6 +14,12 @@ What they check, precisely:
   list of modules) nothing imports an algorithm module.
 * Backend names: no comparison or ``match`` case has a string operand equal to a registered backend's
   name, except in that backend's own module (for ``packet``: its package).
+* Layer order: a module imports (at any level: module top, functions, ``TYPE_CHECKING`` blocks; also
+  ``importlib.import_module("moesim....")`` with a constant name) nothing from a later layer. The order
+  is the base modules (``moesim/__init__.py``, ``errors``, ``registry``, ``fileio``, ``schema``,
+  ``units``), then ``models``, ``workload``, ``topology``, ``network``, ``system``, ``experiments``,
+  ``analysis``, then the top (``cli``, ``commands``, ``api``, ``__main__``). A module may import its own
+  layer and earlier ones.
 """
 
 from __future__ import annotations
@@ -128,6 +134,68 @@ def backend_name_violations(tree: ast.AST, path: Path) -> list[str]:
     return found
 
 
+LAYERS = ("models", "workload", "topology", "network", "system", "experiments", "analysis")
+BASE = frozenset({"__init__", "errors", "registry", "fileio", "schema", "units"})
+TOP = frozenset({"cli", "commands", "api", "__main__"})
+
+
+def layer_rank(parts: tuple[str, ...]) -> int | None:
+    """Rank of a module given its path inside ``moesim`` (``("network", "flow")``; ``()`` is the package
+    itself): 0 for the base, 1.. for the layers in order, above them the top; None if unknown."""
+    head = parts[0] if parts else "__init__"
+    if head in LAYERS:
+        return LAYERS.index(head) + 1
+    if head in TOP:
+        return len(LAYERS) + 1
+    if head in BASE:
+        return 0
+    return None
+
+
+def _imported(node: ast.AST, package: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The moesim modules (paths inside ``moesim``) an import node, or an ``import_module`` call with a
+    constant name, reaches; ``package`` is the importing module's package (for relative imports)."""
+    names: list[list[str]] = []
+    if isinstance(node, ast.Import):
+        names = [a.name.split(".") for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        if node.level:
+            base = ["moesim", *package][: len(package) + 2 - node.level]
+            module = base + (node.module.split(".") if node.module else [])
+        else:
+            module = (node.module or "").split(".")
+        # ``from moesim import network`` reaches moesim.network; ``from moesim import __version__`` the base
+        names = [[*module, a.name] for a in node.names] if module == ["moesim"] else [module]
+    elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+          and isinstance(node.args[0].value, str)
+          and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+               or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")))):
+        names = [node.args[0].value.split(".")]
+    return [tuple(n[1:]) for n in names if n and n[0] == "moesim"]
+
+
+def layer_violations(tree: ast.AST, module: tuple[str, ...]) -> list[str]:
+    """Imports of ``module`` (its path inside ``moesim``, e.g. ``("network", "flow")``) that reach a later
+    layer. A name that is not a known layer or base module (``from moesim import __version__``) counts
+    as the base."""
+    own = layer_rank(module)
+    if own is None:
+        return [f"1: module {'.'.join(module)} belongs to no layer (add it to LAYERS, BASE or TOP)"]
+    package = module[:-1]
+    found = []
+    for node in ast.walk(tree):
+        for target in _imported(node, package):
+            rank = layer_rank(target)
+            if rank is not None and rank > own:
+                found.append(f"{node.lineno}: imports moesim.{'.'.join(target)} from a later layer")
+    return found
+
+
+def _module_path(path: Path) -> tuple[str, ...]:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return parts[:-1] + ("__init__",) if parts[-1] == "__init__" and len(parts) == 1 else parts
+
+
 def _report(check) -> list[str]:
     bad = []
     for path in sources():
@@ -153,6 +221,10 @@ def test_only_the_registry_imports_the_algorithm_modules():
 
 def test_no_backend_name_is_compared_outside_its_own_module():
     assert _report(lambda p, t: backend_name_violations(t, p)) == []
+
+
+def test_no_module_imports_from_a_later_layer():
+    assert _report(lambda p, t: layer_violations(t, _module_path(p))) == []
 
 
 @pytest.mark.parametrize("code", [
@@ -193,3 +265,26 @@ def test_the_import_check_catches(code):
 def test_the_backend_name_check_catches(code):
     assert backend_name_violations(ast.parse(code), SRC / "system" / "run.py")
     assert not backend_name_violations(ast.parse("ok = backend_name is not None"), SRC / "system" / "run.py")
+
+
+@pytest.mark.parametrize("module,code", [
+    (("network", "flow"), "from moesim.system.engine import Simulation"),
+    (("network", "packet", "backend"), "def f():\n    from moesim.experiments import run_sweep"),
+    (("network", "packet", "backend"), "from ...system import engine"),
+    (("models", "spec"), "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import moesim.workload.graph"),
+    (("topology", "model"), "from moesim import network"),
+    (("errors",), "from moesim.models import get_model"),
+    (("analysis", "report"), "import importlib\nm = importlib.import_module('moesim.commands.run')"),
+])
+def test_the_layer_check_catches(module, code):
+    assert layer_violations(ast.parse(code), module)
+
+
+@pytest.mark.parametrize("module,code", [
+    (("system", "engine"), "from moesim.network.base import Flow\nfrom moesim.errors import MoesimError"),
+    (("network", "packet", "backend"), "from .kernel import run\nfrom ..base import Flow"),
+    (("experiments", "inputs"), "from moesim import __version__"),
+    (("commands", "run"), "from moesim.analysis import load_results"),
+])
+def test_the_layer_check_lets_earlier_layers_through(module, code):
+    assert layer_violations(ast.parse(code), module) == []

@@ -1,10 +1,52 @@
-"""moesim: simulate distributed Mixture-of-Experts inference before buying hardware."""
+"""moesim: simulate distributed Mixture-of-Experts inference before buying hardware.
 
-from importlib.metadata import PackageNotFoundError, version
+The Python API (``moesim.api``, docs/api.md)::
 
-try:
-    __version__ = version("moesim")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+src"
+    import moesim
 
-__all__ = ["__version__"]
+    result = moesim.run(model="deepseek-v4-flash", topology="1", strategy="TP2EP16")
+    result.wall_s, result.to_dict(), result.ranks          # ranks: a pandas DataFrame
+    summary = moesim.sweep("my_matrix.yaml", out="results/mine")
+    runs = moesim.load_results("results/mine")             # a pandas DataFrame, one row per run
+    topo = moesim.load_topology("3"); model = moesim.load_model("deepseek-v4-flash")
+
+Names are loaded on first use (PEP 562), so ``import moesim`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from moesim.api import RunOutput, load_model, load_results, load_topology, run, sweep
+
+__all__ = ["RunOutput", "__version__", "load_model", "load_results", "load_topology", "run", "sweep"]
+
+_API = {"RunOutput", "load_model", "load_results", "load_topology", "run", "sweep"}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("moesim")
+    except PackageNotFoundError:  # running from a source tree without installation
+        return "0.0.0+src"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value = _version()
+        globals()[name] = value
+        return value
+    if name in _API:
+        from moesim import api
+
+        value = getattr(api, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'moesim' has no attribute '{name}'")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,8 +1,17 @@
-"""Atomic file writes shared by every layer: write a temp file in the same folder, then ``os.replace``."""
+"""File writes shared by every layer: atomic replacement of regular files, output folders checked up front,
+``-`` for standard output, and strict YAML reading.
+
+``atomic_write`` writes a temporary file in the target's folder and renames it over the target, so readers
+see the old file or the whole new one. A symlink is followed (its target is replaced, the link stays) and a
+special file (``/dev/stdout``, a FIFO, a terminal) is written in place: renaming over those would replace
+the device or the pipe by a regular file. Every failure is a one-line ``MoesimError`` naming the path.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -11,23 +20,129 @@ import yaml
 
 from moesim.errors import MoesimError
 
+STDOUT = "-"
+"""The path that means standard output (``--to -``)."""
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _in_place(path: Path) -> bool:
+    """Whether ``path`` must be written where it is instead of replaced: an existing file that is not a
+    regular file (device, FIFO, socket), or a link into /dev or /proc (a file descriptor of this process)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise MoesimError(f"{path}: cannot write ({_reason(exc)})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise MoesimError(f"{path}: is a folder; name a file to write")
+    if not stat.S_ISREG(st.st_mode):
+        return True
+    return path.is_symlink() and os.path.realpath(path).startswith(("/dev/", "/proc/"))
+
 
 def atomic_write(path: str | Path, data: bytes | str) -> Path:
-    """Write ``data`` to ``path`` so readers see the old file or the whole new one, never a part."""
+    """Write ``data`` to ``path`` so readers see the old file or the whole new one, never a part.
+
+    Missing parent folders are created. Returns ``path``.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if _in_place(path):
+        try:
+            with open(path, "wb") as f:
+                f.write(raw)
+        except OSError as exc:
+            raise MoesimError(f"{path}: cannot write ({_reason(exc)})") from None
+        return path
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    folder = target.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise MoesimError(f"{folder}: cannot create this folder, a file of that name exists") from None
+    except OSError as exc:
+        raise MoesimError(f"{folder}: cannot create the folder ({_reason(exc)})") from None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise MoesimError(f"{path}: cannot write in {folder} ({_reason(exc)})") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
+    except OSError as exc:
+        _unlink_quietly(tmp)
+        raise MoesimError(f"{path}: cannot write ({_reason(exc)})") from None
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _unlink_quietly(tmp)
         raise
     return path
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def write_output(path: str | Path, data: bytes | str) -> str:
+    """Write a user-named output: ``-`` is standard output, anything else goes through ``atomic_write``.
+    Returns a name for messages (``standard output`` or the path)."""
+    if str(path) == STDOUT:
+        raw = data.encode() if isinstance(data, str) else data
+        try:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(raw)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:  # `... --to - | head`: the reader has what it wanted
+            _silence_stdout()
+        return "standard output"
+    return str(atomic_write(path, data))
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the interpreter's final flush does not complain."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def check_output_folder(path: str | Path, option: str = "--out") -> Path:
+    """Check, before any work, that the command can write into folder ``path`` (created later by the writes
+    if missing): a one-line error when it is a file, when a file stands where one of its folders should be,
+    or when it (or the folder it would be created in) is not writable. Creates nothing."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise MoesimError(f"{option} {folder}: is a file, not a folder (name a folder to write into)")
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise MoesimError(f"{option} {folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "the folder is" if existing == folder else f"{existing} is"
+        raise MoesimError(f"{option} {folder}: {what} not writable")
+    return folder
+
+
+def output_file(path: str | Path, option: str = "--to") -> str:
+    """Check a file the command will write, before any work (``-`` is standard output): a one-line
+    error when it is a folder or when a file stands where one of its folders should be."""
+    if str(path) == STDOUT:
+        return STDOUT
+    target = Path(path)
+    if target.is_dir():
+        raise MoesimError(f"{option} {target}: is a folder; name a file (or - for standard output)")
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise MoesimError(f"{option} {target}: {parent} is a file, not a folder")
+            break
+    return str(target)
 
 
 class _StrictLoader(yaml.SafeLoader):

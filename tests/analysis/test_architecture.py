@@ -1,4 +1,4 @@
-"""Communication proxies and the normalised architecture comparison (STUDY.md section 2)."""
+"""Communication proxies and the normalised architecture comparison (docs/study.md §2)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from moesim.analysis.architecture import architecture, comm_proxies, lookup_models
 from moesim.analysis.stats import group_means
 
-# STUDY.md section 2: (h, layers, leading dense layers, top-k)
+# docs/study.md §2: (h, layers, leading dense layers, top-k)
 STUDY = {"kimi-k3": (3584, 93, 1, 16), "glm-5.3": (6144, 78, 3, 8), "deepseek-v4-pro": (7168, 61, 0, 6),
          "deepseek-v4-flash": (4096, 43, 0, 6)}
 

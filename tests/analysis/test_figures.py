@@ -125,7 +125,7 @@ def test_pngs_are_rendered_at_150_dpi_and_say_so():
 def test_topologies_are_named_by_their_shape():
     from moesim.analysis.labels import topology_label, topology_tick
 
-    # STUDY.md section 4: topology 4 = 4 servers, each 2 PCIe switches with 4 GPUs + 1 NIC
+    # docs/study.md §4: topology 4 = 4 servers, each 2 PCIe switches with 4 GPUs + 1 NIC
     assert topology_label("4") == "T4: 4 servers × 8 GPUs on 2 PCIe switches, 2 NICs each"
     assert topology_label("6") == "T6: 1 server × 32 GPUs on 8 PCIe switches, no NIC"
     assert topology_tick("3").splitlines() == ["T3", "16×2 GPU, 1 NIC", "2 CPUs"]

@@ -126,7 +126,7 @@ def test_findings_state_the_numbers(a):
     # overall: sensitivity of kimi-k3 = (f_topo3 · f_TP16EP2 · f_dbt · f_dcqcn) / 1
     sens = F_TOPO["3"] * F_STRAT["TP16EP2"] * F_ALG["kimi-k3"]["dbt_direct"] * F_NET["roce_dcqcn"]
     assert f"a {sens:.2f}× spread" in text
-    # architecture: TP proxy h × layers, largest first (STUDY.md section 2)
+    # architecture: TP proxy h × layers, largest first (docs/study.md §2)
     assert "TP proxy (h × layers) glm-5.3 > deepseek-v4-pro > kimi-k3 > deepseek-v4-flash" in text
     # the structure is multiplicative: no factor's best level changes with another factor
     assert reversal_findings(a) == []

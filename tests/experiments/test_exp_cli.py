@@ -74,7 +74,7 @@ def test_sweep_run_then_results(monkeypatch, capsys, small_dir: Path, tmp_path: 
     (["--set", "tokens"], "--set 'tokens': expected NAME=LEVEL"),
     (["--preset", "huge"], "unknown preset 'huge' (allowed: flash, feedback, roce, network, smoke)"),
     (["--executor", "slurm"], "unknown executor 'slurm' (allowed: dask, local, ray)"),
-    (["--progress", "fancy"], "--progress: unknown display 'fancy' (allowed: auto, bar, none, plain)"),
+    (["--progress", "fancy"], "--progress: unknown display 'fancy' (allowed: auto, bar, none, periodic, plain)"),
     (["--strategies", "TP4EP4", "--models", "deepseek-v4-flash", "--topologies", "6"],
      "8 of 8 runs are impossible combinations, nothing was run; deepseek-v4-flash/6/TP4EP4/ring_direct/ib_cc0:"),
 ])

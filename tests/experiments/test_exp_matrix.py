@@ -11,7 +11,7 @@ from moesim.errors import MoesimError
 from moesim.experiments import load_matrix, parse_matrix, study_matrix
 from moesim.experiments.factors import canonical_level, level_label
 
-# STUDY.md section 1: the levels of the study's factors.
+# docs/study.md §1: the levels of the study's factors.
 STUDY_LEVELS = {
     "model": {"kimi-k3", "glm-5.3", "deepseek-v4-pro", "deepseek-v4-flash"},
     "topology": {"1", "2", "3", "4", "5", "6"},

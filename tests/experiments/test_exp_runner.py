@@ -81,7 +81,7 @@ def test_rerun_does_nothing_and_a_partial_store_is_completed(small_specs: list, 
 
 # A run that passes every up-front check but cannot finish: no window, no PFC headroom and a small
 # buffer drop packets in the all-to-all incast, and the reference model has no retransmission timeout,
-# so the packet backend ends it with a MoesimError (NS3_REFERENCE_RUNS.md).
+# so the packet backend ends it with a MoesimError (docs/reference-runs.md, S1).
 LOSSY = (("buffer_bytes", 300_000), ("has_win", False), ("headroom_factor", 0.0))
 
 

@@ -16,7 +16,7 @@ from moesim.experiments import ResultsStore, RunOutcome, export_results, input_h
 from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
 
-# The columns the analysis layer relies on (names fixed by the experiments brief / DESIGN.md "Interfaces").
+# The columns the analysis layer relies on (docs/architecture.md, "Interfaces other parts rely on").
 CONTRACT = ("run_id", "model", "topology", "strategy", "tp", "ep", "algorithm", "network", "backend",
             "overrides_json", "wall_s", "gpu_s", "comm_s", "bottleneck_rank", "cc_model", "cc_policy", "status",
             "error", "version", "params_json", "input_hash", "diagnostics_path", "sim_wallclock_s", "finished_at")

@@ -1,4 +1,4 @@
-"""The built-in catalog against STUDY.md section 2, the communication proxies, and lookup by key or path."""
+"""The built-in catalog against docs/study.md §2, the communication proxies, and lookup by key or path."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from moesim.errors import MoesimError
 from moesim.models import STUDY_MODELS, get_model, list_models
 from moesim.models.schema import spec_to_mapping
 
-# STUDY.md section 2 table: key, name, total params, h (comm. dim.), layers, leading dense, experts, top-k, width
+# docs/study.md §2 table: key, name, total params, h (comm. dim.), layers, leading dense, experts, top-k, width
 STUDY_TABLE = [
     ("kimi-k3", "Kimi K3", 2.8e12, 3584, 93, 1, 896, 16, 3072),
     ("glm-5.3", "GLM-5.3", 753e9, 6144, 78, 3, 256, 8, 2048),
     ("deepseek-v4-pro", "DeepSeek V4 Pro 0813", 1.7e12, 7168, 61, 0, 384, 6, 3072),
     ("deepseek-v4-flash", "DeepSeek V4 Flash 0731", 284e9, 4096, 43, 0, 256, 6, 2048),
 ]
-# STUDY.md section 2 "Weight residency": checkpoint sizes in decimal GB
+# docs/study.md §2 "Weight residency": checkpoint sizes in decimal GB
 STUDY_CHECKPOINT_GB = {"kimi-k3": 1560, "glm-5.3": 756, "deepseek-v4-pro": 893, "deepseek-v4-flash": 166.9}
 # Attention hidden sizes from the task brief (Kimi K3: 7168 with a 3584 latent MoE dimension)
 HIDDEN = {"kimi-k3": 7168, "glm-5.3": 6144, "deepseek-v4-pro": 7168, "deepseek-v4-flash": 4096}
@@ -39,7 +39,7 @@ def test_study_table(row: tuple) -> None:
     assert (m.routed_experts, m.top_k, m.expert_ffn_width) == (experts, top_k, width)
     assert m.hidden_size == HIDDEN[key]
     assert m.checkpoint_size_bytes == round(STUDY_CHECKPOINT_GB[key] * 1e9)
-    assert m.bytes_per_activation == 2  # STUDY.md section 3
+    assert m.bytes_per_activation == 2  # docs/study.md §3
 
 
 def test_v4_flash_fully_specified() -> None:
@@ -51,7 +51,7 @@ def test_v4_flash_fully_specified() -> None:
 
 
 def test_moe_layers_and_proxies() -> None:
-    """MoE layers = layers − dense; TP proxy = h × layers; EP proxy = h × top-k × MoE layers (STUDY.md §2)."""
+    """MoE layers = layers − dense; TP proxy = h × layers; EP proxy = h × top-k × MoE layers (docs/study.md §2)."""
     assert get_model("kimi-k3").moe_layers == 92
     assert get_model("glm-5.3").moe_layers == 75
     for key, _, _, h, layers, dense, _, top_k, _ in STUDY_TABLE:
@@ -97,7 +97,7 @@ def test_get_model_from_yaml_path(tmp_path: Path) -> None:
     assert (m.key, m.top_k, m.ep_proxy) == ("my-glm", 4, 6144 * 4 * 75)
     assert (
         m.source
-        == "STUDY.md section 2 (table + weight residency); unlisted fields from the public GLM-5 config (glm_moe_dsa)"
+        == "docs/study.md §2 (table + weight residency); unlisted fields from the public GLM-5 config (glm_moe_dsa)"
     )
 
 

@@ -68,7 +68,7 @@ def test_models_show_hf_config(tmp_path: Path) -> None:
 def test_residency_default_is_the_study_table() -> None:
     rows = json.loads(_ok("residency", "--json"))
     assert [r["label"] for r in rows] == list(STUDY_MODELS)
-    # STUDY.md section 2: size / 32 in decimal GB
+    # docs/study.md §2: size / 32 in decimal GB
     assert [r["per_rank_bytes"] / 1e9 for r in rows] == pytest.approx(
         [48.75, 23.625, 27.90625, 5.215625], rel=1e-12
     )

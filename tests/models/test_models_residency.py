@@ -1,4 +1,4 @@
-"""Weight residency: the STUDY.md table, the criterion, and sizes read from real safetensors files and indexes."""
+"""Weight residency: the table of docs/study.md §2, the criterion, and sizes read from real safetensors files and indexes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from moesim.models.residency import (
     residency_for,
 )
 
-# STUDY.md section 2 "Weight residency": checkpoint GB and per-rank GB over 32 ranks (size / 32)
+# docs/study.md §2 "Weight residency": checkpoint GB and per-rank GB over 32 ranks (size / 32)
 STUDY_RESIDENCY = {
     "kimi-k3": (1560, 48.75),
     "glm-5.3": (756, 23.625),

@@ -1,4 +1,4 @@
-"""DCQCN state machine (REFERENCE_SEMANTICS.md A.1.1) against hand-computed sequences.
+"""DCQCN state machine (docs/reference-semantics.md A.1.1) against hand-computed sequences.
 
 Shipped timers: alpha every 1 µs, rate decrease every 4 µs (first one 1 ns late), rate increase
 every RP_TIMER; FAST_RECOVERY_TIMES = 1, so after a cut: fast recovery, then additive, then hyper.

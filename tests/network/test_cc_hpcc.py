@@ -1,4 +1,4 @@
-"""HPCC state machine (REFERENCE_SEMANTICS.md A.1.2): the rate after one update for given INT records.
+"""HPCC state machine (docs/reference-semantics.md A.1.2): the rate after one update for given INT records.
 
 u = txRate/B + min(q, q')·R/(B·W); U ← (U·(T − τ) + u·τ)/T; R = Rc/(U/η) + R_AI, clamped.
 Byte counters are read in 128 B units and queue lengths in 80 B units (INT_MULTI = 1).

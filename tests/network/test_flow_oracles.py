@@ -68,7 +68,7 @@ def test_a_link_carrying_only_its_acks_does_not_hold_a_flow_to_a_fair_share():
     # two flows 0→1 and one 1→2: switch→1 carries both 0→1 data streams and the 1→2 flow's ACKs. The
     # 0→1 flows freeze there at r1 = C/(2·1.036 + 0.048); the 1→2 flow is limited only by its own
     # uplink, which also carries the 0→1 flows' ACKs: r2 = (C − 2·0.048·r1)/1.036 (≈ 0.92 C, not r1).
-    # The packet backend, which this rule follows, lands within 5 % (the old rule gave r1: +49 %).
+    # The packet backend, which this rule follows, lands within 5 % (holding the 1→2 flow to r1 would be +49 %).
     ack = P.ack_bytes / P.packet_payload_bytes
     small = 100_000
     flows = [Flow(0, 0, 1, 2_000_000), Flow(1, 0, 1, 2_000_000), Flow(2, 1, 2, small)]

@@ -106,7 +106,7 @@ def all_to_all_2mib():
 
 
 @pytest.mark.xfail(strict=True, reason="expected-value ECN marks cut every flow alike, and the delayed CNPs "
-                   "cut them too deep: 1.21 ms, no stragglers (docs/fluid-accuracy.md, study scale)")
+                   "cut them too deep: 1.21 ms, no stragglers (research/fluid-accuracy.md, study scale)")
 def test_dcqcn_all_to_all_stragglers_as_in_packet(all_to_all_2mib):
     """tests/network/packet/test_dcqcn_stragglers.py: the packet all-to-all takes 2.7× its no-CC time."""
     packet, fluid = (max(times) for times in all_to_all_2mib)

@@ -87,7 +87,7 @@ def head_start_lead_us(window: str, reverse: bool) -> float:
 
 def test_a_head_start_keeps_its_fifo_order_without_reverse_traffic():
     """Without reverse traffic GPU 7's 2 µs alone at the NIC stay a lead in bytes: the packet backend ends
-    it 7.0 µs ahead (``python benchmarks/head_start.py``); FIFO service keeps that order."""
+    it 7.0 µs ahead (``python research/head_start.py``); FIFO service keeps that order."""
     assert 5.5 < head_start_lead_us("bytes", reverse=False) < 8.0
 
 

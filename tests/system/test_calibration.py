@@ -1,4 +1,4 @@
-"""V4 Flash calibration (STUDY.md section 8) on the flow backend: single ib_cc0 runs and orderings.
+"""V4 Flash calibration (docs/study.md §8) on the flow backend: single ib_cc0 runs and orderings.
 
 No parameter is fitted to these figures: the roofline constants and link parameters are the study's,
 and V4 Flash's head_dim (128) is the one documented model choice (docs/models.md).

@@ -47,7 +47,7 @@ def test_ring_all_reduce_closed_form_on_a_non_blocking_fabric(n):
     [(C.ALL_REDUCE, 3_474_644), (C.ALL_TO_ALL, 1_438_236)],
 )
 def test_s1_flow_backend_is_close_to_the_reference(ctype, reference_ns):
-    """NS3_REFERENCE_RUNS.md S1, no CC: the flow model lands within 2 % of ASTRA-sim + NS-3."""
+    """docs/reference-runs.md S1, no CC: the flow model lands within 2 % of ASTRA-sim + NS-3."""
     topo = star(32)
     times = simulate(one_collective(32, ctype, 64 << 20), topo, FlowBackend(topo, P), NO_COMPUTE)
     assert wall(times) * 1e9 == pytest.approx(reference_ns, rel=0.02)

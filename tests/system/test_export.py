@@ -12,7 +12,7 @@ from moesim.topology.catalog import get_topology
 from moesim.topology.ns3_export import read_ns3_topology
 from moesim.workload.chakra import read_et
 
-MANDATORY_NETWORK_KEYS = {  # REFERENCE_SEMANTICS.md D.12 and A.3: keys with broken defaults when absent
+MANDATORY_NETWORK_KEYS = {  # docs/reference-semantics.md D.12 and A.3: keys with broken defaults when absent
     "CC_MODE", "ENABLE_QCN", "PACKET_PAYLOAD_SIZE", "L2_CHUNK_SIZE", "L2_ACK_INTERVAL", "L2_BACK_TO_ZERO",
     "EWMA_GAIN", "RP_TIMER", "RATE_AI", "RATE_HAI", "MIN_RATE", "KMAX_MAP", "KMIN_MAP", "PMAX_MAP",
     "BUFFER_SIZE", "TOPOLOGY_FILE", "HAS_WIN", "VAR_WIN", "GLOBAL_T", "U_TARGET",

@@ -74,7 +74,7 @@ def test_a_layer_that_drew_random_numbers_is_never_taken_as_exactly_periodic():
 
 
 def test_marks_that_the_cc_algorithm_ignores_do_not_cost_the_exact_jump():
-    """HPCC ignores the CNP flag (REFERENCE_SEMANTICS.md A.1.2), so roce_hpcc's ECN draws cannot change a
+    """HPCC ignores the CNP flag (docs/reference-semantics.md A.1.2), so roce_hpcc's ECN draws cannot change a
     layer: the backend does not report them and the run still jumps exactly."""
     _, sim, backend = _run("roce_hpcc", *DRAW_ALWAYS)
     assert backend.S.g[G_RNG_DRAWS] > 0 and backend.random_draws == 0

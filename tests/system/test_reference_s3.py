@@ -1,4 +1,4 @@
-"""NS3_REFERENCE_RUNS.md scenario S3: ASTRA-sim's own microbenchmark ET files, read and simulated.
+"""docs/reference-runs.md scenario S3: ASTRA-sim's own microbenchmark ET files, read and simulated.
 
 The reference completion times come from ASTRA-sim + NS-3 under its three per-mode presets (no
 congestion control, DCQCN, HPCC). The packet backend implements the reference's RDMA model, so it

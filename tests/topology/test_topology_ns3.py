@@ -1,4 +1,4 @@
-"""NS-3 topology file (REFERENCE_SEMANTICS.md A.2): hosts = ranks 0..N−1, every other node a switch."""
+"""NS-3 topology file (docs/reference-semantics.md A.2): hosts = ranks 0..N−1, every other node a switch."""
 
 from __future__ import annotations
 

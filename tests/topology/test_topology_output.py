@@ -21,8 +21,9 @@ def places(tmp_path: Path) -> Path:
      "--out {p}/afile: is a file, not a folder"),
     ("export yaml --out an existing file", ["export", "1", "--format", "yaml", "--out", "{p}/afile"],
      "--out {p}/afile: is a file, not a folder"),
-    ("draw --out an existing folder", ["draw", "1", "--out", "{p}/adir.svg"], "{p}/adir.svg: is a folder, not a file"),
-    ("draw --out under a file", ["draw", "1", "--out", "{p}/afile/x.svg"], "folder {p}/afile: is a file, not a folder"),
+    ("draw --out an existing folder", ["draw", "1", "--out", "{p}/adir.svg"], "--out {p}/adir.svg: is a folder"),
+    ("draw --out under a file", ["draw", "1", "--out", "{p}/afile/x.svg"],
+     "--out {p}/afile/x.svg: {p}/afile is a file, not a folder"),
 ])
 def test_unwritable_outputs_are_one_line(places: Path, case: str, args: list[str], message: str) -> None:
     code, _, err = run_cli("topology", *[a.format(p=places) for a in args])

@@ -1,4 +1,4 @@
-"""Structural checks of the six study topologies against STUDY.md section 4 (counts, links, routes)."""
+"""Structural checks of the six study topologies against docs/study.md §4 (counts, links, routes)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from moesim.topology import TOPOLOGIES, NodeKind, get_topology
 NAMES = ["1", "2", "3", "4", "5", "6"]
 US = 1e-6
 
-# STUDY.md section 4: servers, GPUs/server, CPUs/server, PCIe switches/server, NICs/server
+# docs/study.md §4: servers, GPUs/server, CPUs/server, PCIe switches/server, NICs/server
 SHAPE = {
     "1": (32, 1, 1, 0, 1),
     "2": (16, 2, 1, 1, 1),
@@ -50,7 +50,7 @@ def test_counts(name: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_registry_entries(name: str) -> None:
     entry = TOPOLOGIES.entry(name)
-    assert entry.reference == "STUDY.md section 4"
+    assert entry.reference == "docs/study.md §4"
     assert entry.description and "\n" not in entry.description
 
 

@@ -1,4 +1,4 @@
-"""Chakra ET write/read (REFERENCE_SEMANTICS.md part C): round trips, the wire format, foreign files, errors."""
+"""Chakra ET write/read (docs/reference-semantics.md part C): round trips, the wire format, foreign files, errors."""
 
 from __future__ import annotations
 

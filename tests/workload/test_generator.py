@@ -1,4 +1,4 @@
-"""The MoE prefill generator against STUDY.md section 3 (structure, volumes, compute closed forms)."""
+"""The MoE prefill generator against docs/study.md §3 (structure, volumes, compute closed forms)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_volumes_match_study_formulas(key: str, strategy: str) -> None:
     assert s.tp_bytes == 32 * 2 * model.num_layers * v_tp
     assert s.ep_bytes == 32 * 2 * moe_layers * v_ep
     assert all(r.ep_bytes * 32 == layout.tp * 2 * moe_layers * T * h * k * 2 for r in s.ranks)
-    # the proxies of STUDY.md section 2
+    # the proxies of docs/study.md §2
     assert comm_proxies(model) == (h * model.num_layers, h * k * moe_layers)
 
 
@@ -96,7 +96,7 @@ def test_graph_structure(key: str, strategy: str) -> None:
 
 @pytest.mark.parametrize("strategy", STUDY_STRATEGIES)
 def test_collective_members_are_the_layout_groups(strategy: str) -> None:
-    """involved_dims (T,F)/(F,T) over logical dims (TP, EP) resolve to STUDY.md's TP and EP groups."""
+    """involved_dims (T,F)/(F,T) over logical dims (TP, EP) resolve to the study's TP and EP groups (docs/study.md §3)."""
     layout = ParallelLayout.parse(strategy)
     wl = generate(get_model("deepseek-v4-flash"), layout, T)
     ar = next(n for n in wl.graphs[0].nodes if n.collective is CollectiveType.ALL_REDUCE)
@@ -222,13 +222,13 @@ def test_mla_attention_closed_form() -> None:
 
 
 def test_v4_flash_gpu_time_tp2_matches_calibration() -> None:
-    """STUDY.md section 8: GPU time 0.036198 s at TP2 (43 layers, roofline 1 PFLOP/s, 1.6 TB/s)."""
+    """docs/study.md §8: GPU time 0.036198 s at TP2 (43 layers, roofline 1 PFLOP/s, 1.6 TB/s)."""
     s = summary(generate(get_model("deepseek-v4-flash"), ParallelLayout.parse("TP2EP16"), T))
     assert s.gpu_s_estimate == pytest.approx(0.036198, rel=0.10)
 
 
 def test_v4_flash_gpu_time_tp8_matches_calibration() -> None:
-    """STUDY.md section 8: GPU time 0.017360 s at TP8."""
+    """docs/study.md §8: GPU time 0.017360 s at TP8."""
     s = summary(generate(get_model("deepseek-v4-flash"), ParallelLayout.parse("TP8EP4"), T))
     assert s.gpu_s_estimate == pytest.approx(0.017360, rel=0.10)
 

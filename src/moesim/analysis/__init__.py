@@ -1,4 +1,4 @@
-"""moesim.analysis: statistics, tables, figures and the HTML report over a results table (STUDY.md section 7).
+"""moesim.analysis: statistics, tables, figures and the HTML report over a results table (docs/study.md §7).
 
 Modules: results (loading, level order), stats (subsets, means, marginals, interactions), matched
 (matched-configuration ranks), architecture (proxies), study (the standard analysis), tables,

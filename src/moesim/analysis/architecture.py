@@ -1,4 +1,4 @@
-"""Architecture comparison and communication proxies of the models (STUDY.md section 2).
+"""Architecture comparison and communication proxies of the models (docs/study.md §2).
 
 TP proxy = h × layers, EP proxy = h × top-k × MoE layers. Each parameter is also shown divided by
 its largest value over the compared models, so models of very different size fit one figure.

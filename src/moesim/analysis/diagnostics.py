@@ -1,4 +1,4 @@
-"""Read a run's diagnostics side files (STUDY.md section 7, "For diagnosis of selected runs").
+"""Read a run's diagnostics side files (docs/study.md §7, "Diagnostics").
 
 A run's ``diagnostics_path`` names a Parquet file or a folder of Parquet files (relative paths are
 taken from the results folder; the experiments store writes ``diagnostics/<run_id>/<name>.parquet``).

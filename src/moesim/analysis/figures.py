@@ -1,4 +1,4 @@
-"""Figures of the study (STUDY.md section 7), drawn with matplotlib's Agg canvas.
+"""Figures of the study (docs/study.md §7), drawn with matplotlib's Agg canvas.
 
 Deterministic output: fixed rcParams, a fixed SVG hash salt and no dates in the metadata, so the
 same data gives byte-identical PNG and SVG files. PNGs are rendered at ``DPI`` (150) and say so in

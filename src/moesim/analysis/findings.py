@@ -1,7 +1,7 @@
 """Findings: short sentences generated from the numbers of an ``Analysis`` (never hand-written).
 
 Each function reads one part of the analysis and states what wins, by how much, and where a
-ranking reverses. Relative overhead is (B − A) / A (STUDY.md section 7).
+ranking reverses. Relative overhead is (B − A) / A (docs/study.md §7).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Matched-configuration analysis (STUDY.md section 7): rank the models within each configuration.
+"""Matched-configuration analysis (docs/study.md §7): rank the models within each configuration.
 
 A configuration is one combination of the factor levels other than the model (192 in the study).
 Only configurations that every model ran are used ("matched"). Within each, models are ranked by

@@ -4,7 +4,7 @@ A reference file lists published numbers in the structure of our own statistics 
 min/max and where, marginal means over a subset, level orders, single runs; schema in
 docs/analysis.md). Each number is matched with the same statistic of our results and shown side by
 side: a table with the relative difference (ours − reference) / reference, and one figure per group.
-The V4 Flash calibration figures of STUDY.md section 8 ship as ``references/v4_flash.yaml``.
+The V4 Flash calibration figures of docs/study.md §8 ship as ``references/v4_flash.yaml``.
 """
 
 from __future__ import annotations

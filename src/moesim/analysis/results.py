@@ -1,6 +1,6 @@
 """The results table the analysis works on: loading a store, normalising columns, ordering levels.
 
-A results table is a ``pyarrow.Table`` with one row per run (DESIGN.md, "Interfaces"): the factor
+A results table is a ``pyarrow.Table`` with one row per run (docs/architecture.md, "Interfaces other parts rely on"): the factor
 columns (model, topology, strategy, algorithm, network, or whatever a user matrix varies), the
 measurements ``wall_s``, ``gpu_s``, ``comm_s`` and metadata. Factor columns are held as strings and
 rows are sorted by them, so every aggregate is summed in one fixed order (bit-identical results
@@ -32,7 +32,7 @@ METADATA = frozenset({
     "seeds", "wall_min_s", "wall_max_s", "wall_spread",
 })
 
-# Display order of the study's levels (STUDY.md sections 1, 2, 5); other levels sort naturally.
+# Display order of the study's levels (docs/study.md §1, §2, §5); other levels sort naturally.
 STUDY_ORDER: dict[str, tuple[str, ...]] = {
     MODEL: STUDY_MODELS,
     "algorithm": ("ring_direct", "dbt_direct"),
@@ -147,7 +147,10 @@ def load_results(directory: str | Path, include_failed: bool = False) -> pa.Tabl
     elif pq_path.is_file():
         import pyarrow.parquet as pq
 
-        table, source = pq.read_table(pq_path), str(pq_path)
+        try:
+            table, source = pq.read_table(pq_path), str(pq_path)
+        except (pa.ArrowException, OSError) as exc:
+            raise MoesimError(f"{pq_path}: not a readable Parquet results table ({str(exc).splitlines()[0]})") from None
     else:
         raise MoesimError(f"{d}: no results store found (expected results.duckdb or runs.parquet)")
     if include_failed:

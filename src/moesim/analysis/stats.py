@@ -1,4 +1,4 @@
-"""Statistics over a results table (STUDY.md section 7): subsets, group means, marginals, interactions.
+"""Statistics over a results table (docs/study.md §7): subsets, group means, marginals, interactions.
 
 Everything is a pure function from a normalised results table (``moesim.analysis.results.as_table``)
 to a small ``pyarrow.Table``. Aggregates are arithmetic means over the factors not grouped by;
@@ -43,7 +43,7 @@ SUBSETS: dict[str, Subset] = {s.name: s for s in (
 
 
 def subset(table: pa.Table, which: str | Subset) -> pa.Table:
-    """Rows of a named subset (STUDY.md section 7) or of a user-defined ``Subset``."""
+    """Rows of a named subset (docs/study.md §7) or of a user-defined ``Subset``."""
     if isinstance(which, str):
         if which not in SUBSETS:
             raise MoesimError(f"unknown subset '{which}' (allowed: {', '.join(SUBSETS)})")
@@ -94,7 +94,7 @@ def overall(table: pa.Table, factors: Sequence[str] | None = None) -> pa.Table:
     """Per model: means of wall/GPU/comm, both communication fractions, min/max and where, sensitivity.
 
     comm_fraction_aggregate = mean comm / mean wall; comm_fraction_mean = mean of per-run comm/wall;
-    sensitivity = max wall / min wall (STUDY.md section 7).
+    sensitivity = max wall / min wall (docs/study.md §7).
     """
     factors = tuple(factor_columns(table) if factors is None else factors)
     all_levels = {f: levels(table, f) for f in factors}

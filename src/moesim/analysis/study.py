@@ -1,4 +1,4 @@
-"""The standard analysis of a results table: every statistic of STUDY.md section 7, computed once.
+"""The standard analysis of a results table: every statistic of docs/study.md §7, computed once.
 
 ``analyse(table)`` returns an ``Analysis`` that the tables, figures, findings and the HTML report
 all read, so each number is computed in one place. Which subset each marginal uses follows the

@@ -1,5 +1,9 @@
-"""Command groups of the ``moesim`` CLI, one module each (kept out of the library layers)."""
+"""Command groups of the ``moesim`` CLI, one module each (kept out of the library layers).
 
-from moesim.commands import models, report, run, sweep, topology, workload
+Each module imports only typer (and the standard library) at load time; everything else is imported inside
+the commands, so ``moesim --help`` and the listings stay fast.
+"""
 
-COMMAND_MODULES = (models, workload, topology, run, sweep, report)
+from moesim.commands import models, plugins, report, run, sweep, topology, workload
+
+COMMAND_MODULES = (models, workload, topology, run, sweep, report, plugins)

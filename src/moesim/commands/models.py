@@ -5,34 +5,31 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from moesim.errors import MoesimError
-from moesim.models.catalog import STUDY_MODELS, get_model, list_models
-from moesim.models.residency import (
-    DEFAULT_CAPACITY_BYTES,
-    DEFAULT_RANKS,
-    GB,
-    WEIGHTS_ONLY_NOTE,
-    ResidencyReport,
-    checkpoint_residency,
-    residency,
-    residency_for,
-)
-from moesim.models.schema import spec_to_mapping
-from moesim.models.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from moesim.models.spec import ModelSpec
+
+GB = 1_000_000_000
+"""Decimal GB (moesim.models.residency.GB; not imported here so that help and listings stay fast)."""
+DEFAULT_RANKS = 32
+DEFAULT_CAPACITY_GB = 64.0
 
 models_app = typer.Typer(
-    help="The built-in model catalog (STUDY.md section 2 + public MoE models).", no_args_is_help=True
+    help="The built-in model catalog (docs/models.md) and weight residency.", no_args_is_help=True
 )
 
 
 def _console() -> Console:
     """Rich console; a fixed wide width when not on a terminal so piped tables are not truncated."""
+    from rich.console import Console
+
     return Console(width=None if sys.stdout.isatty() else 160)
 
 
@@ -54,6 +51,8 @@ def _bytes_from_gb(value: float, option: str) -> int:
 
 
 def _show_mapping(spec: ModelSpec) -> dict[str, Any]:
+    from moesim.models.schema import spec_to_mapping
+
     out = spec_to_mapping(spec)
     out.update(moe_layers=spec.moe_layers, tp_proxy=spec.tp_proxy, ep_proxy=spec.ep_proxy)
     return out
@@ -64,11 +63,15 @@ def list_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List the built-in models (study models first, marked with *)."""
+    from rich.table import Table
+
+    from moesim.models.catalog import STUDY_MODELS, list_models
+
     specs = list_models()
     if json_out:
         print(json.dumps([_show_mapping(s) for s in specs], indent=2))
         return
-    table = Table(title="moesim models (* = study model, STUDY.md section 2)")
+    table = Table(title="moesim models (* = study model, docs/study.md)")
     for col in ("key", "name", "h (comm)", "hidden", "layers", "dense", "experts", "top-k", "expert width",
                 "params", "checkpoint GB"):  # fmt: skip
         table.add_column(col, no_wrap=col == "key", justify="left" if col in ("key", "name") else "right")
@@ -95,6 +98,10 @@ def show_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Show every field of one model, plus its MoE layers and TP/EP communication proxies."""
+    from rich.table import Table
+
+    from moesim.models.catalog import get_model
+
     spec = get_model(name)
     data = _show_mapping(spec)
     if json_out:
@@ -134,10 +141,21 @@ def residency_cmd(
     ] = DEFAULT_RANKS,
     capacity_gb: Annotated[
         float, typer.Option("--capacity-gb", help="Memory per accelerator, decimal GB.")
-    ] = DEFAULT_CAPACITY_BYTES / GB,
+    ] = DEFAULT_CAPACITY_GB,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Per-rank weight requirement (checkpoint size / ranks) against a per-accelerator capacity (weights only)."""
+    from rich.table import Table
+
+    from moesim.models.catalog import STUDY_MODELS, get_model
+    from moesim.models.residency import (
+        WEIGHTS_ONLY_NOTE,
+        ResidencyReport,
+        checkpoint_residency,
+        residency,
+        residency_for,
+    )
+
     refs = list(models or [])
     if checkpoint is not None and size_gb is not None:
         raise MoesimError(

@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from moesim.analysis.reference import compare_dir
-from moesim.analysis.report import build_report
-from moesim.analysis.tables import to_markdown
+
+def _plain(value: Any) -> Any:
+    """A table cell as JSON (NaN becomes null)."""
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def report(
     directory: Annotated[Path, typer.Argument(help="Results folder (results.duckdb or runs.parquet).")],
     out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: DIR).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the findings and the files written as JSON.")] = False,
 ) -> None:
     """Write tables (md/csv/tex), figures (png/svg), findings.md and a self-contained report.html."""
+    from moesim.analysis.report import build_report
+    from moesim.fileio import check_output_folder
+
+    check_output_folder(out if out is not None else directory, "--out" if out is not None else "DIR")
     files = build_report(directory, out)
+    if as_json:
+        typer.echo(json.dumps({
+            "findings": [{"backend": f.backend, "text": f.text} for f in files.findings],
+            "html": str(files.html), "tables": [str(p) for p in files.tables],
+            "figures": [str(p) for p in files.figures]}, indent=1))
+        return
     for f in files.findings:
         typer.echo(f"- [{f.backend}] {f.text}")
     typer.echo(f"wrote {len(files.tables)} table files, {len(files.figures)} figure files and {files.html}")
@@ -27,9 +41,23 @@ def compare(
     directory: Annotated[Path, typer.Argument(help="Results folder (results.duckdb or runs.parquet).")],
     reference: Annotated[str, typer.Option("--reference", help="Reference YAML, or a built-in name (v4_flash).")],
     out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: DIR/compare).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Print our statistics next to a reference's and render them side by side (compare.html)."""
+    from moesim.analysis.reference import compare_dir
+    from moesim.analysis.tables import to_markdown
+    from moesim.fileio import check_output_folder
+
+    check_output_folder(out if out is not None else directory / "compare", "--out" if out is not None else "DIR/compare")
     comp, page = compare_dir(directory, reference, out)
+    if as_json:
+        typer.echo(json.dumps({
+            "reference": comp.name, "source": comp.source, "backend": comp.backend,
+            "tolerance_rel": comp.tolerance_rel,
+            "checks": [{k: _plain(v) for k, v in row.items()} for row in comp.table().to_pylist()],
+            "orders": comp.order_table().to_pylist(), "skipped": list(comp.skipped),
+            "caveat": comp.caveat or None, "html": str(page)}, indent=1))
+        return
     typer.echo(f"{comp.name} ({comp.source}); our numbers from the {comp.backend or 'unknown'} backend\n")
     typer.echo(to_markdown(comp.table()))
     if comp.orders:

@@ -13,6 +13,13 @@ DEFAULT_JITTER_S = 1e-8
 """Start jitter of ``--seeds`` (10 ns); moesim.analysis.seeds.DEFAULT_JITTER_S, without importing it here."""
 
 
+def normal_strategy(strategy: str) -> str:
+    """A strategy as every output spells it (``tp2ep16`` → ``TP2EP16``); a malformed one is a one-line error."""
+    from moesim.workload.layout import ParallelLayout
+
+    return ParallelLayout.parse(strategy).name
+
+
 def parse_set(items: list[str] | None) -> tuple[tuple[str, Any], ...]:
     """``--set key=value`` pairs; values are parsed as JSON when possible (numbers, booleans)."""
     out: dict[str, Any] = {}
@@ -79,33 +86,43 @@ def register(app: typer.Typer) -> None:
                                                            "the spread (0: one deterministic run)"),
         jitter_s: float = typer.Option(DEFAULT_JITTER_S, "--jitter", help="start jitter of --seeds, in seconds"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        progress: str = typer.Option("auto", "--progress",
+                                     help="auto (a live line on a terminal, periodic lines otherwise) | bar | "
+                                          "periodic | plain | none; on stderr"),
     ) -> None:
         """Simulate one configuration (one deterministic prefill pass)."""
+        from moesim.experiments.inputs import run_label
+        from moesim.experiments.progress import run_progress
         from moesim.network.base import congestion_control_backends, models_congestion_control
         from moesim.network.params import network_mode
         from moesim.system.run import simulate_run
         from moesim.system.spec import RunSpec
 
+        display = run_progress(progress)
         overrides = parse_set(set_)
-        spec = RunSpec(model, topology, strategy, algorithm, network, backend, overrides)
+        spec = RunSpec(model, topology, normal_strategy(strategy), algorithm, network, backend, overrides)
         caveat = None
-        if network_mode(network).cc_mode != 0 and not models_congestion_control(backend):
+        if network_mode(network).cc_algorithm.controls_rate and not models_congestion_control(backend):
             caveat = (f"note: the {backend} backend does not model congestion control: {network} differs from "
                       f"other modes here only in delays and header bytes (use --backend "
                       f"{' or '.join(congestion_control_backends())} to compare network modes)")
         if seeds:
             specs = [seeded(spec, seed, jitter_s) for seed in range(1, seeds + 1)]
-            results = [simulate_run(s) for s in specs]
+            results = []
+            for seed, s in enumerate(specs, 1):
+                with display.run(f"seed {seed}/{seeds}") as tick:
+                    results.append(simulate_run(s, progress=tick))
             _print_seeds(spec, results, jitter_s, as_json, caveat)
             return
-        result = simulate_run(spec)
+        with display.run(run_label(spec)) as tick:
+            result = simulate_run(spec, progress=tick)
         record = result.summary()
         if as_json:
             if caveat:
                 record["caveat"] = caveat
             typer.echo(json.dumps(record, sort_keys=True))
             return
-        typer.echo(f"{model}  topology {topology}  {strategy}  {algorithm}  {network}")
+        typer.echo(f"{model}  topology {topology}  {spec.strategy}  {algorithm}  {network}")
         typer.echo(f"  wall {result.wall_s:.6f} s   GPU {result.gpu_s:.6f} s   comm {result.comm_s:.6f} s"
                    f"   (bottleneck rank {result.bottleneck_rank})")
         typer.echo(f"  backend {result.backend}; congestion control: {result.cc_model}; policy: {result.cc_policy}")
@@ -124,8 +141,11 @@ def register(app: typer.Typer) -> None:
         out: str = typer.Option(..., "--out", help="output directory"),
     ) -> None:
         """Write one run as an ASTRA-sim 2.0 input directory (ET files, system/network configs, README)."""
+        from moesim.fileio import check_output_folder
         from moesim.system.export import export_run
         from moesim.system.spec import RunSpec
 
-        files = export_run(RunSpec(model, topology, strategy, algorithm, network, "flow", parse_set(set_)), out)
+        spec = RunSpec(model, topology, normal_strategy(strategy), algorithm, network, "flow", parse_set(set_))
+        check_output_folder(out)
+        files = export_run(spec, out)
         typer.echo(f"wrote {len(files)} files to {out} (see {out}/README.md for the ASTRA-sim command)")

@@ -33,10 +33,13 @@ ExecutorOpt = Annotated[str, typer.Option("--executor", help="local (process poo
 Workers = Annotated[int | None, typer.Option("--workers", help="worker processes (local: default one per CPU)")]
 Address = Annotated[str | None, typer.Option("--address", help="cluster address for ray/dask, e.g. 10.0.0.1:6379")]
 Diagnostics = Annotated[bool, typer.Option("--diagnostics", help="keep per-link bytes etc. as Parquet (slower)")]
-ProgressOpt = Annotated[str, typer.Option("--progress", help="auto | bar | plain | none")]
-Retries = Annotated[int, typer.Option("--max-retries", help="retries of a run whose worker dies")]
+ProgressOpt = Annotated[str, typer.Option(
+    "--progress", help="auto (a bar on a terminal, a status line every 10 s otherwise) | bar | periodic | plain "
+                       "(a line per run) | none; on stderr")]
+Retries = Annotated[int, typer.Option("--max-retries", min=0, help="retries of a run whose worker dies (0 or more)")]
 Rerun = Annotated[bool, typer.Option("--rerun", help="run everything again, even runs found in the store")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="check the matrix and print its size; run nothing")]
+Json = Annotated[bool, typer.Option("--json", help="with --dry-run: print the matrix's size and levels as JSON")]
 Seeds = Annotated[int, typer.Option("--seeds", min=0, help="run every configuration N times with start-jitter "
                                                            "seeds 1..N (stored as rows; the report shows the spread)")]
 Jitter = Annotated[float, typer.Option("--jitter", help="start jitter of --seeds, in seconds")]
@@ -80,16 +83,22 @@ def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | Non
 
 
 def _run(matrix: Any, out: Path, executor: str, workers: int | None, address: str | None, diagnostics: bool,
-         progress: str, max_retries: int, dry_run: bool, rerun: bool) -> None:
+         progress: str, max_retries: int, dry_run: bool, rerun: bool, as_json: bool = False) -> None:
     from moesim.experiments.inputs import check_matrix
+    from moesim.experiments.runner import run_sweep
 
+    if as_json and not dry_run:
+        raise typer.BadParameter("goes with --dry-run (a sweep's results: moesim results DIR --json)", param_hint="--json")
     if dry_run:  # counted from the levels: nothing is built, however many runs the matrix has
         count = check_matrix(matrix)
+        if as_json:
+            typer.echo(json.dumps({
+                "matrix": matrix.name, "source": matrix.source, "runs": count, "valid": True,
+                "factors": {f: [str(v) for v in levels] for f, levels in matrix.factors}}, indent=1))
+            return
         factors = ", ".join(f"{f} ({len(v)})" for f, v in matrix.factors)
         typer.echo(f"matrix {matrix.name}: {count} runs, all valid; factors: {factors}")
         return
-    from moesim.experiments.runner import run_sweep
-
     specs = matrix.runs()
     summary = run_sweep(specs, out, executor=executor, workers=workers, address=address,
                         diagnostics=diagnostics or matrix.diagnostics, progress=progress, max_retries=max_retries,
@@ -107,6 +116,7 @@ def study_cmd(
     preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
     diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
     rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
+    as_json: Json = False,
 ) -> None:
     """The reference study (768 runs, docs/study.md), or the part selected by the options."""
     from moesim.experiments.matrix import study_matrix
@@ -114,7 +124,7 @@ def study_cmd(
     opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
             "network": networks, "backend": backend}
     matrix = _apply_options(study_matrix(), preset, opts, set_, seeds, jitter_s)
-    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun)
+    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json)
 
 
 @sweep_app.command("run")
@@ -125,6 +135,7 @@ def run_cmd(
     preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
     diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
     rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
+    as_json: Json = False,
 ) -> None:
     """Run the matrix in MATRIX_FILE."""
     from moesim.experiments.matrix import load_matrix
@@ -132,7 +143,7 @@ def run_cmd(
     opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
             "network": networks, "backend": backend}
     matrix = _apply_options(load_matrix(matrix_file), preset, opts, set_, seeds, jitter_s)
-    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun)
+    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json)
 
 
 SUMMARY_COLUMNS = ("model", "topology", "strategy", "algorithm", "network", "backend", "status",
@@ -147,25 +158,41 @@ def _cell(value: Any) -> str:
     return str(value).splitlines()[0] if isinstance(value, str) else str(value)
 
 
+def _json_cell(value: Any) -> Any:
+    if isinstance(value, float) and value != value:  # NaN
+        return None
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
 def results_cmd(
     directory: Annotated[Path, typer.Argument(help="an output folder of `moesim sweep`")],
     sql: Annotated[str | None, typer.Option("--sql", help="a SQL query on table `runs` (read-only)")] = None,
     export: Annotated[str | None, typer.Option("--export", help="parquet | csv: write the result to --to")] = None,
-    to: Annotated[Path | None, typer.Option("--to", help="the file --export writes")] = None,
+    to: Annotated[str | None, typer.Option("--to", help="the file --export writes (- for standard output)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the rows as a JSON list (every column)")] = False,
 ) -> None:
     """Show or export the results store of DIR (default: the main columns of every run)."""
-    from rich.console import Console
-    from rich.table import Table
-
     from moesim.experiments.store import export_results, query_results
 
     if export is not None or to is not None:
         if export is None or to is None:
             raise MoesimError("command line: --export and --to go together (e.g. --export csv --to runs.csv)")
+        if as_json:
+            raise typer.BadParameter("--json and --export are exclusive", param_hint="--json")
         n = export_results(directory, to, export, sql)
-        typer.echo(f"wrote {n} rows to {to}")
+        if to != "-":  # standard output carries the data alone
+            typer.echo(f"wrote {n} rows to {to}")
         return
     table = query_results(directory, sql)
+    if as_json:
+        rows = [{k: _json_cell(v) for k, v in row.items()} for row in table.to_pylist()]
+        typer.echo(json.dumps(rows, indent=1, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
     columns = table.column_names if sql else [c for c in SUMMARY_COLUMNS if c in table.column_names] + [
         c for c in table.column_names if c not in _HIDDEN and c not in SUMMARY_COLUMNS]
     view = Table(title=None if sql else f"{directory}: {table.num_rows} runs")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from moesim.errors import MoesimError
 
@@ -21,6 +22,7 @@ topology_app = typer.Typer(
 
 _T = typer.Argument(..., help="A topology name (1..6) or the path of a topology YAML file.")
 _NETWORK = typer.Option("ib_cc0", "--network", help="Network mode; sets the NIC–switch delay (IB 0.7 µs, RoCE 1 µs).")
+_JSON = typer.Option(False, "--json", help="Print JSON instead of tables.")
 
 
 def _nic_delay(network: str) -> float:
@@ -30,55 +32,90 @@ def _nic_delay(network: str) -> float:
 
 
 @topology_app.command("list")
-def list_cmd() -> None:
+def list_cmd(as_json: bool = _JSON) -> None:
     """List the built-in topologies."""
     from moesim.topology import TOPOLOGIES, NodeKind, get_topology
+
+    rows: list[dict[str, Any]] = []
+    for entry in TOPOLOGIES:
+        topo = get_topology(entry.name)
+        rows.append({"name": entry.name, "servers": topo.num_servers, "gpus": topo.num_gpus,
+                     "nics": len(topo.nodes_of_kind(NodeKind.NIC)), "description": entry.description,
+                     "reference": entry.reference})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
 
     table = Table(title="Built-in topologies (or pass the path of a YAML file)")
     for col in ("name", "servers", "GPUs", "NICs", "description", "reference"):
         table.add_column(col)
-    for entry in TOPOLOGIES:
-        topo = get_topology(entry.name)
-        table.add_row(entry.name, str(topo.num_servers), str(topo.num_gpus),
-                      str(len(topo.nodes_of_kind(NodeKind.NIC))), entry.description, entry.reference)
-    Console().print(table)
+    for r in rows:
+        table.add_row(r["name"], str(r["servers"]), str(r["gpus"]), str(r["nics"]), r["description"], r["reference"])
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
-@topology_app.command("show")
-def show_cmd(topology: str = _T, network: str = _NETWORK,
-             gpus_shown: int = typer.Option(64, "--gpus", min=0,
-                                            help="GPU rows shown: the first N and the last (0: all).")) -> None:
-    """Summarise a topology: devices, links (bandwidth, delay) and where each GPU sits."""
+def _summary(topology: str, network: str, gpus_shown: int = 0) -> dict[str, Any]:
+    """Everything ``topology show`` prints, as plain values; ``gpus_shown`` > 0 lists only the first
+    that many GPUs and the last (``gpus_total`` counts them all)."""
     from moesim.topology import NodeKind, get_topology
-    from moesim.topology.units import human_bandwidth, human_delay
 
     topo = get_topology(topology, _nic_delay(network))
-    console = Console()
-    console.print(f"[bold]Topology {topo.name}[/bold]: {topo.description}")
-    console.print(f"source: {topo.meta_value('source')}; fabric: {topo.meta_value('fabric_description')}")
     counts = Counter(n.kind for n in topo.nodes)
-    console.print("devices: " + ", ".join(f"{counts[k]} {k.value}" for k in NodeKind))
-    links = Table(title="Links (directed; a cable is two)")
-    for col in ("kind", "count", "bandwidth", "delay"):
-        links.add_column(col)
     groups: dict[tuple[str, float, float], int] = defaultdict(int)
     for link in topo.links:
         groups[(link.kind, link.bandwidth_bps, link.delay_s)] += 1
-    for (kind, bw, delay), n in sorted(groups.items()):
-        links.add_row(kind, str(n), human_bandwidth(bw), human_delay(delay))
+    last = topo.num_gpus - 1
+    rows = range(topo.num_gpus) if gpus_shown == 0 or gpus_shown >= last else [*range(gpus_shown), last]
+    return {
+        "name": topo.name, "description": topo.description, "source": topo.meta_value("source"),
+        "fabric": topo.meta_value("fabric_description"),
+        "devices": {k.value: counts[k] for k in NodeKind},
+        "links": [{"kind": kind, "count": n, "bandwidth_bps": bw, "delay_s": delay}
+                  for (kind, bw, delay), n in sorted(groups.items())],
+        "gpus": [{"gpu": i, "name": g.name, "server": g.server, "cpu": g.cpu, "pcie_switch": g.pcie_switch,
+                  "nic": g.nic, "hops_to_last_gpu": len(topo.route(i, last))}
+                 for i, g in ((i, topo.gpus[i]) for i in rows)],
+        "gpus_total": topo.num_gpus,
+    }
+
+
+@topology_app.command("show")
+def show_cmd(topology: str = _T, network: str = _NETWORK, as_json: bool = _JSON,
+             gpus_shown: int = typer.Option(64, "--gpus", min=0,
+                                            help="GPU rows shown: the first N and the last (0: all).")) -> None:
+    """Summarise a topology: devices, links (bandwidth, delay) and where each GPU sits."""
+    from moesim.topology.units import human_bandwidth, human_delay
+
+    info = _summary(topology, network, gpus_shown)
+    if as_json:
+        typer.echo(json.dumps(info, indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]Topology {info['name']}[/bold]: {info['description']}")
+    console.print(f"source: {info['source']}; fabric: {info['fabric']}")
+    console.print("devices: " + ", ".join(f"{n} {kind}" for kind, n in info["devices"].items()))
+    links = Table(title="Links (directed; a cable is two)")
+    for col in ("kind", "count", "bandwidth", "delay"):
+        links.add_column(col)
+    for link in info["links"]:
+        links.add_row(link["kind"], str(link["count"]), human_bandwidth(link["bandwidth_bps"]),
+                      human_delay(link["delay_s"]))
     console.print(links)
-    n = topo.num_gpus
-    rows = list(range(n)) if gpus_shown == 0 or gpus_shown + 1 >= n else [*range(gpus_shown), n - 1]
-    shown = "" if len(rows) == n else f"; {len(rows)} of {n} shown, --gpus 0 for all"
+    total = info["gpus_total"]
+    shown = "" if len(info["gpus"]) == total else f"; {len(info['gpus'])} of {total} shown, --gpus 0 for all"
     gpus = Table(title=f"GPUs (contiguous placement: rank r on GPU r{shown})")
-    for col in ("GPU", "name", "server", "CPU", "PCIe switch", "NIC", f"hops to GPU {n - 1}"):
+    for col in ("GPU", "name", "server", "CPU", "PCIe switch", "NIC", f"hops to GPU {total - 1}"):
         gpus.add_column(col)
-    for i in rows:
-        if i == n - 1 and len(rows) < n:
+    for g in info["gpus"]:
+        if g["gpu"] == total - 1 and shown:
             gpus.add_row("...", "", "", "", "", "", "")
-        g = topo.gpus[i]
-        gpus.add_row(str(i), g.name, str(g.server), g.cpu or "-", g.pcie_switch or "-", g.nic or "-",
-                     str(len(topo.route(i, n - 1))))
+        gpus.add_row(str(g["gpu"]), g["name"], str(g["server"]), g["cpu"] or "-", g["pcie_switch"] or "-",
+                     g["nic"] or "-", str(g["hops_to_last_gpu"]))
     console.print(gpus)
 
 
@@ -90,9 +127,11 @@ def draw_cmd(
     network: str = _NETWORK,
 ) -> None:
     """Draw one server in full and the cluster around it."""
+    from moesim.fileio import output_file
     from moesim.topology import get_topology
     from moesim.topology.draw import draw_topology
 
+    output_file(out, "--out")
     path = draw_topology(get_topology(topology, _nic_delay(network)), out, server=server)
     typer.echo(f"wrote {path}")
 
@@ -106,6 +145,7 @@ def export_cmd(
     placement: Path | None = typer.Option(None, "--placement", help="A rank → GPU map (JSON/YAML list or mapping)."),
 ) -> None:
     """Write the topology as an ASTRA-sim NS-3 topology file (topology.txt) or as YAML (topology.yaml)."""
+    from moesim.fileio import check_output_folder
     from moesim.topology import (
         get_cluster_spec,
         get_topology,
@@ -113,11 +153,10 @@ def export_cmd(
         write_cluster_yaml,
         write_ns3_topology,
     )
-    from moesim.topology.output import output_folder
 
     if fmt not in EXPORT_FORMATS:
         raise MoesimError(f"--format: unknown format '{fmt}' (allowed: {', '.join(EXPORT_FORMATS)})")
-    output_folder(out, "--out")
+    check_output_folder(out)
     if fmt == "yaml":
         path = write_cluster_yaml(get_cluster_spec(topology), out / "topology.yaml")
     else:

@@ -6,33 +6,26 @@ import json
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from moesim.errors import MoesimError, input_error
-from moesim.workload.chakra import comm_groups_path, logical_topology_path, read_et, write_et
-from moesim.workload.generator import (
-    COLLECTIVE_ADDRESSING,
-    GENERATORS,
-    STUDY_RANKS,
-    STUDY_STRATEGIES,
-    STUDY_TOKENS,
-    WorkloadOptions,
-    WorkloadSummary,
-    comm_proxies,
-    summary,
-)
-from moesim.workload.graph import NodeKind, Workload
-from moesim.workload.layout import ParallelLayout
+
+if TYPE_CHECKING:
+    from moesim.workload.generator import WorkloadSummary
+    from moesim.workload.graph import Workload
+
+STUDY_TOKENS = 4096
+"""moesim.workload.generator.STUDY_TOKENS, repeated so that help does not load the workload layer (tested)."""
+COLLECTIVE_ADDRESSING = ("dims", "groups")
+"""moesim.workload.generator.COLLECTIVE_ADDRESSING (tested to agree)."""
 
 EXPORT_FORMATS = ("chakra",)
 
 workload_app = typer.Typer(
     name="workload",
-    help="Generate MoE prefill workloads (STUDY.md section 3), export them as Chakra ET, inspect ET files.",
+    help="Generate MoE prefill workloads (docs/study.md §3), export them as Chakra ET, inspect ET files.",
     no_args_is_help=True,
 )
 
@@ -56,6 +49,8 @@ def _build(
     generator: str,
 ) -> Workload:
     from moesim.models.catalog import get_model
+    from moesim.workload.generator import GENERATORS, STUDY_STRATEGIES, WorkloadOptions
+    from moesim.workload.layout import ParallelLayout
 
     if not model:
         raise input_error("moesim workload", "--model", "is required (or use --study)")
@@ -100,7 +95,19 @@ def _print_summary(s: WorkloadSummary, wl: Workload) -> None:
 
 
 def _study(tokens: int, as_json: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     from moesim.models.catalog import STUDY_MODELS, get_model
+    from moesim.workload.generator import (
+        GENERATORS,
+        STUDY_RANKS,
+        STUDY_STRATEGIES,
+        WorkloadOptions,
+        comm_proxies,
+        summary,
+    )
+    from moesim.workload.layout import ParallelLayout
 
     start = time.perf_counter()
     rows: list[dict[str, Any]] = []
@@ -193,6 +200,8 @@ def generate_cmd(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of text"),
 ) -> None:
     """Generate a workload and print its summary (node counts, TP/EP bytes, FLOPs)."""
+    from moesim.workload.generator import summary
+
     if study:
         if model or strategy:
             raise MoesimError("moesim workload generate: --study cannot be combined with --model/--strategy")
@@ -223,8 +232,12 @@ def export_cmd(
     generator: str = _GENERATOR,
 ) -> None:
     """Write a workload as Chakra ET files (one per rank) plus communicator-group and logical-topology JSONs."""
+    from moesim.fileio import check_output_folder
+    from moesim.workload.chakra import comm_groups_path, logical_topology_path, write_et
+
     if fmt not in EXPORT_FORMATS:
         raise input_error("moesim workload export", "--format", f"unknown format '{fmt}'", EXPORT_FORMATS)
+    check_output_folder(out)
     wl = _build(model, strategy, tokens, ranks, addressing, weight_bytes, expert_bytes, generator)
     name = prefix or wl.name
     paths = write_et(wl, out, name)
@@ -246,6 +259,10 @@ def inspect_cmd(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of text"),
 ) -> None:
     """Summarise Chakra ET files (moesim's own or other tools', e.g. ASTRA-sim's microbenchmarks)."""
+    from moesim.workload.chakra import read_et
+    from moesim.workload.generator import summary
+    from moesim.workload.graph import NodeKind
+
     wl = read_et(path)
     s = summary(wl)
     if as_json:

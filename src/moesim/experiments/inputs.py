@@ -98,6 +98,15 @@ def _topology_hash(topology: Any) -> str:
     return digest
 
 
+def _simulated_fields(spec: Any) -> dict[str, Any]:
+    """A spec's fields as data without the descriptive ones (``compare=False``: notes, sources)."""
+    data = dataclasses.asdict(spec)
+    for f in dataclasses.fields(spec):
+        if not f.compare:
+            del data[f.name]
+    return data
+
+
 def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
     """Everything a run's simulation reads, as JSON-able data, and nothing that only labels it (the
     network mode's name, CC parameters when no flow carries CC): runs with equal inputs are one
@@ -110,7 +119,7 @@ def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
     cc_flows = diagnostics or p.cc_flows_possible()
     return {
         "version": __version__,
-        "model": dataclasses.asdict(p.model),
+        "model": _simulated_fields(p.model),
         "layout": dataclasses.asdict(p.layout),
         "network": effective_params(p.params, cc_flows),
         "topology": _topology_hash(p.topology),

@@ -2,8 +2,8 @@
 
 A matrix is the cartesian product of its ``factors``, plus the products added by ``include``
 entries, minus the runs matching an ``exclude`` entry. ``presets`` are named variants (their factors
-replace the base levels; their include/exclude entries are added). The study matrix of STUDY.md
-section 1 is built in (``study.yaml`` next to this module)::
+replace the base levels; their include/exclude entries are added). The study matrix of docs/study.md
+§1 is built in (``study.yaml`` next to this module)::
 
     name: my-sweep
     factors:                       # factor: level or [levels]
@@ -310,6 +310,6 @@ def load_matrix(path: str | Path) -> Matrix:
 
 
 def study_matrix() -> Matrix:
-    """The built-in study matrix (STUDY.md section 1): 4 models × 6 topologies × 4 strategies × 2 × 4."""
+    """The built-in study matrix (docs/study.md §1): 4 models × 6 topologies × 4 strategies × 2 × 4."""
     text = (resources.files("moesim.experiments") / "study.yaml").read_text(encoding="utf-8")
     return parse_matrix(load_yaml_strict(text, STUDY_SOURCE), STUDY_SOURCE, default_name="study")

@@ -1,18 +1,38 @@
-"""Progress of a sweep: a rich bar (done/total, failures, ETA), one line per run, or nothing.
+"""Progress on stderr: of a sweep (runs done) and of a single run (simulated time, layers done).
 
-``auto`` shows the bar on a terminal and nothing otherwise. Runs found in the store count as done from
-the start; the ETA is estimated from the runs finished by this sweep only.
+Displays: ``bar`` (a live bar or line, for a terminal), ``periodic`` (a plain status line every
+``PERIODIC_S`` seconds, for logs and CI), ``plain`` (a sweep: one line per finished run), ``none``.
+``auto`` is ``bar`` on a terminal and ``periodic`` otherwise. Runs found in the store count as done from
+the start; a sweep's ETA is estimated from the runs finished by this sweep only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from moesim.errors import MoesimError
 from moesim.experiments.inputs import run_label
 from moesim.experiments.worker import RunOutcome
 from moesim.registry import Registry
+
+PERIODIC_S = 10.0
+"""Seconds between two status lines of the ``periodic`` display."""
+LIVE_AFTER_S = 1.0
+"""A single run's live line appears only once the run has taken this long (fast runs print nothing)."""
+
+
+def _duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``1h02m``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 class Progress:
@@ -21,9 +41,12 @@ class Progress:
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.total = self.done = self.failed = 0
+        self.already = 0
+        self.t0 = time.monotonic()
 
     def start(self, total: int, already_done: int, header: str) -> None:
-        self.total, self.done = total, already_done
+        self.total, self.done, self.already = total, already_done, already_done
+        self.t0 = time.monotonic()
 
     def advance(self, outcome: RunOutcome) -> None:
         self.done += 1
@@ -31,6 +54,17 @@ class Progress:
 
     def close(self) -> None:
         pass
+
+    def status(self) -> str:
+        """``[37/192] 19 % done, 0 failed, 1m02s elapsed, ETA 4m10s``."""
+        elapsed = time.monotonic() - self.t0
+        now_done = self.done - self.already
+        eta = ""
+        if 0 < now_done and self.done < self.total:
+            eta = f", ETA {_duration(elapsed / now_done * (self.total - self.done))}"
+        pct = 100 * self.done / self.total if self.total else 100.0
+        return (f"[{self.done}/{self.total}] {pct:.0f} % done, {self.failed} failed, "
+                f"{_duration(elapsed)} elapsed{eta}")
 
 
 PROGRESS: Registry[type[Progress]] = Registry("progress display")
@@ -52,6 +86,21 @@ class PlainProgress(Progress):
             what = f"FAILED {(outcome.error or '').splitlines()[0] if outcome.error else ''}"
         print(f"[{self.done:>{self._width}}/{self.total}] {run_label(outcome.spec)}  {what}",
               file=self.stream, flush=True)
+
+
+@PROGRESS.register("periodic", f"a status line every {PERIODIC_S:g} s: done/total, failures, ETA (logs, CI)", "")
+class PeriodicProgress(Progress):
+    def start(self, total: int, already_done: int, header: str) -> None:
+        super().start(total, already_done, header)
+        self._last = time.monotonic()
+        print(header, file=self.stream, flush=True)
+
+    def advance(self, outcome: RunOutcome) -> None:
+        super().advance(outcome)
+        now = time.monotonic()
+        if now - self._last >= PERIODIC_S:
+            self._last = now
+            print(self.status(), file=self.stream, flush=True)
 
 
 @PROGRESS.register("bar", "a progress bar with done/total, failures and ETA (rich)", "")
@@ -87,11 +136,76 @@ class BarProgress(Progress):
             self._bar.stop()
 
 
-def make_progress(kind: str, stream: TextIO | None = None) -> Progress:
-    """``auto`` → ``bar`` on a terminal, ``none`` otherwise."""
-    out = stream or sys.stderr
+def _resolve(kind: str, stream: TextIO) -> str:
     if kind == "auto":
-        kind = "bar" if out.isatty() else "none"
+        return "bar" if stream.isatty() else "periodic"
     if kind not in PROGRESS:
         raise MoesimError(f"--progress: unknown display '{kind}' (allowed: auto, {', '.join(PROGRESS.names())})")
-    return PROGRESS.get(kind)(out)
+    return kind
+
+
+def make_progress(kind: str, stream: TextIO | None = None) -> Progress:
+    """The display of a sweep; ``auto`` → ``bar`` on a terminal, ``periodic`` otherwise."""
+    out = stream or sys.stderr
+    return PROGRESS.get(_resolve(kind, out))(out)
+
+
+# ---------------------------------------------------------------------------------------------- one run
+
+Tick = Callable[[float, int, int], None]
+"""Called by ``moesim.system.run.simulate_run(progress=...)`` with (simulated s, layers done, layers total)."""
+
+
+def _simulated(t_s: float) -> str:
+    return f"{t_s * 1e3:.3f} ms" if t_s < 1.0 else f"{t_s:.3f} s"
+
+
+class RunProgress:
+    """Progress of single runs: ``run(label)`` is a context manager giving the tick to pass to the simulation
+    (``None`` for ``none``, so a silent run costs nothing)."""
+
+    def __init__(self, kind: str, stream: TextIO) -> None:
+        self.kind = kind
+        self.stream = stream
+        self._shown = False
+
+    def _line(self, label: str, t0: float, sim_s: float, done: int, total: int) -> str:
+        layers = f", {done}/{total} layers done" if total else ""
+        return f"{label}: simulated {_simulated(sim_s)}{layers}, {_duration(time.monotonic() - t0)} elapsed"
+
+    @contextlib.contextmanager
+    def run(self, label: str) -> Iterator[Tick | None]:
+        if self.kind == "none":
+            yield None
+            return
+        t0 = time.monotonic()
+        state = {"next": t0 + (LIVE_AFTER_S if self.kind == "bar" else PERIODIC_S)}
+
+        def tick(sim_s: float, done: int, total: int) -> None:
+            now = time.monotonic()
+            if now < state["next"] or done >= total > 0:
+                return
+            line = self._line(label, t0, sim_s, done, total)
+            if self.kind == "bar":
+                self.stream.write("\r\x1b[2K" + line)
+                self._shown = True
+                state["next"] = now + 0.2
+            else:
+                self.stream.write(line + "\n")
+                state["next"] = now + PERIODIC_S
+            self.stream.flush()
+
+        try:
+            yield tick
+        finally:
+            if self._shown:  # clear the live line; the result follows on stdout
+                self.stream.write("\r\x1b[2K")
+                self.stream.flush()
+                self._shown = False
+
+
+def run_progress(kind: str, stream: TextIO | None = None) -> RunProgress:
+    """The display of single runs (``moesim run``); the same names as a sweep's (``plain`` = ``periodic``)."""
+    out = stream or sys.stderr
+    resolved = _resolve(kind, out)
+    return RunProgress("periodic" if resolved == "plain" else resolved, out)

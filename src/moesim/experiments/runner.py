@@ -4,6 +4,9 @@ Runs whose simulation inputs coincide (``moesim.experiments.inputs``) are simula
 per run. ``run_sweep`` is resumable by construction: a run's key is its spec and input hash, so rerunning the same
 sweep (after it finished, failed or was killed) executes only what the store lacks. A run that raises
 is recorded with its error and the sweep goes on; failed runs are tried again by the next sweep.
+Ctrl-C or SIGTERM stops the workers, keeps every finished run and raises ``Interrupted`` saying how many
+runs of the sweep are stored. A cluster executor connects before the store is created, so a wrong
+address leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from moesim.experiments.inputs import code_hash, plan_runs, run_label, work_unit
 from moesim.experiments.matrix import Matrix
 from moesim.experiments.progress import make_progress
 from moesim.experiments.store import ResultsStore
+from moesim.interrupts import Interrupted, signal_of, sigterm_as_interrupt
 from moesim.system.spec import RunSpec
 
 
@@ -85,7 +89,8 @@ def run_sweep(
     planned = plan_runs(specs, diagnostics, source)
     code_hash()  # hash the simulator's files once, now, for the rows' provenance
     failures: list[tuple[str, str]] = []
-    with ResultsStore(out_dir) as store:
+    # the executor connects before the store exists: an unreachable cluster leaves no empty store behind
+    with sigterm_as_interrupt(), contextlib.closing(exe.connect()), ResultsStore(out_dir) as store:
         store.record_command(command if command is not None else _command_line())
         store.add_factor_columns(name for spec in specs for name, _ in spec.overrides)
         store.forget_stale({p.spec.key(): p.run_id for p in planned})
@@ -103,6 +108,10 @@ def run_sweep(
                     display.advance(outcome)
                     if not outcome.ok:
                         failures.append((run_label(outcome.spec), (outcome.error or "").splitlines()[0]))
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (sigterm_as_interrupt): say what is kept
+            stored = len(store.completed_ids() & {p.run_id for p in planned})
+            raise Interrupted(f"interrupted: {stored} of {len(planned)} runs stored, rerun the same command "
+                              "to resume", signal_of(exc)) from None
         finally:
             display.close()
     return SweepSummary(store=Path(out_dir) / store.path.name, executor=exe.describe(), total=len(planned),

@@ -333,24 +333,22 @@ EXPORT_FORMATS = ("parquet", "csv")
 
 
 def export_results(directory: str | Path, to: str | Path, fmt: str, sql: str | None = None) -> int:
-    """Write the query result to ``to`` as Parquet or CSV (atomically); returns the number of rows."""
+    """Write the query result to ``to`` as Parquet or CSV (``moesim.fileio.write_output``: atomically, or
+    ``-`` for standard output); returns the number of rows."""
+    from moesim.fileio import output_file, write_output
+
     if fmt not in EXPORT_FORMATS:
         raise MoesimError(f"--export: unknown format '{fmt}' (allowed: {', '.join(EXPORT_FORMATS)})")
+    output_file(to, "--to")
     table = query_results(directory, sql)
-    target = Path(to)
-    if target.parent and not target.parent.is_dir():
-        raise MoesimError(f"--to: folder {target.parent} does not exist")
-    tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
+    sink = pa.BufferOutputStream()
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
 
-            pq.write_table(table, tmp)
-        else:
-            import pyarrow.csv as pcsv
+        pq.write_table(table, sink)
+    else:
+        import pyarrow.csv as pcsv
 
-            pcsv.write_csv(table, tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+        pcsv.write_csv(table, sink)
+    write_output(to, sink.getvalue().to_pybytes())
     return table.num_rows

@@ -1,6 +1,6 @@
 """The built-in model catalog (one YAML per model in ``moesim/models/data``) and model lookup by key or path.
 
-The four study models of STUDY.md section 2 come first, in the study's order; the public MoE models
+The four study models of docs/study.md §2 come first, in the study's order; the public MoE models
 (DeepSeek-V3, Mixtral-8x7B, Qwen3-30B-A3B, GLM-4.5) follow, with the values of their public configs.
 """
 
@@ -17,7 +17,7 @@ from moesim.models.schema import spec_from_mapping
 from moesim.models.spec import ModelSpec
 
 STUDY_MODELS: tuple[str, ...] = ("kimi-k3", "glm-5.3", "deepseek-v4-pro", "deepseek-v4-flash")
-"""Keys of the four study models, in the order of STUDY.md section 2."""
+"""Keys of the four study models, in the order of docs/study.md §2."""
 
 
 def load_model_file(path: str | os.PathLike[str]) -> ModelSpec:
@@ -52,7 +52,7 @@ def _builtin() -> dict[str, ModelSpec]:
 
 
 def list_models() -> list[ModelSpec]:
-    """All built-in models: the study models in STUDY order, then the others by key."""
+    """All built-in models: the study models in the study's order, then the others by key."""
     specs = _builtin()
     others = sorted(k for k in specs if k not in STUDY_MODELS)
     return [specs[k] for k in (*STUDY_MODELS, *others)]

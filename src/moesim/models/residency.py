@@ -1,6 +1,6 @@
 """Weight residency: does an even 1/R share of the checkpoint fit in each accelerator's memory?
 
-STUDY.md section 2 ("Weight residency"): the per-rank requirement is checkpoint size / R (R = 32), checked
+docs/study.md §2 ("Weight residency"): the per-rank requirement is checkpoint size / R (R = 32), checked
 against a capacity of 64 GB per accelerator (decimal GB, 1e9 bytes). Weights only: KV cache,
 activations and buffers are not counted, so "fits" is necessary, not sufficient, for serving.
 """

@@ -84,7 +84,7 @@ def spec_from_mapping(data: Any, source: str) -> ModelSpec:
     """Build and check a ModelSpec from a parsed model file. ``source`` names the file in errors.
 
     ``source`` becomes ``ModelSpec.source`` unless the file states its own ``source`` (built-ins cite
-    the public config or STUDY.md section they follow).
+    the public config or docs/study.md section they follow).
     """
     if not isinstance(data, Mapping):
         raise input_error(source, "<top level>", f"must be a mapping of fields, got {type(data).__name__}")

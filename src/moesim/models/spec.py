@@ -68,10 +68,10 @@ class ModelSpec:
 
     @property
     def tp_proxy(self) -> int:
-        """Communication proxy for TP traffic: h × layers (STUDY.md section 2)."""
+        """Communication proxy for TP traffic: h × layers (docs/study.md §2)."""
         return self.comm_dim * self.num_layers
 
     @property
     def ep_proxy(self) -> int:
-        """Communication proxy for EP traffic: h × top-k × MoE layers (STUDY.md section 2)."""
+        """Communication proxy for EP traffic: h × top-k × MoE layers (docs/study.md §2)."""
         return self.comm_dim * self.top_k * self.moe_layers

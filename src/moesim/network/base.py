@@ -3,7 +3,7 @@ the registry of backends.
 
 The event loop starts flows, asks for the time of the next completion and advances time; it never
 knows which backend it drives. A flow completes when its sender holds the final acknowledgement
-(docs/reference-semantics.md A.1, "ASTRA completion semantics"). Times are seconds (float).
+(docs/reference-semantics.md A.1, "Sender on ACK"). Times are seconds (float).
 
 What a backend can do beyond the contract is declared once, in ``capabilities`` next to its
 registration, so callers read a capability instead of probing methods or testing the backend's name.

@@ -4,7 +4,7 @@ Four tables (requested per run with ``DiagnosticsSpec``): flow completion record
 events, queue-length samples per switch port, and bytes sent per port. Each is capped at
 ``max_rows`` rows (queue samples also by sampling interval and time window), so a long run never
 produces unbounded files; a capped table says so in its ``truncated`` flag. Text formats follow the
-reference's outputs (REFERENCE_SEMANTICS.md A.4): ``fct.txt``, ``pfc.txt`` and ANS3's ``qlen.txt``.
+reference's outputs (docs/reference-semantics.md A.4): ``fct.txt``, ``pfc.txt`` and ANS3's ``qlen.txt``.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from moesim.topology.model import Topology
 
 @BACKENDS.register(
     "flow", "Flow-level max-min fair sharing with header and ACK overheads; blind to congestion control",
-    "Bertsekas & Gallager, Data Networks, 6.5 (max-min fairness); REFERENCE_SEMANTICS.md A.1",
+    "Bertsekas & Gallager, Data Networks, 6.5 (max-min fairness); docs/reference-semantics.md A.1",
 )
 class FlowBackend(NetworkBackend):
     """Max-min fair flow-level network. Active flows live in flat arrays (one row per flow, link ids

@@ -1,7 +1,7 @@
-"""Network parameters (the NS-3 RDMA text-config keys, REFERENCE_SEMANTICS.md A.1–A.3) and the study's modes.
+"""Network parameters (the NS-3 RDMA text-config keys, docs/reference-semantics.md A.1–A.3) and the study's modes.
 
 Every mode is a frozen ``NetworkParams``; a run may override any field by name. The base values are
-those of the configuration shipped with ASTRA-sim's NS-3 backend (NS3_REFERENCE_RUNS.md, S1).
+those of the configuration shipped with ASTRA-sim's NS-3 backend (docs/reference-runs.md, S1).
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ class NetworkParams:
     kmin_kb: tuple[tuple[float, float], ...] = KMIN_KB
     kmax_kb: tuple[tuple[float, float], ...] = KMAX_KB
     pmax: float = 0.2
-    # a port rate missing from the KMIN/KMAX maps: "scale" the 400 Gbps entry with the rate (STUDY.md
-    # section 5), or "zero" as the reference code reads it with its assertions compiled out (docs/network.md)
+    # a port rate missing from the KMIN/KMAX maps: "scale" the 400 Gbps entry with the rate (docs/study.md
+    # §5), or "zero" as the reference code reads it with its assertions compiled out (docs/network.md)
     ecn_unmapped_rate: str = "scale"
     nack_interval_s: float = 500e-6
     # per-flow policy: flows between GPUs of one server carry no congestion-control state
@@ -198,9 +198,9 @@ NETWORK_MODES: dict[str, NetworkParams] = {
     "roce_hpcc": dataclasses.replace(_STUDY_BASE, name="roce_hpcc", cc_mode=_cc("hpcc"), enable_qcn=True, nic_switch_delay_s=1.0e-6),
     "roce_dcqcn": dataclasses.replace(_STUDY_BASE, name="roce_dcqcn", cc_mode=_cc("dcqcn"), enable_qcn=True, nic_switch_delay_s=1.0e-6),
 }
-"""The study's four network modes (STUDY.md section 5): CC_MODE 0/3/3/1, ENABLE_QCN 0/0/1/1."""
+"""The study's four network modes (docs/study.md §5): CC_MODE 0/3/3/1, ENABLE_QCN 0/0/1/1."""
 
-# The per-mode presets of the reference runs (NS3_REFERENCE_RUNS.md, S1/S3): the shipped file as is
+# The per-mode presets of the reference runs (docs/reference-runs.md, S1/S3): the shipped file as is
 # (CC_MODE 12 = no CC), and the HPCC authors' DCQCN / HPCC run settings.
 REFERENCE_PRESETS: dict[str, NetworkParams] = {
     "none": dataclasses.replace(_STUDY_BASE, name="none", cc_mode=_cc("none"), enable_qcn=True),

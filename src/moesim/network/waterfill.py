@@ -19,7 +19,7 @@ def waterfill_capped(links, coefs, hops, nfwd, cap, demand_cap, rates, bottlenec
 
     A flow's first ``nfwd[f]`` hops carry its data, the rest its ACKs. ACK bytes take link capacity but
     never freeze a flow: the NIC sends ACKs first and a switch's FIFO serves them as they arrive
-    (REFERENCE_SEMANTICS.md A.1, A.2), so a data stream is not held to the fair share of a link that
+    (docs/reference-semantics.md A.1, A.2), so a data stream is not held to the fair share of a link that
     only carries its ACKs (measured at packet level: docs/network.md).
     Writes rates and, per flow, the link that froze it (-1 when its own cap did)."""
     n, n_links = links.shape[0], cap.shape[0]

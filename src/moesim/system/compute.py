@@ -1,4 +1,4 @@
-"""Roofline compute timing (ASTRA-sim ``Roofline.cc``; REFERENCE_SEMANTICS.md B.6)."""
+"""Roofline compute timing (ASTRA-sim ``Roofline.cc``; docs/reference-semantics.md B.6)."""
 
 from __future__ import annotations
 

@@ -135,7 +135,7 @@ class Simulation:
     @property
     def fast_forward_mode(self) -> str:
         """"off" (disabled), "none" (no jump), "exact" or "approximate" (docs/system.md)."""
-        return "off" if self.fast_forward is None else self.fast_forward.mode
+        return "off" if self.fast_forward is None else self.fast_forward.jump_mode
 
     @property
     def fast_forwarded_layers(self) -> int:

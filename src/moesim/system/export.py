@@ -1,7 +1,7 @@
 """Export one run as an ASTRA-sim 2.0 input directory (NS-3 and analytical frontends).
 
 Writes, from the same objects moesim simulates: per-rank Chakra ET files and communicator groups
-(REFERENCE_SEMANTICS.md C), the system JSON (B.1), the logical topology, the NS-3 network config text
+(docs/reference-semantics.md C), the system JSON (B.1), the logical topology, the NS-3 network config text
 (A.3) with the run's CC mode and ECN/PFC maps, the NS-3 topology file (A.2), a remote-memory JSON, an
 analytical-backend network YAML, moesim's per-flow congestion-control policy, and a README.
 """
@@ -167,5 +167,5 @@ workloads that use `pg_name`. With the analytical frontend:
 `cc_policy.json` records moesim's per-flow congestion-control policy (no CC for flows inside one
 server); the reference backend cannot express it and applies CC_MODE to every flow. The reference
 HPCC INT header holds 5 hops and encodes 25/50/100/200/400/1200/2400 Gbps only: a 512 Gbps port is
-stamped as 25 Gbps there (see NS3_REFERENCE_RUNS.md).
+stamped as 25 Gbps there (see docs/reference-runs.md, S1).
 """

@@ -73,7 +73,7 @@ class FastForward:
 
     def __init__(self, sim: Simulation) -> None:
         self.sim = sim
-        self.mode = "none"  # then "exact" or "approximate" once it jumped
+        self.jump_mode = "none"  # then "exact" or "approximate" once it jumped
         self.layers_skipped = 0
         self.history: dict[tuple[Any, ...], list[_Snapshot]] = {}
         self.nodes = [g.nodes for g in sim.workload.graphs]
@@ -226,7 +226,7 @@ class FastForward:
             return
         self.history.clear()
         self.recent.clear()
-        self.mode = mode if self.mode in ("none", mode) else "approximate"
+        self.jump_mode = mode if self.jump_mode in ("none", mode) else "approximate"
 
     def _skippable(self, layers: tuple[int, ...], periods_back: int) -> int:
         """Largest m such that layers L-periods_back .. L+m+1 of every rank are identical (the observed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,21 +142,89 @@ class Simulated:
     fast_forward_mode: str
     diagnostics: dict[str, Any]
     sim_wallclock_s: float
+    timeline: tuple[NodeTime, ...] = ()
+    """Every node's interval when the simulation was asked for it (``simulate_prepared(timeline=True)``)."""
 
 
-def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False) -> Simulated:
-    """Simulate a prepared run. ``diagnostics`` keeps the backend's per-run diagnostics (disables fast-forward)."""
+@dataclass(frozen=True)
+class NodeTime:
+    """When one node of one rank ran: its layer (-1: none), kind (compute or a collective's name), interval."""
+
+    rank: int
+    node_id: int
+    name: str
+    layer: int
+    kind: str
+    start_s: float
+    end_s: float
+
+
+Progress = Callable[[float, int, int], None]
+"""A progress callback: (simulated time s, layers every rank has finished, layers per rank)."""
+PROGRESS_EVERY_S = 0.2
+"""Wall-clock seconds between two progress calls (the callback decides what to show)."""
+
+
+def _watch(sim: Simulation, workload: Workload, progress: Progress) -> None:
+    """Call ``progress`` after engine steps, at most every PROGRESS_EVERY_S of wall time. A rank's layers
+    done are those before its first unfinished node (nodes are ordered by layer)."""
+    total = 1 + max((n.layer for g in workload.graphs for n in g.nodes), default=-1)
+    next_call = [time.monotonic() + PROGRESS_EVERY_S]
+
+    def layers_done() -> int:
+        done = total
+        for st in sim.ranks:
+            if st.completed < len(st.nodes):
+                done = min(done, max(0, st.nodes[st.done.index(False)].layer))
+        return done
+
+    def report() -> None:
+        now = time.monotonic()
+        if now >= next_call[0]:
+            next_call[0] = now + PROGRESS_EVERY_S
+            progress(sim.now, layers_done(), total)
+
+    sim.hooks.step_finished.append(report)
+
+
+def _record_timeline(sim: Simulation, workload: Workload) -> list[NodeTime]:
+    """Every node's (start, end) as the simulation runs, through the engine's hooks."""
+    started: dict[tuple[int, int], float] = {}
+    out: list[NodeTime] = []
+
+    def on_start(r: int, i: int) -> None:
+        started[(r, i)] = sim.now
+
+    def on_finish(r: int, i: int) -> None:
+        node = workload.graphs[r].nodes[i]
+        kind = node.collective.name if node.collective is not None else node.kind.value
+        out.append(NodeTime(r, node.id, node.name, node.layer, kind, started.pop((r, i), sim.now), sim.now))
+
+    sim.hooks.node_started.append(on_start)
+    sim.hooks.node_finished.append(on_finish)
+    return out
+
+
+def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False, progress: Progress | None = None,
+                      timeline: bool = False) -> Simulated:
+    """Simulate a prepared run. ``diagnostics`` keeps the backend's per-run diagnostics and ``timeline`` every
+    node's interval (both disable layer fast-forward); ``progress`` is called as the simulation advances."""
     t0 = time.perf_counter()
     settings = prepared.settings
-    if diagnostics:
+    if diagnostics or timeline:
         settings = dataclasses.replace(settings, fast_forward=False)
     backend_cls = prepared.backend_cls
     backend = backend_cls(prepared.topology, prepared.params,
                           diagnostics=DiagnosticsSpec.everything() if diagnostics else None)
-    sim = Simulation(prepared.workload(), prepared.topology, backend, settings)
+    workload = prepared.workload()
+    sim = Simulation(workload, prepared.topology, backend, settings)
+    if progress is not None:
+        _watch(sim, workload, progress)
+    nodes = _record_timeline(sim, workload) if timeline else []
     ranks = sim.run()
     return Simulated(prepared.spec, tuple(ranks), backend.parameters(), sim.fast_forwarded_layers, sim.fast_forward_mode,
-                     backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0)
+                     backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0,
+                     tuple(sorted(nodes, key=lambda t: (t.rank, t.start_s, t.node_id))))
 
 
 def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
@@ -184,7 +253,8 @@ def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
     )
 
 
-def simulate_run(spec: RunSpec, diagnostics: bool = False) -> RunResult:
-    """Simulate one run. ``diagnostics`` keeps the backend's per-run diagnostics (disables fast-forward)."""
+def simulate_run(spec: RunSpec, diagnostics: bool = False, progress: Progress | None = None) -> RunResult:
+    """Simulate one run. ``diagnostics`` keeps the backend's per-run diagnostics (disables fast-forward);
+    ``progress`` is called as the simulation advances (see ``Progress``)."""
     prepared = prepare(spec)
-    return result_of(prepared, simulate_prepared(prepared, diagnostics))
+    return result_of(prepared, simulate_prepared(prepared, diagnostics, progress))

@@ -17,7 +17,7 @@ _IMPL_FIELD = {
 
 @dataclass(frozen=True)
 class SystemSettings:
-    """System-layer settings (ASTRA-sim system JSON, B.1) with the study's defaults (STUDY.md 6).
+    """System-layer settings (ASTRA-sim system JSON, B.1) with the study's defaults (docs/study.md §6).
 
     Implementations are per logical dimension, as in ASTRA-sim's ``*-implementation`` lists.
     """

@@ -1,4 +1,4 @@
-"""RunSpec and RunResult: one simulation run as data (DESIGN.md, "The run, as data")."""
+"""RunSpec and RunResult: one simulation run as data (docs/architecture.md, "One run, as data")."""
 
 from __future__ import annotations
 

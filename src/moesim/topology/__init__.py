@@ -1,4 +1,4 @@
-"""moesim.topology: server topologies (STUDY.md section 4), routing, placement, YAML, NS-3 export.
+"""moesim.topology: server topologies (docs/study.md §4), routing, placement, YAML, NS-3 export.
 
 Diagrams live in ``moesim.topology.draw`` (imported on demand: it loads matplotlib).
 """

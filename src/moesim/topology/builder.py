@@ -3,9 +3,9 @@
 Two levels. ``TopologyBuilder`` adds devices and full-duplex cables one by one and derives each GPU's
 CPU, PCIe switch and NIC affinity. ``build_topology(ClusterSpec)`` instantiates a ``ServerTemplate``
 ``num_servers`` times (device names are prefixed ``s<server>.``), attaches the fabric, and validates
-everything; the six study topologies and user YAML files both go through it (DESIGN.md).
+everything; the six study topologies and user YAML files both go through it (docs/architecture.md).
 
-NIC affinity of a GPU (STUDY.md section 4): the NIC named in the template, else the NIC on the GPU's
+NIC affinity of a GPU (docs/study.md §4): the NIC named in the template, else the NIC on the GPU's
 PCIe switch, else the NIC on the GPU's CPU, else the nearest NIC of its server (fewest hops, then
 template order), else none.
 

@@ -1,4 +1,4 @@
-"""Topology diagrams: one server drawn in full and the cluster around it (STUDY.md section 7).
+"""Topology diagrams: one server drawn in full and the cluster around it (docs/study.md §7).
 
 The detailed server shows its CPUs, PCIe switches, GPUs and NICs in tiers (each device under the
 PCIe switch or CPU it hangs from), switch–switch and UPI links as arcs, and its NICs' cables to the

@@ -4,7 +4,7 @@ A full-duplex cable is two directed links. Routes are deterministic shortest pat
 propagation delay); among equal-cost paths a per-flow ECMP choice hashes (src, dst, flow id) so
 results are reproducible across runs and processes. A route between GPUs on different servers
 leaves through the source GPU's NIC affinity and enters through the destination GPU's NIC
-(STUDY.md section 4); its three segments are GPU → own NIC inside the server, NIC → NIC across the
+(docs/study.md §4); its three segments are GPU → own NIC inside the server, NIC → NIC across the
 external fabric (switches only), NIC → GPU inside the destination server. A route between GPUs of
 one server stays inside it whenever the server's own links connect them.
 """
@@ -17,11 +17,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from functools import cached_property
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from moesim.errors import MoesimError
+
+if TYPE_CHECKING:
+    import networkx as nx  # imported by to_networkx() only: listings stay fast
 
 
 class NodeKind(StrEnum):
@@ -155,6 +156,8 @@ class Topology:
 
     def to_networkx(self) -> nx.DiGraph:
         """A DiGraph with node attributes kind/server and edge attributes id/bandwidth_bps/delay_s/kind."""
+        import networkx as nx
+
         g = nx.DiGraph(name=self.name)
         for n in self.nodes:
             g.add_node(n.name, kind=n.kind.value, server=n.server)
@@ -403,7 +406,7 @@ class Topology:
     def _check_fabric(self, where: str) -> None:
         """Every NIC used by a GPU reaches every such NIC of another server through external switches only.
 
-        The switches' strongly connected components (networkx condensation) form a DAG; NIC a reaches
+        The switches' strongly connected components (Tarjan's algorithm) form a DAG; NIC a reaches
         NIC b when a component a links into leads to a component linking into b. NICs are grouped by
         the components they touch, so the work is linear in links plus one test per pair of groups.
         """
@@ -411,11 +414,12 @@ class Topology:
         node_server, adj, radj = self._node_server, self._adj, self._radj
         if len({node_server[n] for n in used}) < 2:
             return
-        switches = nx.DiGraph()
-        switches.add_nodes_from(i for i, s in enumerate(node_server) if s is None)
-        switches.add_edges_from((u, v) for u in switches for v, _, _ in adj[u] if node_server[v] is None)
-        dag = nx.condensation(switches)
-        component = dag.graph["mapping"]
+        switch_edges = {u: [v for v, _, _ in adj[u] if node_server[v] is None]
+                        for u, srv in enumerate(node_server) if srv is None}
+        component = _components(switch_edges)
+        dag: dict[int, set[int]] = defaultdict(set)  # component → components it links into
+        for u, vs in switch_edges.items():
+            dag[component[u]].update(component[v] for v in vs if component[v] != component[u])
         groups: dict[frozenset[int], list[int]] = defaultdict(list)  # components linking into b → [b, ...]
         for b in used:
             groups[frozenset(component[u] for u, _, _ in radj[b] if node_server[u] is None)].append(b)
@@ -424,7 +428,12 @@ class Topology:
         for a in used:
             starts = frozenset(component[v] for v, _, _ in adj[a] if node_server[v] is None)
             if starts not in unreached:
-                reach = set(starts).union(*(nx.descendants(dag, c) for c in starts))
+                reach, stack = set(starts), list(starts)
+                while stack:
+                    for c in dag[stack.pop()]:
+                        if c not in reach:
+                            reach.add(c)
+                            stack.append(c)
                 unreached[starts] = [key for key in groups if reach.isdisjoint(key)]
             home = node_server[a]
             missed = [b for key in unreached[starts] if group_servers[key] != {home}
@@ -434,6 +443,51 @@ class Topology:
                     f"{where}nic '{self.nodes[a].name}': no route to nic '{self.nodes[min(missed)].name}' "
                     f"through the external switches"
                 )
+
+
+def _components(edges: dict[int, list[int]]) -> dict[int, int]:
+    """Strongly connected components of a directed graph (node → successors): node → component number.
+    Tarjan's algorithm ("Depth-first search and linear graph algorithms", SIAM J. Comput. 1972), with
+    an explicit stack so deep graphs do not hit Python's recursion limit; linear in nodes and edges."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    component: dict[int, int] = {}
+    count = 0
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = len(index)
+                stack.append(v)
+                on_stack.add(v)
+            succ = edges[v]
+            while i < len(succ):
+                w = succ[i]
+                i += 1
+                if w not in index:
+                    work.append((v, i))
+                    work.append((w, 0))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                if low[v] == index[v]:
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component[w] = count
+                        if w == v:
+                            break
+                    count += 1
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[v])
+    return component
 
 
 def _next_layer(front: list[int], edges: Edges, seen: dict[int, list[tuple[int, int, int]]], end: int,

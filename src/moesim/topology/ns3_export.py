@@ -1,4 +1,4 @@
-"""The NS-3 topology file of ASTRA-sim's NS-3 backend (REFERENCE_SEMANTICS.md A.2, "Topology file").
+"""The NS-3 topology file of ASTRA-sim's NS-3 backend (docs/reference-semantics.md A.2, "Topology file").
 
     <node_num> <switch_num> <link_num>
     <switch id> <switch id> ...
@@ -16,13 +16,15 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from moesim.errors import MoesimError
 from moesim.topology.model import NodeKind, Topology
 from moesim.topology.output import write_output
 from moesim.topology.placement import Placement, contiguous_placement
+
+if TYPE_CHECKING:
+    import networkx as nx  # imported by to_networkx() only: listings stay fast
 
 _RATE_UNITS = {"bps": 0, "b/s": 0, "kbps": 3, "Kbps": 3, "kb/s": 3, "Kb/s": 3, "Mbps": 6, "Mb/s": 6,
                "Gbps": 9, "Gb/s": 9}
@@ -111,6 +113,8 @@ class Ns3Topology:
 
     def to_networkx(self) -> nx.Graph:
         """Undirected graph: node attribute ``host``; edge attributes rate_bps, delay_s, error_rate."""
+        import networkx as nx
+
         g = nx.Graph()
         switches = set(self.switch_ids)
         for i in range(self.num_nodes):

@@ -1,6 +1,6 @@
 """Rank placement: which GPU each rank runs on.
 
-The study's placement is contiguous (STUDY.md section 4): rank r on server r // G, and because a
+The study's placement is contiguous (docs/study.md §4): rank r on server r // G, and because a
 template lists its GPUs four per PCIe switch, each consecutive four local ranks share a switch. As
 GPUs are numbered server-major in template order, contiguous placement is simply rank r = GPU r.
 Any other bijection can be given as an explicit rank → GPU map (GPU indices or names).

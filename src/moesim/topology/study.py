@@ -1,8 +1,8 @@
-"""The six study topologies (STUDY.md section 4), as ClusterSpecs for the public builder.
+"""The six study topologies (docs/study.md §4), as ClusterSpecs for the public builder.
 
 Link parameters: GPU/NIC ↔ CPU or PCIe switch 512 Gbps, 0.2 µs ("pcie"); PCIe switch ↔ PCIe switch
 400 Gbps, 0.1 µs ("p2p"); CPU ↔ CPU UPI 400 Gbps, 2 µs; NIC ↔ external switch 400 Gbps with the
-run's NIC–switch delay (0.7 µs IB-like, 1 µs RoCE). Choices STUDY.md leaves open (docs/topology.md):
+run's NIC–switch delay (0.7 µs IB-like, 1 µs RoCE). Choices the study leaves open (docs/topology.md):
 each PCIe switch hangs under a CPU by a 512 Gbps, 0.2 µs "pcie" uplink (switches 0..k/2−1 under
 CPU 0, the rest under CPU 1), and the two CPUs of topologies 4–6 are joined by UPI as in topology 3.
 Neither changes a route: direct switch–switch links are fewer hops.
@@ -22,7 +22,7 @@ P2P_BPS, P2P_DELAY_S = 400e9, 0.1e-6
 UPI_BPS, UPI_DELAY_S = 400e9, 2e-6
 NIC_SWITCH_BPS = 400e9
 GPUS_PER_PCIE_SWITCH = 4
-STUDY_REFERENCE = "STUDY.md section 4"
+STUDY_REFERENCE = "docs/study.md §4"
 
 TOPOLOGIES: Registry[ClusterSpec] = Registry("topology")
 

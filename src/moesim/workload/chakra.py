@@ -1,6 +1,6 @@
 """Chakra execution-trace (ET) interchange: write and read ``<prefix>.<rank>.et`` files.
 
-Follows REFERENCE_SEMANTICS.md part C: varint32-length-delimited protobuf messages (schema
+Follows docs/reference-semantics.md part C: varint32-length-delimited protobuf messages (schema
 ``et_def.proto``, package ``ChakraProtoMsg``), a GlobalMetadata first, then the Nodes in topological
 order; attribute types chosen so both ASTRA-sim feeders (the old ETFeeder and FeederV3) accept them.
 The reader also takes files written by other tools (e.g. ASTRA-sim's microbenchmarks).
@@ -37,7 +37,7 @@ def et_path(out_dir: str | Path, prefix: str, rank: int) -> Path:
 
 
 def comm_groups_path(out_dir: str | Path, prefix: str) -> Path:
-    """The communicator-group JSON (``--comm-group-configuration``, REFERENCE_SEMANTICS.md C.4)."""
+    """The communicator-group JSON (``--comm-group-configuration``, docs/reference-semantics.md C.4)."""
     return Path(out_dir) / f"{prefix}.comm_groups.json"
 
 

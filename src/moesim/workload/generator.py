@@ -1,4 +1,4 @@
-"""The MoE prefill workload generator: one serial execution graph per rank (STUDY.md section 3).
+"""The MoE prefill workload generator: one serial execution graph per rank (docs/study.md §3).
 
 Per layer the critical path is a chain (no compute–communication overlap):
 
@@ -6,7 +6,7 @@ Per layer the critical path is a chain (no compute–communication overlap):
   all-to-all → shared FFN (router + shared experts) → TP output all-reduce;
 * dense layer: attention → TP all-reduce → dense FFN → TP output all-reduce.
 
-Collective volumes follow STUDY.md exactly (V_TP = T·h·2, V_EP = T·h·k·2/EP with h = ``comm_dim``).
+Collective volumes follow docs/study.md §3 exactly (V_TP = T·h·2, V_EP = T·h·k·2/EP with h = ``comm_dim``).
 Compute nodes carry FLOPs and bytes for a roofline; the formulas are in docs/workload.md. Routing is
 uniform, so every rank's graph is the same and every MoE layer repeats the same node sequence (the
 engine's fast-forward relies on this).
@@ -29,7 +29,7 @@ from moesim.workload.layout import ParallelLayout
 STUDY_TOKENS = 4096
 STUDY_STRATEGIES = ("TP2EP16", "TP4EP8", "TP8EP4", "TP16EP2")
 STUDY_RANKS = 32
-# Roofline constants of STUDY.md section 3, used only for the summary's GPU-time estimate; the system
+# Roofline constants of docs/study.md §3, used only for the summary's GPU-time estimate; the system
 # layer does the real timing with its own (overridable) settings.
 STUDY_PEAK_FLOPS = 1.0e15
 STUDY_MEM_BW_BYTES_PER_S = 1.6e12
@@ -42,13 +42,13 @@ GENERATORS: Registry[GeneratorFn] = Registry("workload generator")
 
 @dataclass(frozen=True)
 class WorkloadOptions:
-    """Knobs of the generator that STUDY.md leaves to the implementation.
+    """Knobs of the generator that the study (docs/study.md) leaves to the implementation.
 
     ``weight_bytes_per_param``: attention, dense-FFN, router and shared-expert weights (FP8 = 1).
     ``expert_bytes_per_param``: routed-expert weights (FP4 = 0.5, as in the study checkpoints).
     ``num_ranks``: if set, TP × EP must equal it (the study: 32).
-    ``collective_addressing``: ``"dims"`` = global group + ``involved_dims`` (STUDY.md section 6);
-    ``"groups"`` = communicator-group ids (Chakra ``pg_name``, REFERENCE_SEMANTICS.md C.4).
+    ``collective_addressing``: ``"dims"`` = global group + ``involved_dims`` (docs/study.md §6);
+    ``"groups"`` = communicator-group ids (Chakra ``pg_name``, docs/reference-semantics.md C.4).
     """
 
     weight_bytes_per_param: float = 1.0
@@ -75,7 +75,7 @@ class WorkloadOptions:
 
 
 # ----------------------------------------------------------------------------------------------
-# Communication volumes (STUDY.md section 3) and proxies (section 2)
+# Communication volumes (docs/study.md §3) and proxies (section 2)
 
 
 def tp_allreduce_bytes(model: ModelSpec, tokens: int) -> int:
@@ -89,7 +89,7 @@ def ep_alltoall_bytes(model: ModelSpec, layout: ParallelLayout, tokens: int) -> 
 
 
 def comm_proxies(model: ModelSpec) -> tuple[int, int]:
-    """(TP proxy, EP proxy) = (h × layers, h × top-k × MoE layers), STUDY.md section 2."""
+    """(TP proxy, EP proxy) = (h × layers, h × top-k × MoE layers), docs/study.md §2."""
     return model.tp_proxy, model.ep_proxy
 
 
@@ -159,7 +159,7 @@ def routed_expert_work(
 
     FLOPs = (T·k/EP) · 6 · h_moe · w / TP (gate, up, down: 3 GEMMs × 2 FLOPs per MAC).
     Bytes = E · 3 · h_moe · w · expert_bytes / (TP · EP): this rank's 1/(TP·EP) share of the layer's
-    expert weights. STUDY.md section 3: a memory-bound expert FFN "reads its rank's share of those
+    expert weights. docs/study.md §3: a memory-bound expert FFN "reads its rank's share of those
     weights, whatever the TP/EP split"; token rows stay in on-chip/L2-resident tiles and are not counted.
     """
     h, w, k = model.comm_dim, model.expert_ffn_width, model.top_k
@@ -320,7 +320,7 @@ def _comm_groups(
     return tp_of, ep_of, tuple(table)
 
 
-@GENERATORS.register("moe_prefill", "serial MoE prefill forward pass, uniform routing", "STUDY.md section 3")
+@GENERATORS.register("moe_prefill", "serial MoE prefill forward pass, uniform routing", "docs/study.md §3")
 def generate(
     model: ModelSpec,
     layout: ParallelLayout,

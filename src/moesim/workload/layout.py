@@ -1,4 +1,4 @@
-"""ParallelLayout: the [TP, EP] rank numbering of STUDY.md section 3 (rank = ep_index × TP + tp_index)."""
+"""ParallelLayout: the [TP, EP] rank numbering of docs/study.md §3 (rank = ep_index × TP + tp_index)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DCQCN stragglers in an all-to-all (docs/fluid-accuracy.md, "study scale"): 8 GPUs of topology 1 exchange
+"""DCQCN stragglers in an all-to-all (research/fluid-accuracy.md, "study scale"): 8 GPUs of topology 1 exchange
 2 MiB messages. Each GPU pushes 512 Gb/s of PCIe into a 400 Gb/s NIC port, so the NIC egress queue
 passes KMIN; ECN marks fall at random, some flows collect several rate cuts and, with DCQCN's 900 µs
 recovery timer, finish long after the rest. Without CC the seven flows of a NIC share it evenly."""
@@ -25,7 +25,7 @@ def test_dcqcn_random_marks_leave_stragglers():
     base = max(all_to_all("packet", "ib_cc0", SIZE)[0])
     done, backend = all_to_all("packet", "roce_dcqcn", SIZE)
     st = backend.stats()
-    # a marked packet's ACK carries the CNP flag back (REFERENCE_SEMANTICS.md A.3)
+    # a marked packet's ACK carries the CNP flag back (docs/reference-semantics.md A.1)
     assert 0 < st["cnps"] <= st["ecn_marks"] and st["drops"] == 0
     assert max(done) > 2 * base  # the all-to-all ends with its slowest flow
     assert max(done) > 2 * statistics.median(done)  # a few stragglers, not a uniform slow-down

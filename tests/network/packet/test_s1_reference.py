@@ -1,4 +1,4 @@
-"""NS3_REFERENCE_RUNS.md scenario S1 through the system layer: 32 hosts on one 400 Gb/s switch.
+"""docs/reference-runs.md scenario S1 through the system layer: 32 hosts on one 400 Gb/s switch.
 
 Completion of the last rank within 2 % of ASTRA-sim + NS-3 and every message's FCT within 3 % of the
 reference's (the model follows the same semantics, so in practice both agree to the ns).

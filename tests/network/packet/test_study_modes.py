@@ -1,4 +1,4 @@
-"""The four study network modes at packet level on study runs (STUDY.md section 5; issue check).
+"""The four study network modes at packet level on study runs (docs/study.md §5).
 
 V4 Flash with 1024 tokens (a quarter of the study's) keeps each run to seconds; the traffic pattern
 is the study's. Topology 3 (two GPUs behind one NIC, one of them over UPI) is congested at TP16EP2:
@@ -39,7 +39,7 @@ def test_modes_differ_on_a_congested_run(topology3):
 
 
 @pytest.mark.xfail(strict=True, reason="reference: roce_dcqcn 0.783 s vs ib_cc0 0.395 s; with the 512 Gb/s ECN "
-                   "thresholds scaled as STUDY.md asks, our queues stay below KMIN here and DCQCN never cuts its "
+                   "thresholds scaled as docs/study.md §5 asks, our queues stay below KMIN here and DCQCN never cuts its "
                    "rate (see docs/network-packet.md)")
 def test_roce_dcqcn_is_slowest_as_in_the_reference(topology3):
     assert topology3["roce_dcqcn"] == max(topology3.values())

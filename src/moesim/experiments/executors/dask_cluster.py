@@ -9,6 +9,7 @@ The Dask workers must have moesim installed (it is not shipped to them).
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
+from typing import Any
 
 from moesim.errors import MoesimError
 from moesim.experiments.executors.base import EXECUTORS, Executor
@@ -28,19 +29,37 @@ class DaskExecutor(Executor):
             raise MoesimError("--executor dask: dask is not installed (pip install 'dask[distributed]'), "
                               "or use --executor local|ray") from None
         super().__init__(workers, address, max_retries)
+        self._client: Any = None
 
     def describe(self) -> str:
         return f"dask: cluster at {self.address}" if self.address else "dask: a local cluster"
+
+    def connect(self) -> DaskExecutor:
+        """Join the cluster at ``--address`` now, before the store is created."""
+        from dask.distributed import Client
+
+        if self.address and self._client is None:
+            try:
+                self._client = Client(self.address, timeout="10s")
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise MoesimError(f"--address {self.address}: cannot connect to a Dask scheduler there "
+                                  f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        return self
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def execute(self, runs: Sequence[WorkUnit], diagnostics: bool = False) -> Generator[RunOutcome, None, None]:
         from dask.distributed import Client, as_completed
 
         if not runs:
             return
-        if self.address:
-            client = Client(self.address)
-        else:
-            client = Client(n_workers=self.workers or None, threads_per_worker=1, processes=True)
+        self.connect()
+        own = self._client is None
+        client = self._client if not own else Client(n_workers=self.workers or None, threads_per_worker=1,
+                                                     processes=True)
         futures = {}
         try:
             for run in runs:
@@ -55,4 +74,5 @@ class DaskExecutor(Executor):
         finally:
             for fut, _ in futures.values():
                 fut.cancel()
-            client.close()
+            if own:
+                client.close()

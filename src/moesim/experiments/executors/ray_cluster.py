@@ -29,13 +29,18 @@ def package_dir() -> Path:
     return Path(moesim.__file__).resolve().parent
 
 
+ADDRESS_FORMS = "HOST:PORT, ray://HOST:PORT or auto"
+
+
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Fail fast (before the store is opened) when nothing listens at ``HOST:PORT`` or ``ray://HOST:PORT``;
-    ``ray.init`` itself would wait minutes for an unreachable cluster."""
+    """Fail fast (before the store is opened) when ``address`` is not an address or nothing listens at
+    ``HOST:PORT`` / ``ray://HOST:PORT``; ``ray.init`` itself would wait minutes for an unreachable cluster."""
+    if address == "auto":
+        return  # Ray finds the cluster this machine belongs to
     target = address.removeprefix("ray://")
     host, sep, port = target.rpartition(":")
-    if address == "auto" or not sep or not port.isdigit():
-        return  # "auto" or a form we do not parse: let Ray resolve it
+    if not sep or not host or not port.isdigit() or any(c.isspace() for c in target) or not 0 < int(port) < 65536:
+        raise MoesimError(f"--address '{address}': not a Ray address (allowed: {ADDRESS_FORMS})")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
@@ -61,9 +66,24 @@ class RayExecutor(Executor):
         if address:
             check_reachable(address)
         super().__init__(workers, address, max_retries)
+        self._owns = False  # whether this executor started or joined Ray and must shut it down
 
     def describe(self) -> str:
         return f"ray: cluster at {self.address}" if self.address else "ray: a local Ray instance"
+
+    def connect(self) -> RayExecutor:
+        """Join the cluster at ``--address`` now, before the store is created (a local instance is started
+        only when there is something to run)."""
+        if self.address and not self._owns:
+            self._owns = self._init()
+        return self
+
+    def close(self) -> None:
+        if self._owns:
+            import ray
+
+            ray.shutdown()
+            self._owns = False
 
     def _init(self) -> bool:
         """Connect (or start a local instance); returns whether this executor must shut Ray down."""
@@ -90,7 +110,7 @@ class RayExecutor(Executor):
 
         if not runs:
             return
-        owns = self._init()
+        owns = not self._owns and self._init()
         task = ray.remote(num_cpus=1, max_retries=self.max_retries, retry_exceptions=False)(run_unit)
         pending: dict[Any, WorkUnit] = {}
         try:

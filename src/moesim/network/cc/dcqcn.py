@@ -1,4 +1,4 @@
-"""DCQCN, Mellanox variant (CC_MODE 1), as in the NS-3 RDMA stack (REFERENCE_SEMANTICS.md A.1.1).
+"""DCQCN, Mellanox variant (CC_MODE 1), as in the NS-3 RDMA stack (docs/reference-semantics.md A.1.1).
 
 Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015. The reference has
 no byte counter: after a cut, the rate-increase timer alone drives fast recovery (stage <
@@ -142,5 +142,5 @@ ALGORITHM = CcAlgorithm(
 )
 CC_ALGORITHMS.register(
     "dcqcn", "DCQCN (Mellanox variant): ECN/CNP-driven rate cuts, timer-driven recovery",
-    "Zhu et al., SIGCOMM 2015; REFERENCE_SEMANTICS.md A.1.1 (CC_MODE 1)",
+    "Zhu et al., SIGCOMM 2015; docs/reference-semantics.md A.1.1 (CC_MODE 1)",
 )(ALGORITHM)

@@ -1,4 +1,4 @@
-"""HPCC (CC_MODE 3), as in the NS-3 RDMA stack (REFERENCE_SEMANTICS.md A.1.2).
+"""HPCC (CC_MODE 3), as in the NS-3 RDMA stack (docs/reference-semantics.md A.1.2).
 
 Li et al., "HPCC: High Precision Congestion Control", SIGCOMM 2019. Per ACK, every hop's
 utilisation is estimated from the INT record the data packet collected and the previous record of
@@ -171,5 +171,5 @@ ALGORITHM = CcAlgorithm(
 )
 CC_ALGORITHMS.register(
     "hpcc", "HPCC: INT-based per-hop utilisation, multiplicative update towards eta plus additive increase",
-    "Li et al., SIGCOMM 2019; REFERENCE_SEMANTICS.md A.1.2 (CC_MODE 3)",
+    "Li et al., SIGCOMM 2019; docs/reference-semantics.md A.1.2 (CC_MODE 3)",
 )(ALGORITHM)

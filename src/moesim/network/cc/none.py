@@ -1,6 +1,6 @@
 """No congestion control (CC_MODE 0 and every unhandled mode, incl. ASTRA-sim's shipped 12).
 
-The rate stays at line rate; CNP flags and INT records are ignored (REFERENCE_SEMANTICS.md A.1.3).
+The rate stays at line rate; CNP flags and INT records are ignored (docs/reference-semantics.md A.1.3).
 """
 
 from __future__ import annotations
@@ -48,5 +48,5 @@ ALGORITHM = CcAlgorithm(
 )
 CC_ALGORITHMS.register(
     "none", "No congestion control: line rate, bounded only by the BDP window and PFC",
-    "REFERENCE_SEMANTICS.md A.1.3 (CC_MODE 0 / 12)",
+    "docs/reference-semantics.md A.1.3 (CC_MODE 0 / 12)",
 )(ALGORITHM)

@@ -1,4 +1,4 @@
-"""Packet-level RDMA network backend (REFERENCE_SEMANTICS.md part A), compiled with numba.
+"""Packet-level RDMA network backend (docs/reference-semantics.md part A), compiled with numba.
 
 Modules: ``layout`` (state arrays), ``events`` (event queue), ``links`` (packets, queues, wires),
 ``mmu`` (switch buffer, PFC, ECN, INT), ``switch`` (forwarding, egress), ``nic`` (sender/receiver),

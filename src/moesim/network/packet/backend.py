@@ -78,7 +78,7 @@ def _ns(t_s: float) -> int:
 
 @BACKENDS.register(
     "packet", "Packet-level RDMA network: NIC pacing, BDP windows, ACKs, shared-buffer switches, PFC, ECN, INT, CC",
-    "REFERENCE_SEMANTICS.md part A (the NS-3 RDMA model of ASTRA-sim / HPCC)",
+    "docs/reference-semantics.md part A (the NS-3 RDMA model of ASTRA-sim / HPCC)",
 )
 class PacketBackend(NetworkBackend):
     """Packet-level simulation of the RDMA fabric; one queue pair per flow."""

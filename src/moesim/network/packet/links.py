@@ -1,4 +1,4 @@
-"""Packets, egress FIFO queues and store-and-forward links (REFERENCE_SEMANTICS.md A.1 "Links").
+"""Packets, egress FIFO queues and store-and-forward links (docs/reference-semantics.md A.1, "NIC egress").
 
 A port serialises one packet at a time for ``round(bytes·8/bps)`` ns (ns-3 rounds the transmit time
 to the nearest ns, so a 1036 B packet at 400 Gb/s takes 21 ns); the packet reaches the far node

@@ -1,4 +1,4 @@
-"""Host NIC: the sender (RP) and receiver (NP) of the RDMA model (REFERENCE_SEMANTICS.md A.1).
+"""Host NIC: the sender (RP) and receiver (NP) of the RDMA model (docs/reference-semantics.md A.1).
 
 Egress: the ACK queue has strict priority (blocked by a data-class PAUSE unless ACK_HIGH_PRIO), then
 round-robin over the port's QPs from the one after the last served, taking the first that is not

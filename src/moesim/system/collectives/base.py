@@ -4,7 +4,7 @@ A plan describes one chunk of one collective over a group of ``n`` members (posi
 order). Transfer ``j`` may start once the source member's stream for this chunk has started and every
 transfer in ``after`` has arrived at its destination, plus ``delay_s`` (ASTRA-sim's per-step bundle
 delay, plus the reduction delay when the message that released it was "processed"). A member's stream
-exits ``exit_delay_s`` after the transfers in its ``exit_after`` have arrived (REFERENCE_SEMANTICS.md B).
+exits ``exit_delay_s`` after the transfers in its ``exit_after`` have arrived (docs/reference-semantics.md B).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class StepTiming:
     mem_bw_bytes_per_s: float = 1.6e12
 
     def reduction_s(self, size_bytes: int) -> float:
-        """3 · floor(bytes / local_mem_bw in ns) ns (REFERENCE_SEMANTICS.md B.1, D.9)."""
+        """3 · floor(bytes / local_mem_bw in ns) ns (docs/reference-semantics.md B.1, D.9)."""
         return 3 * math.floor(size_bytes * 1e9 / self.mem_bw_bytes_per_s) * 1e-9
 
 

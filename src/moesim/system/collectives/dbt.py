@@ -71,5 +71,5 @@ def dbt_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, chunk
 
 COLLECTIVES.register(
     "dbt", "Double Binary Tree all-reduce, full chunk on every edge, trees alternating per chunk",
-    "ASTRA-sim 2.0 DoubleBinaryTreeAllReduce.cc (REFERENCE_SEMANTICS.md B.3)",
+    "ASTRA-sim 2.0 DoubleBinaryTreeAllReduce.cc (docs/reference-semantics.md B.3)",
 )(Algorithm(frozenset({CollectiveType.ALL_REDUCE}), dbt_plan))

@@ -1,4 +1,4 @@
-"""Direct collectives (ASTRA-sim ``AllToAll.cc``; REFERENCE_SEMANTICS.md B.4).
+"""Direct collectives (ASTRA-sim ``AllToAll.cc``; docs/reference-semantics.md B.4).
 
 All-to-all: D/N to each of the N-1 peers, all injected at once ("direct") or through a sliding window
 of K ("directK": each receive releases the next send). All-reduce: N-1 concurrent D/N messages
@@ -56,5 +56,5 @@ def direct_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, ch
 
 COLLECTIVES.register(
     "direct", "Direct: D/N to every peer concurrently (window K with directK); all-reduce as RS then AG",
-    "ASTRA-sim 2.0 AllToAll.cc (REFERENCE_SEMANTICS.md B.4)",
+    "ASTRA-sim 2.0 AllToAll.cc (docs/reference-semantics.md B.4)",
 )(Algorithm(frozenset({CollectiveType.ALL_TO_ALL, CollectiveType.ALL_REDUCE}), direct_plan))

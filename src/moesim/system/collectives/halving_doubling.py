@@ -52,6 +52,6 @@ def hd_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, chunk_
 
 COLLECTIVES.register(
     "halving_doubling", "Recursive halving-doubling: 2 log2 N steps of shrinking then growing messages",
-    "ASTRA-sim 2.0 HalvingDoubling.cc (REFERENCE_SEMANTICS.md B.5)",
+    "ASTRA-sim 2.0 HalvingDoubling.cc (docs/reference-semantics.md B.5)",
 )(Algorithm(frozenset({CollectiveType.ALL_REDUCE, CollectiveType.REDUCE_SCATTER,
                        CollectiveType.ALL_GATHER}), hd_plan))

@@ -1,4 +1,4 @@
-"""Ring collectives (ASTRA-sim ``Ring.cc``; REFERENCE_SEMANTICS.md B.2).
+"""Ring collectives (ASTRA-sim ``Ring.cc``; docs/reference-semantics.md B.2).
 
 Member i always sends to i+1 and receives from i-1, one message in flight: step k+1's send waits for
 step k's receive plus the bundle delay. All-reduce = 2(N-1) messages of D/N (the first N-1 received are
@@ -43,5 +43,5 @@ def ring_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, chun
 
 COLLECTIVES.register(
     "ring", "Unidirectional ring: all-reduce as 2(N-1) pipelined steps of D/N; RS, AG and A2A variants",
-    "ASTRA-sim 2.0 Ring.cc (REFERENCE_SEMANTICS.md B.2)",
+    "ASTRA-sim 2.0 Ring.cc (docs/reference-semantics.md B.2)",
 )(Algorithm(frozenset(CollectiveType), ring_plan))

@@ -1,4 +1,4 @@
-"""No external network: a single server, or servers joined by their own links (STUDY.md topology 6)."""
+"""No external network: a single server, or servers joined by their own links (docs/study.md §4, topology 6)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from moesim.topology.builder import TopologyBuilder
 
 
-@FABRICS.register("none", "no external network", "STUDY.md section 4, topology 6")
+@FABRICS.register("none", "no external network", "docs/study.md §4, topology 6")
 @dataclass(frozen=True)
 class NoFabric(Fabric):
     """Adds nothing."""

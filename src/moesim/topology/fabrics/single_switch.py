@@ -1,4 +1,4 @@
-"""Every NIC cabled to one external switch (the study's fabric, STUDY.md section 4)."""
+"""Every NIC cabled to one external switch (the study's fabric, docs/study.md §4)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from moesim.topology.builder import TopologyBuilder
 
 
-@FABRICS.register("single_switch", "every NIC on one external switch 'sw0'", "STUDY.md section 4")
+@FABRICS.register("single_switch", "every NIC on one external switch 'sw0'", "docs/study.md §4")
 @dataclass(frozen=True)
 class SingleSwitch(Fabric):
     """One non-blocking switch ``sw0``; each NIC has one full-duplex cable to it."""

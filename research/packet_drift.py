@@ -1,7 +1,7 @@
 """How packet-level asymmetries between ranks grow (the figures of docs/calibration.md, packet section).
 
-    python benchmarks/packet_drift.py pair
-    python benchmarks/packet_drift.py layers deepseek-v4-flash 6 TP2EP16 ring_direct ib_cc0 [--tokens 256]
+    python research/packet_drift.py pair
+    python research/packet_drift.py layers deepseek-v4-flash 6 TP2EP16 ring_direct ib_cc0 [--tokens 256]
         [--backend fluid] [--set key=value ...] [--seed N] [--offsets]
 
 ``pair``: two GPUs behind one PCIe switch (512 Gb/s, 0.2 µs links), ib_cc0. Two opposite 256 KiB

@@ -1,6 +1,6 @@
 """Error of approximate layer fast-forward: rerun a sweep's approximately fast-forwarded runs in full.
 
-    python benchmarks/fast_forward_accuracy.py RESULTS_DIR [--workers 2] [--limit N] [--cheapest]
+    python research/fast_forward_accuracy.py RESULTS_DIR [--workers 2] [--limit N] [--cheapest]
 
 Reads RESULTS_DIR/results.duckdb (written by `moesim sweep`), re-simulates every run whose
 fast_forward_mode is "approximate" with fast_forward=False, and prints the median and worst relative

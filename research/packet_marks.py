@@ -1,8 +1,8 @@
 """ECN marks, CNPs and DCQCN stragglers at packet level (the figures of docs/network-packet.md and
-docs/fluid-accuracy.md on DCQCN).
+research/fluid-accuracy.md on DCQCN).
 
-    python benchmarks/packet_marks.py alltoall [--size-bytes 2097152] [--at-us 130]
-    python benchmarks/packet_marks.py run deepseek-v4-flash 1 TP4EP8 ring_direct roce_dcqcn
+    python research/packet_marks.py alltoall [--size-bytes 2097152] [--at-us 130]
+    python research/packet_marks.py run deepseek-v4-flash 1 TP4EP8 ring_direct roce_dcqcn
 
 ``alltoall``: the first 8 GPUs of topology 1 exchange messages, all sent at t = 0, under ib_cc0 and
 roce_dcqcn; prints first / median / last completion, the mark and CNP counters, and the sorted sending

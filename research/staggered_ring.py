@@ -1,8 +1,8 @@
 """A TP ring all-reduce (or another collective) whose ranks start at different times, on every backend
-(docs/fluid-accuracy.md).
+(research/fluid-accuracy.md).
 
-    python benchmarks/staggered_ring.py 4 TP16EP2 roce_hpcc [--offsets-us 87,74,88,89,0,68,84,62]
-    python benchmarks/staggered_ring.py 2 TP8EP4 ib_cc0 --node ep_dispatch --tokens 4096 --offsets-us 0,4
+    python research/staggered_ring.py 4 TP16EP2 roce_hpcc [--offsets-us 87,74,88,89,0,68,84,62]
+    python research/staggered_ring.py 2 TP8EP4 ib_cc0 --node ep_dispatch --tokens 4096 --offsets-us 0,4
         --backends packet,fluid --set fluid_window=bytes
 
 In a study run the TP all-reduce after the EP combine starts on each rank when that rank's combine

@@ -1,6 +1,6 @@
-"""The fluid backend's accuracy check on the quick validation set (benchmarks/fluid_accuracy.py --quick):
+"""The fluid backend's accuracy check on the quick validation set (research/fluid_accuracy.py --quick):
 four study configurations at tokens=256, fluid vs packet; fails when the median relative wall-time
-error exceeds 3 % (the issue's target). Runs the packet backend for real (about 30 s). Also: the
+error exceeds 3 %. Runs the packet backend for real (about 30 s). Also: the
 study-scale set's packet times are at hand, and a malformed set file gets a one-line error."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fluid_accuracy.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "fluid_accuracy.py"
 
 
 def load_script():
@@ -31,7 +31,7 @@ def test_quick_set_median_error_within_target(capsys):
 
 def test_the_study_scale_set_has_every_packet_time_in_the_cache():
     """The documented study-scale command must not fall back to hours of packet runs: each of the 38
-    configurations of benchmarks/study_scale_set.txt has its 4096-token packet wall time in the cache."""
+    configurations of research/study_scale_set.txt has its 4096-token packet wall time in the cache."""
     mod = load_script()
     cfgs = mod.read_list(SCRIPT.parent / "study_scale_set.txt")
     cache = json.loads((SCRIPT.parent / "fluid_packet_cache.json").read_text())

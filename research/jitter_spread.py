@@ -1,6 +1,6 @@
-"""How far single runs move under a few ns of start jitter, on each backend (docs/fluid-accuracy.md).
+"""How far single runs move under a few ns of start jitter, on each backend (research/fluid-accuracy.md).
 
-    python benchmarks/jitter_spread.py 4/TP16EP2/ring_direct/roce_dcqcn 6/TP4EP8/ring_direct/ib_cc0 \
+    python research/jitter_spread.py 4/TP16EP2/ring_direct/roce_dcqcn 6/TP4EP8/ring_direct/ib_cc0 \
         [--tokens 256] [--jitter-s 1e-8] [--seeds 3] [--backends packet,fluid]
 
 For each configuration (V4 Flash, topology/strategy/algorithm/mode) prints the wall time without jitter

@@ -1,8 +1,8 @@
-"""How a head start grows when four GPUs share one NIC (docs/fluid-accuracy.md, "Where the errors come from").
+"""How a head start grows when four GPUs share one NIC (research/fluid-accuracy.md, "Where the errors come from").
 
-    python benchmarks/head_start.py [--lead-us 2] [--size-bytes 786432] [--set fluid_marks=random] [--trace]
+    python research/head_start.py [--lead-us 2] [--size-bytes 786432] [--set fluid_marks=random] [--trace]
         [--mode roce_hpcc]
-    python benchmarks/head_start.py --dispatch [--lead-us 1] [--set fluid_window=bytes]
+    python research/head_start.py --dispatch [--lead-us 1] [--set fluid_window=bytes]
 
 Topology 4, ib_cc0 (or ``--mode``, which congestion-controls the messages): GPUs 4..7 (one PCIe
 switch, one NIC) each send one message to GPU +16 on another server; GPU 7 starts ``lead`` µs before
@@ -26,7 +26,8 @@ from typing import Any
 from moesim.commands.run import parse_set
 from moesim.network import BACKENDS
 from moesim.network.base import Flow
-from moesim.network.params import CC_NONE, network_mode
+from moesim.network.cc import algorithm_for_mode
+from moesim.network.params import network_mode
 from moesim.system.engine import Simulation
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
@@ -43,7 +44,7 @@ def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool, 
     """Completion time (µs) of each forward message, by its source GPU; with ``trace_us`` (packet backend)
     also the bytes acknowledged of each forward message at those instants."""
     params = network_mode(mode).with_overrides(overrides or None)
-    cc = params.cc_mode != CC_NONE
+    cc = algorithm_for_mode(params.cc_mode, strict=False).controls_rate
     backend = BACKENDS.get(backend_name)(get_topology("4", nic_switch_delay_s=params.nic_switch_delay_s), params)
     events = sorted([(0.0, g) for g in EARLY] + [(lead_s, g) for g in LATE] + [(t * 1e-6, -1) for t in trace_us])
     done: dict[int, float] = {}

@@ -1,5 +1,5 @@
 """Accuracy of the fluid backend (or another, ``--backend``) against the packet backend
-(docs/fluid-accuracy.md, issue "Fast congestion-aware tier").
+(research/fluid-accuracy.md).
 
 The validation set is a fixed, deterministic list of study configurations (V4 Flash): twelve
 (topology, strategy) cells — every topology twice, every strategy three times — each with four runs:
@@ -7,12 +7,12 @@ ring/roce_hpcc, ring/roce_dcqcn, dbt/roce_hpcc and one no-CC or IB run (ib_cc0 /
 alternating, on ring or dbt). That gives per-configuration wall-time errors plus the DCQCN/HPCC ratio
 (ring, RoCE) and the DBT/Ring ratio (roce_hpcc) per cell.
 
-    python benchmarks/fluid_accuracy.py --tokens 256   # 48 configurations (doc table)
-    python benchmarks/fluid_accuracy.py --quick    # 4 configurations, tokens=256 (CI)
-    python benchmarks/fluid_accuracy.py --tokens 256 --set fluid_marks=random   # a fluid variant
-    python benchmarks/fluid_accuracy.py --tokens 256 --jitter-seeds 3 --workers 2   # medians over 10 ns jitter
-    python benchmarks/fluid_accuracy.py --tokens 256 --backend flow   # the flow backend on the same set
-    python benchmarks/fluid_accuracy.py --list benchmarks/study_scale_set.txt --tokens 4096   # at study scale
+    python research/fluid_accuracy.py --tokens 256   # 48 configurations (doc table)
+    python research/fluid_accuracy.py --quick    # 4 configurations, tokens=256 (CI)
+    python research/fluid_accuracy.py --tokens 256 --set fluid_marks=random   # a fluid variant
+    python research/fluid_accuracy.py --tokens 256 --jitter-seeds 3 --workers 2   # medians over 10 ns jitter
+    python research/fluid_accuracy.py --tokens 256 --backend flow   # the flow backend on the same set
+    python research/fluid_accuracy.py --list research/study_scale_set.txt --tokens 4096   # at study scale
 
 Prints the table and the median / worst relative wall-time error; exits 1 when the median exceeds
 --median-target (3 %).

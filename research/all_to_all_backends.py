@@ -1,10 +1,10 @@
 """All-to-alls on a study topology, packet against fluid: completions and where the backlog sits (the
-figures of docs/fluid-accuracy.md on shared-NIC servers).
+figures of research/fluid-accuracy.md on shared-NIC servers).
 
-    python benchmarks/all_to_all_backends.py 2 --groups 2 --size-bytes 1048576 --modes ib_cc0,roce_dcqcn
-    python benchmarks/all_to_all_backends.py 4 --ranks 16 --size-bytes 786432 --modes ib_cc0,roce_hpcc
-    python benchmarks/all_to_all_backends.py 2 --groups 8 --size-bytes 12582912 --set fluid_marks=random
-    python benchmarks/all_to_all_backends.py 6 --pairs 3-4,7-0 --size-bytes 4194304 --modes ib_cc0
+    python research/all_to_all_backends.py 2 --groups 2 --size-bytes 1048576 --modes ib_cc0,roce_dcqcn
+    python research/all_to_all_backends.py 4 --ranks 16 --size-bytes 786432 --modes ib_cc0,roce_hpcc
+    python research/all_to_all_backends.py 2 --groups 8 --size-bytes 12582912 --set fluid_marks=random
+    python research/all_to_all_backends.py 6 --pairs 3-4,7-0 --size-bytes 4194304 --modes ib_cc0
 
 The first ``--ranks`` GPUs (default: all) form ``--groups`` interleaved all-to-all groups (GPU i is in
 group i mod groups), or ``--pairs`` lists the messages (source-destination GPUs); every message is sent

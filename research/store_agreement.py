@@ -3,7 +3,7 @@ study itself (tokens=4096), where ``fluid_accuracy.py`` keeps the packet runs af
 
     moesim sweep study --models deepseek-v4-flash --backend packet --out P   # the reference (about 1.5 h)
     moesim sweep study --models deepseek-v4-flash --backend fluid --out F
-    python benchmarks/store_agreement.py P F
+    python research/store_agreement.py P F
 
 Runs are matched on model, topology, strategy, algorithm, network mode and overrides (except the fluid
 backend's own ``fluid_*`` parameters, which choose a model variant, not a configuration). Prints the median

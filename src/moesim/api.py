@@ -1,0 +1,241 @@
+"""The Python API: one run, a sweep, a results store as a pandas DataFrame, topology and model loaders.
+
+    import moesim
+
+    out = moesim.run(model="deepseek-v4-flash", topology="1", strategy="TP2EP16", tokens=2048)
+    out.wall_s, out.to_dict(), out.ranks                  # per-rank figures as a DataFrame
+    out = moesim.run(..., layers=True); out.layers        # per-rank, per-layer intervals (no fast-forward)
+    summary = moesim.sweep("matrix.yaml", out="results/mine")
+    df = moesim.load_results("results/mine")
+
+Every name here is also an attribute of ``moesim`` (loaded on first use). The command line and this API
+run the same code (``moesim.system.run``, ``moesim.experiments``); see docs/api.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from moesim.errors import MoesimError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from moesim.experiments.matrix import Matrix
+    from moesim.experiments.runner import SweepSummary
+    from moesim.models.spec import ModelSpec
+    from moesim.system.run import NodeTime
+    from moesim.system.spec import RunResult, RunSpec
+    from moesim.topology.model import Topology
+
+__all__ = ["RunOutput", "load_model", "load_results", "load_topology", "run", "sweep"]
+
+
+def _pandas() -> Any:
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
+        raise MoesimError("the Python API's tables need pandas (pip install pandas)") from None
+    return pd
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """The outcome of ``moesim.run``: the run's figures (those of its bottleneck rank) and its tables."""
+
+    result: RunResult
+    """The library's record of the run (``moesim.system.spec.RunResult``)."""
+    timeline: tuple[NodeTime, ...] = ()
+    """Every node's interval, when the run was made with ``layers=True``."""
+
+    @property
+    def spec(self) -> RunSpec:
+        return self.result.spec
+
+    @property
+    def wall_s(self) -> float:
+        """End-to-end time of the prefill pass: the bottleneck rank's last node end."""
+        return self.result.wall_s
+
+    @property
+    def gpu_s(self) -> float:
+        return self.result.gpu_s
+
+    @property
+    def comm_s(self) -> float:
+        return self.result.comm_s
+
+    @property
+    def bottleneck_rank(self) -> int:
+        return self.result.bottleneck_rank
+
+    @property
+    def backend(self) -> str:
+        return self.result.backend
+
+    def to_dict(self) -> dict[str, Any]:
+        """One flat JSON-able record, the same as ``moesim run --json`` prints."""
+        return self.result.summary()
+
+    @property
+    def ranks(self) -> pd.DataFrame:
+        """One row per rank: ``rank, wall_s, gpu_s, comm_s, bottleneck`` (ASTRA-sim's per-rank figures)."""
+        pd = _pandas()
+        rows = [{"rank": r, "wall_s": t.wall_s, "gpu_s": t.gpu_s, "comm_s": t.comm_s,
+                 "bottleneck": r == self.result.bottleneck_rank} for r, t in enumerate(self.result.ranks)]
+        return pd.DataFrame(rows, columns=["rank", "wall_s", "gpu_s", "comm_s", "bottleneck"])
+
+    @property
+    def nodes(self) -> pd.DataFrame:
+        """One row per executed node: ``rank, node_id, name, layer, kind, start_s, end_s, duration_s``
+        (``layers=True`` only)."""
+        self._need_timeline("nodes")
+        pd = _pandas()
+        df = pd.DataFrame([t.__dict__ for t in self.timeline],
+                          columns=["rank", "node_id", "name", "layer", "kind", "start_s", "end_s"])
+        df["duration_s"] = df["end_s"] - df["start_s"]
+        return df
+
+    @property
+    def layers(self) -> pd.DataFrame:
+        """One row per rank and model layer: ``rank, layer, start_s, end_s, duration_s`` (first node start to last
+        node end), ``compute_s`` and ``comm_s`` (summed node durations by kind), ``nodes`` (``layers=True`` only)."""
+        self._need_timeline("layers")
+        nodes = self.nodes
+        nodes = nodes[nodes["layer"] >= 0].assign(
+            compute_s=lambda d: d["duration_s"].where(d["kind"] == "compute", 0.0),
+            comm_s=lambda d: d["duration_s"].where(d["kind"] != "compute", 0.0))
+        out = nodes.groupby(["rank", "layer"], as_index=False).agg(
+            start_s=("start_s", "min"), end_s=("end_s", "max"), compute_s=("compute_s", "sum"),
+            comm_s=("comm_s", "sum"), nodes=("node_id", "count"))
+        out.insert(4, "duration_s", out["end_s"] - out["start_s"])
+        return out
+
+    def _need_timeline(self, what: str) -> None:
+        if not self.timeline:
+            raise MoesimError(f"RunOutput.{what}: run with layers=True to record every node's interval "
+                              "(it turns the engine's layer fast-forward off, so the run is slower)")
+
+    def __repr__(self) -> str:
+        s = self.spec
+        return (f"RunOutput({s.model} topology {s.topology} {s.strategy} {s.algorithm} {s.network} "
+                f"[{self.backend}]: wall {self.wall_s:.6f} s, GPU {self.gpu_s:.6f} s, comm {self.comm_s:.6f} s)")
+
+
+def _strategy(strategy: str) -> str:
+    from moesim.workload.layout import ParallelLayout
+
+    return ParallelLayout.parse(strategy).name
+
+
+def run(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = "ring_direct",
+        network: str = "ib_cc0", backend: str = "fluid", *, layers: bool = False, diagnostics: bool = False,
+        progress: Callable[[float, int, int], None] | None = None, **overrides: Any) -> RunOutput:
+    """Simulate one configuration, as ``moesim run`` does.
+
+    ``model``: a catalog key (``moesim models list``), a model YAML or a Hugging Face config.json;
+    ``topology``: 1..6 or a topology YAML; ``strategy``: ``TP<n>EP<m>``; ``overrides``: any parameter of
+    ``moesim run --set`` (``tokens=2048``, ``fabric_bandwidth_bps=800e9``, ...). ``layers=True`` records every
+    node's interval (``.layers``, ``.nodes``). ``progress(simulated_s, layers_done, layers_total)`` is called
+    as the simulation advances.
+    """
+    from moesim.system.run import prepare, result_of, simulate_prepared
+    from moesim.system.spec import RunSpec
+
+    spec = RunSpec(str(model), str(topology), _strategy(strategy), algorithm, network, backend,
+                   tuple(sorted(overrides.items())))
+    prepared = prepare(spec)
+    simulated = simulate_prepared(prepared, diagnostics=diagnostics, progress=progress, timeline=layers)
+    return RunOutput(result_of(prepared, simulated), simulated.timeline)
+
+
+def _matrix(what: Any) -> Matrix | None:
+    """``what`` as a matrix if it is one: a ``Matrix``, ``"study"`` or the path of a matrix YAML."""
+    from moesim.experiments.matrix import Matrix, load_matrix, study_matrix
+
+    if isinstance(what, Matrix):
+        return what
+    if isinstance(what, str) and what == "study":
+        return study_matrix()
+    if isinstance(what, str | Path):
+        return load_matrix(what)
+    return None
+
+
+def _runs(items: Iterable[Any]) -> list[RunSpec]:
+    """RunSpecs from RunSpecs or dicts (keys other than the RunSpec fields are parameter overrides)."""
+    from moesim.system.spec import RunSpec
+
+    fields = ("model", "topology", "strategy", "algorithm", "network", "backend")
+    specs = []
+    for item in items:
+        if isinstance(item, RunSpec):
+            specs.append(item)
+            continue
+        if not isinstance(item, dict):
+            raise MoesimError("moesim.sweep: expected a Matrix, a matrix file, 'study' or an iterable of runs "
+                              f"(RunSpec or dict), got an item of type {type(item).__name__}")
+        missing = [f for f in fields[:3] if f not in item]
+        if missing:
+            raise MoesimError(f"moesim.sweep: run {item!r}: missing {', '.join(missing)}")
+        given = {k: str(item[k]) for k in fields if k in item}
+        given["strategy"] = _strategy(given["strategy"])
+        overrides = tuple(sorted((k, v) for k, v in item.items() if k not in fields))
+        specs.append(RunSpec(**given, overrides=overrides))
+    return specs
+
+
+def sweep(matrix_or_specs: Matrix | str | Path | Iterable[RunSpec | dict[str, Any]], out: str | Path, *,
+          preset: str | None = None, executor: str = "local", workers: int | None = None,
+          address: str | None = None, diagnostics: bool = False, progress: str = "none", rerun: bool = False,
+          max_retries: int = 3) -> SweepSummary:
+    """Run a sweep into the results store ``out`` (resumable), as ``moesim sweep`` does.
+
+    ``matrix_or_specs``: a ``Matrix``, the path of a matrix YAML, ``"study"`` (the built-in study), or an
+    iterable of ``RunSpec`` or dicts (``{"model": ..., "topology": ..., "strategy": ..., "tokens": 2048}``:
+    keys other than the RunSpec fields are parameter overrides). ``preset`` applies to a matrix.
+    From a script, call it under ``if __name__ == "__main__":`` (the local pool starts its workers with spawn).
+    Returns the summary (``.lines()`` prints as the command does); ``load_results(out)`` reads the store.
+    """
+    from moesim.experiments.runner import run_sweep
+
+    matrix = _matrix(matrix_or_specs)
+    if preset is not None:
+        if matrix is None:
+            raise MoesimError("moesim.sweep: preset= needs a matrix (a Matrix, a matrix file or 'study')")
+        matrix = matrix.with_preset(preset)
+    if matrix is not None:
+        specs, source, diagnostics = matrix.runs(), matrix.source, diagnostics or matrix.diagnostics
+    else:
+        specs, source = _runs(matrix_or_specs), "moesim.sweep"  # type: ignore[arg-type]
+    return run_sweep(specs, out, executor=executor, workers=workers, address=address, diagnostics=diagnostics,
+                     progress=progress, max_retries=max_retries, source=source, rerun=rerun)
+
+
+def load_results(directory: str | Path, *, include_failed: bool = False) -> pd.DataFrame:
+    """The results of ``directory`` (``results.duckdb`` or ``runs.parquet``) as a DataFrame, one row per run.
+
+    By default the successful runs with the factors as text and the figures as floats, ordered by the
+    factors (what ``moesim report`` analyses); ``include_failed=True`` gives every stored row and column.
+    """
+    from moesim.analysis.results import load_results as load_table
+
+    return load_table(directory, include_failed=include_failed).to_pandas()
+
+
+def load_topology(name_or_path: str | int | Path, network: str = "ib_cc0") -> Topology:
+    """A built-in topology (1..6) or a topology YAML, built with ``network``'s NIC–switch delay."""
+    from moesim.network.params import network_mode
+    from moesim.topology.catalog import get_topology
+
+    return get_topology(str(name_or_path), network_mode(network).nic_switch_delay_s)
+
+
+def load_model(key_or_path: str | Path) -> ModelSpec:
+    """A catalog model (``moesim models list``), a model YAML or a Hugging Face config.json."""
+    from moesim.models.catalog import get_model
+
+    return get_model(str(key_or_path))

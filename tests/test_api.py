@@ -1,0 +1,261 @@
+"""The Python API (``moesim.api``, docs/api.md): real runs of V4 Flash with 64 tokens on topology 6 (one
+32-GPU server, no network) and topology 3 (16 servers × 2 GPUs; the second GPU reaches the NIC over UPI, so
+the ranks differ and rank 1 is the bottleneck), which take well under a second each once compiled."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import moesim
+from moesim.cli import run_cli
+from moesim.errors import MoesimError
+
+MODEL, TOPOLOGY, TOKENS = "deepseek-v4-flash", "6", 64
+UNEVEN = "3"
+"""A topology whose ranks finish at different times (the bottleneck is not rank 0)."""
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+API_NAMES = ("RunOutput", "load_model", "load_results", "load_topology", "run", "sweep")
+RANK_COLUMNS = ["rank", "wall_s", "gpu_s", "comm_s", "bottleneck"]
+NODE_COLUMNS = ["rank", "node_id", "name", "layer", "kind", "start_s", "end_s", "duration_s"]
+LAYER_COLUMNS = ["rank", "layer", "start_s", "end_s", "duration_s", "compute_s", "comm_s", "nodes"]
+
+
+@pytest.fixture(scope="module")
+def flow_run() -> moesim.RunOutput:
+    return moesim.run(MODEL, UNEVEN, "TP2EP16", backend="flow", tokens=TOKENS)
+
+
+@pytest.fixture(scope="module")
+def timeline_run() -> moesim.RunOutput:
+    return moesim.run(MODEL, int(TOPOLOGY), "TP4EP8", backend="fluid", layers=True, tokens=TOKENS)
+
+
+# ------------------------------------------------------------------------------------------------ surface
+
+def test_import_is_cheap_and_names_load_on_first_use() -> None:
+    code = ("import sys, moesim; heavy = ('numba', 'numpy', 'pandas', 'moesim.api', 'moesim.system.run');"
+            "before = [m for m in heavy if m in sys.modules]; moesim.run; print(before, 'moesim.api' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert res.stdout.split("\n")[0] == "[] True", res.stdout
+
+
+def test_public_names() -> None:
+    assert set(API_NAMES) | {"__version__"} == set(moesim.__all__)
+    for name in API_NAMES:
+        assert getattr(moesim, name) is getattr(moesim.api, name)
+        assert name in dir(moesim)
+    assert isinstance(moesim.__version__, str) and moesim.__version__
+    with pytest.raises(AttributeError, match="no attribute 'simulate'"):
+        moesim.simulate  # noqa: B018
+
+
+# ------------------------------------------------------------------------------------------------ one run
+
+def test_run_output(flow_run: moesim.RunOutput) -> None:
+    out = flow_run
+    assert isinstance(out, moesim.RunOutput)
+    assert (out.spec.model, out.spec.topology, out.spec.strategy, out.backend) == (MODEL, UNEVEN, "TP2EP16", "flow")
+    assert out.spec.overrides == (("tokens", TOKENS),)
+    assert 0 < out.gpu_s <= out.wall_s and 0 < out.comm_s <= out.wall_s
+    assert math.isclose(out.wall_s, out.result.ranks[out.bottleneck_rank].wall_s)
+    assert out.bottleneck_rank == 1
+    assert "topology 3 TP2EP16" in repr(out) and "[flow]" in repr(out)
+
+
+def test_to_dict_is_what_the_cli_prints(flow_run: moesim.RunOutput, capsys: pytest.CaptureFixture[str]) -> None:
+    record = flow_run.to_dict()
+    assert {"model", "topology", "strategy", "tp", "ep", "backend", "wall_s", "gpu_s", "comm_s",
+            "bottleneck_rank", "overrides", "parameters", "version"} <= set(record)
+    assert record["overrides"] == {"tokens": TOKENS} and record["wall_s"] == flow_run.wall_s
+    capsys.readouterr()
+    code = run_cli(["run", "--model", MODEL, "--topology", UNEVEN, "--strategy", "TP2EP16", "--backend", "flow",
+                    "--set", f"tokens={TOKENS}", "--json", "--progress", "none"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(record))
+
+
+def test_ranks_table(flow_run: moesim.RunOutput) -> None:
+    ranks = flow_run.ranks
+    assert isinstance(ranks, pd.DataFrame) and list(ranks.columns) == RANK_COLUMNS
+    assert list(ranks["rank"]) == list(range(32))
+    assert ranks["bottleneck"].sum() == 1
+    bottleneck = ranks[ranks["bottleneck"]].iloc[0]
+    assert bottleneck["rank"] == flow_run.bottleneck_rank and bottleneck["wall_s"] == flow_run.wall_s
+    assert ranks["wall_s"].max() == flow_run.wall_s and ranks["wall_s"].nunique() > 1
+    assert ((ranks["gpu_s"] > 0) & (ranks["comm_s"] > 0)).all()
+
+
+def test_tables_of_layers_need_a_timeline(flow_run: moesim.RunOutput) -> None:
+    for what in ("layers", "nodes"):
+        with pytest.raises(MoesimError, match="layers=True"):
+            getattr(flow_run, what)
+
+
+def test_nodes_and_layers_tables(timeline_run: moesim.RunOutput) -> None:
+    nodes, layers = timeline_run.nodes, timeline_run.layers
+    assert list(nodes.columns) == NODE_COLUMNS and list(layers.columns) == LAYER_COLUMNS
+    assert set(nodes["rank"]) == set(range(32))
+    assert (nodes["duration_s"] >= 0).all()
+    assert ((nodes["duration_s"] - (nodes["end_s"] - nodes["start_s"])).abs() < 1e-15).all()
+    assert set(nodes["kind"]) == {"compute", "ALL_REDUCE", "ALL_TO_ALL"}  # TP all-reduce, EP dispatch/combine
+    # every rank finishes its last node at its own wall time
+    last = nodes.groupby("rank")["end_s"].max()
+    walls = timeline_run.ranks.set_index("rank")["wall_s"]
+    assert ((last - walls).abs() <= 1e-12 * walls).all()
+    # one row per rank and model layer, in order, each layer's nodes counted
+    num_layers = moesim.load_model(MODEL).num_layers
+    assert len(layers) == 32 * num_layers
+    assert list(layers[layers["rank"] == 0]["layer"]) == list(range(num_layers))
+    assert layers["nodes"].sum() == (nodes["layer"] >= 0).sum()
+    assert ((layers["duration_s"] - (layers["end_s"] - layers["start_s"])).abs() < 1e-15).all()
+    assert (layers["compute_s"] > 0).all() and (layers["comm_s"] > 0).all()
+
+
+def test_recording_the_timeline_agrees_with_fast_forward(timeline_run: moesim.RunOutput) -> None:
+    """layers=True turns the layer fast-forward off; the result stays within its tolerance (0.2 %)."""
+    fast = moesim.run(MODEL, TOPOLOGY, "TP4EP8", backend="fluid", tokens=TOKENS)
+    assert fast.result.parameters["fast_forwarded_layers"] > 0
+    assert timeline_run.result.parameters["fast_forwarded_layers"] == 0
+    assert math.isclose(fast.wall_s, timeline_run.wall_s, rel_tol=2e-3)
+
+
+def test_strategy_names_are_normalised() -> None:
+    out = moesim.run(MODEL, TOPOLOGY, "tp4ep8", backend="flow", tokens=TOKENS)
+    assert out.spec.strategy == "TP4EP8" and out.to_dict()["strategy"] == "TP4EP8"
+
+
+def test_progress_is_called_as_the_run_advances(monkeypatch: pytest.MonkeyPatch) -> None:
+    import moesim.system.run as system_run
+
+    monkeypatch.setattr(system_run, "PROGRESS_EVERY_S", 0.0)
+    calls: list[tuple[float, int, int]] = []
+    out = moesim.run(MODEL, TOPOLOGY, "TP2EP16", backend="fluid", tokens=TOKENS,
+                     progress=lambda t, done, total: calls.append((t, done, total)))
+    assert len(calls) > 10
+    num_layers = moesim.load_model(MODEL).num_layers
+    assert {total for _, _, total in calls} == {num_layers}
+    times, done = [c[0] for c in calls], [c[1] for c in calls]
+    assert times == sorted(times) and done == sorted(done)
+    assert 0 <= done[0] < done[-1] <= num_layers and times[-1] <= out.wall_s
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"model": "no-such-model"}, "unknown model 'no-such-model'"),
+    ({"topology": "9"}, "unknown topology '9'"),
+    ({"strategy": "TP4EP16"}, "TP × EP = 64 does not match 32 ranks"),
+    ({"strategy": "four-by-eight"}, "expected the form TP<n>EP<m>"),
+    ({"backend": "warp"}, "unknown network backend 'warp'"),
+    ({"tokens": "abc"}, "field 'tokens': expected an integer, got 'abc'"),
+])
+def test_bad_inputs_raise_moesim_error(kwargs: dict, message: str) -> None:
+    args = {"model": MODEL, "topology": TOPOLOGY, "strategy": "TP2EP16", "backend": "flow", **kwargs}
+    with pytest.raises(MoesimError, match=message):
+        moesim.run(**args)
+
+
+# ------------------------------------------------------------------------------------------------ sweeps
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("api_sweep")
+    runs = [{"model": MODEL, "topology": int(UNEVEN), "strategy": s, "backend": "flow", "tokens": TOKENS}
+            for s in ("tp2ep16", "TP4EP8")]
+    summary = moesim.sweep(runs, out, workers=1)
+    assert (summary.total, summary.ran, summary.cached, summary.failures) == (2, 2, 0, ())
+    return out
+
+
+def test_sweep_of_dicts_then_load_results(swept: Path, flow_run: moesim.RunOutput) -> None:
+    df = moesim.load_results(swept)
+    assert isinstance(df, pd.DataFrame) and len(df) == 2
+    assert {"model", "topology", "strategy", "tp", "ep", "algorithm", "network", "backend", "tokens",
+            "wall_s", "gpu_s", "comm_s", "bottleneck_rank"} <= set(df.columns)
+    assert list(df["strategy"]) == ["TP2EP16", "TP4EP8"] and set(df["tokens"]) == {str(TOKENS)}
+    assert df["wall_s"].dtype == "float64"
+    # a run in a worker of the sweep gives what the same run gives in this process
+    row = df[df["strategy"] == "TP2EP16"].iloc[0]
+    assert (row["wall_s"], row["gpu_s"], row["comm_s"]) == (flow_run.wall_s, flow_run.gpu_s, flow_run.comm_s)
+
+
+def test_sweep_again_finds_the_runs_stored(swept: Path) -> None:
+    runs = [{"model": MODEL, "topology": UNEVEN, "strategy": s, "backend": "flow", "tokens": TOKENS}
+            for s in ("TP2EP16", "TP4EP8")]
+    summary = moesim.sweep(runs, swept, workers=1)
+    assert (summary.total, summary.cached, summary.ran) == (2, 2, 0)
+
+
+def test_load_results_with_failed_runs_gives_every_column(swept: Path) -> None:
+    df = moesim.load_results(swept, include_failed=True)
+    assert len(df) == 2 and {"run_id", "status", "error", "params_json"} <= set(df.columns)
+    assert set(df["status"]) == {"ok"}
+
+
+def test_sweep_of_a_matrix_file_with_a_preset(tmp_path: Path) -> None:
+    (tmp_path / "m.yaml").write_text(
+        "name: api\nfactors:\n  model: deepseek-v4-flash\n  topology: 6\n  strategy: [TP2EP16, TP4EP8]\n"
+        "  algorithm: ring_direct\n  network: ib_cc0\n  backend: flow\n  tokens: 64\n"
+        "presets:\n  one: {factors: {strategy: TP8EP4}}\n")
+    summary = moesim.sweep(tmp_path / "m.yaml", tmp_path / "out", preset="one", workers=1)
+    assert (summary.total, summary.ran, summary.failures) == (1, 1, ())
+    assert list(moesim.load_results(tmp_path / "out")["strategy"]) == ["TP8EP4"]
+
+
+@pytest.mark.parametrize(("what", "kwargs", "message"), [
+    ([{"model": MODEL, "topology": "6"}], {}, "missing strategy"),
+    (["TP2EP16"], {}, "got an item of type str"),
+    ([{"model": MODEL, "topology": "6", "strategy": "TP2EP16"}], {"preset": "quick"}, "preset= needs a matrix"),
+    (EXAMPLES / "no-such-matrix.yaml", {}, "no-such-matrix.yaml"),
+])
+def test_sweep_refuses_bad_input_before_running(what: object, kwargs: dict, message: str, tmp_path: Path) -> None:
+    with pytest.raises(MoesimError, match=message):
+        moesim.sweep(what, tmp_path / "out", **kwargs)  # type: ignore[arg-type]
+    assert not (tmp_path / "out" / "results.duckdb").exists()
+
+
+def test_load_results_of_a_folder_without_a_store(tmp_path: Path) -> None:
+    with pytest.raises(MoesimError, match="no results store found"):
+        moesim.load_results(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------------ loaders
+
+def test_load_topology() -> None:
+    six = moesim.load_topology(6)
+    assert six.num_gpus == 32 and six is moesim.load_topology("6")
+    mine = moesim.load_topology(EXAMPLES / "topology.yaml")
+    assert mine.name == "example-4x8-leaf-spine" and mine.num_gpus == 32
+    ib = moesim.load_topology(4)
+    roce = moesim.load_topology(4, network="roce_dcqcn")
+    delays = {n: {round(link.delay_s, 9) for link in t.links if link.kind == "fabric"} for n, t in
+              (("ib", ib), ("roce", roce))}
+    assert delays == {"ib": {7e-7}, "roce": {1e-6}}
+    with pytest.raises(MoesimError, match="unknown topology '9'"):
+        moesim.load_topology("9")
+
+
+def test_load_model() -> None:
+    model = moesim.load_model(MODEL)
+    assert model.key == MODEL and model.num_layers > 1
+    with pytest.raises(MoesimError, match="unknown model"):
+        moesim.load_model("no-such-model")
+
+
+# ------------------------------------------------------------------------------------------------ docs
+
+def test_docs_api_names_every_table_column() -> None:
+    """docs/api.md gives each DataFrame's columns in order, as the tables have them."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[2] for line in doc.splitlines()
+            if line.startswith("| `") and line.count("|") >= 3}
+    for name, columns in (("ranks", RANK_COLUMNS), ("nodes", NODE_COLUMNS), ("layers", LAYER_COLUMNS)):
+        assert f"DataFrame `{', '.join(columns)}`" in rows[name], name
+    for name in API_NAMES:
+        assert f"`{name}`" in doc.split("\n\n")[1], name
