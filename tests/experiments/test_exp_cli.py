@@ -32,6 +32,15 @@ def test_dry_run_of_the_study(monkeypatch, capsys) -> None:
     assert not Path("unused").exists()
 
 
+def test_dry_run_counts_impossible_runs_without_running(monkeypatch, capsys) -> None:
+    code, _, err = run_cli(monkeypatch, capsys, "sweep", "study", "--out", "unused", "--dry-run",
+                           "--models", "deepseek-v4-flash", "--topologies", "1,6", "--strategies", "TP2EP16,TP4EP4")
+    assert code == 2 and err.count("\n") == 1
+    assert "16 of 32 runs are impossible combinations, nothing was run; topology 1, strategy TP4EP4: TP × EP = 16 " \
+           "does not match 32 ranks; topology 6, strategy TP4EP4" in err
+    assert not Path("unused").exists()
+
+
 def test_sweep_run_then_results(monkeypatch, capsys, small_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, stdout, _ = run_cli(monkeypatch, capsys, "sweep", "run", str(small_dir / "small.yaml"), "--out", str(out),

@@ -42,7 +42,7 @@ def test_study_matrix_is_the_full_product_of_study_md() -> None:
 ])
 def test_study_presets(preset: str, runs: int, check) -> None:
     specs = study_matrix().with_preset(preset).runs()
-    assert len(specs) == runs
+    assert len(specs) == runs == study_matrix().with_preset(preset).count_runs()
     assert all(check(s) for s in specs)
 
 
@@ -74,6 +74,7 @@ def test_product_include_exclude() -> None:
     base = {c for c in base if not (c[0] == "6" and c[2] == "roce_dcqcn") and not (c[0] == "4" and c[1] == "TP4EP8")}
     assert {(s.topology, s.strategy, s.network) for s in specs} == base
     assert len(specs) == len(base) == 8 + 4 + 1 - 2 - 2
+    assert parse_matrix(data, "m.yaml").count_runs() == len(base)
 
 
 def test_override_factors_become_sorted_overrides() -> None:
@@ -143,3 +144,25 @@ def test_bad_matrix_files_give_one_line_errors(tmp_path: Path, text: str, patter
 def test_missing_matrix_file(tmp_path: Path) -> None:
     with pytest.raises(MoesimError, match=r"nope\.yaml: matrix file not found"):
         load_matrix(tmp_path / "nope.yaml")
+
+
+def test_a_level_equal_to_the_default_is_one_run_with_the_unnamed_factor() -> None:
+    # the base runs have the default backend (fluid); the include entry names it: the same runs
+    data = {"factors": {"model": "deepseek-v4-flash", "topology": [1, 6], "strategy": "TP2EP16"},
+            "include": [{"backend": ["fluid", "flow"]}]}
+    m = parse_matrix(data, "m.yaml")
+    assert m.count_runs() == len(m.runs()) == 4
+
+
+def test_a_billion_runs_are_counted_from_the_levels() -> None:
+    data = {"factors": {"model": "deepseek-v4-flash", "topology": [1, 6], "strategy": "TP2EP16",
+                        "tokens": list(range(1, 1001)), "jitter_seed": list(range(1, 1001)),
+                        "start_jitter_s": [i * 1e-9 for i in range(500)]},
+            "exclude": [{"topology": 6, "tokens": list(range(1, 501))}]}
+    assert parse_matrix(data, "m.yaml").count_runs() == 2 * 1000 * 1000 * 500 - 500 * 1000 * 500
+
+
+def test_all_excluded_is_refused_by_the_count_too() -> None:
+    data = {"factors": {"model": "deepseek-v4-flash", "topology": 1, "strategy": "TP2EP16"}, "exclude": [{"topology": 1}]}
+    with pytest.raises(MoesimError, match="has no runs"):
+        parse_matrix(data, "m.yaml").count_runs()

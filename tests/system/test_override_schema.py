@@ -30,7 +30,9 @@ BAD = {  # (name, value as a user writes it, as the command line parses it) → 
     "cc_mode=abc": ("cc_mode", "abc", "expected an integer"),
     "start_jitter_s=-1e-9": ("start_jitter_s", -1e-9, "not allowed (float s in [0, inf))"),
     "rate_ai_bps=inf": ("rate_ai_bps", math.inf, "not allowed"),
-    "fabric_bandwidth_bps=0": ("fabric_bandwidth_bps", 0, "not allowed (float bit/s in (0, inf))"),
+    "fabric_bandwidth_bps=0": ("fabric_bandwidth_bps", 0, "not allowed (float bit/s in [1e+06, 1e+15])"),
+    "fabric_bandwidth_bps=1e-300": ("fabric_bandwidth_bps", 1e-300, "not allowed (float bit/s in [1e+06, 1e+15])"),
+    "fabric_bandwidth_bps=inf": ("fabric_bandwidth_bps", math.inf, "not allowed"),
     "fabric_bandwidth_bps=nan": ("fabric_bandwidth_bps", math.nan, "not allowed"),
     "fluid_window=wide": ("fluid_window", "wide", "not allowed (one of rate, bytes)"),
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,12 @@ def mutate(path: str, value: Any) -> dict[str, Any]:
 
 DELETE = object()
 
+
+def bw(value: str) -> str:
+    """The out-of-range message for a bandwidth, as a pattern."""
+    return rf"bandwidth {re.escape(value)} bit/s is out of range \(allowed: 1Mbps\.\.1000Tbps\)"
+
+
 BAD = [
     ("unknown top key", mutate("colour", "red"), r"field 'colour': unknown key"),
     ("unknown server key", mutate("server/gpu", ["x"]), r"field 'server.gpu': unknown key \(allowed: cpus"),
@@ -106,10 +113,23 @@ BAD = [
     ("unknown fabric key", mutate("fabric/spines", 2), r"field 'fabric.spines': unknown key"),
     ("duplicate id", mutate("server/nics/0", "gpu1"), r"field 'server.nics\[0\]': duplicate id 'gpu1' \(already server.gpus\[1\]\)"),
     ("dangling link end", mutate("server/links/2/b", "psw9"), r"field 'server.links\[2\].b': unknown device 'psw9' \(allowed: cpu0, psw0"),
-    ("zero bandwidth", mutate("server/links/1/bandwidth", "0Gbps"), r"field 'server.links\[1\].bandwidth': must be > 0"),
-    ("negative bandwidth", mutate("server/links/1/bandwidth", -5), r"field 'server.links\[1\].bandwidth': must be > 0"),
+    ("zero bandwidth", mutate("server/links/1/bandwidth", "0Gbps"), rf"field 'server.links\[1\].bandwidth': {bw('0.0')}"),
+    ("negative bandwidth", mutate("server/links/1/bandwidth", -5), rf"field 'server.links\[1\].bandwidth': {bw('-5.0')}"),
+    ("tiny bandwidth", mutate("server/links/1/bandwidth", 1e-300), rf"field 'server.links\[1\].bandwidth': {bw('1e-300')}"),
+    ("infinite bandwidth", mutate("server/links/1/bandwidth", math.inf), rf"field 'server.links\[1\].bandwidth': {bw('inf')}"),
+    ("nan bandwidth", mutate("server/links/1/bandwidth", math.nan), rf"field 'server.links\[1\].bandwidth': {bw('nan')}"),
+    ("overflowing bandwidth", mutate("server/links/1/bandwidth", "1e400Gbps"), rf"field 'server.links\[1\].bandwidth': {bw('inf')}"),
+    ("huge exponent", mutate("server/links/1/bandwidth", "1e99999999Gbps"), r"field 'server.links\[1\].bandwidth': cannot read the number"),
+    ("huge integer", mutate("server/links/1/bandwidth", 10**400), r"field 'server.links\[1\].bandwidth': the number 1000.* is too large"),
+    ("fabric bandwidth", mutate("fabric/nic_bandwidth", "2000Tbps"), rf"field 'fabric.nic_bandwidth': {bw('2000000000000000.0')}"),
     ("bad unit", mutate("server/links/1/bandwidth", "512 GB"), r"field 'server.links\[1\].bandwidth': cannot read '512 GB'"),
-    ("negative delay", mutate("server/links/1/delay", -1e-6), r"field 'server.links\[1\].delay': must be >= 0"),
+    ("negative delay", mutate("server/links/1/delay", -1e-6), r"field 'server.links\[1\].delay': delay -1e-06 s is out of range \(allowed: 0s\.\.1s\)"),
+    ("long delay", mutate("server/links/1/delay", "2s"), r"field 'server.links\[1\].delay': delay 2.0 s is out of range \(allowed: 0s\.\.1s\)"),
+    ("infinite fabric delay", mutate("fabric/nic_delay", math.inf), r"field 'fabric.nic_delay': delay inf s is out of range"),
+    ("too many servers", mutate("servers", 10**9), r"field 'servers': 1000000000 servers and the fabric make 5,000,000,001 devices, "
+     r"more than a cluster may have \(allowed: at most 2,000,000 devices\)"),
+    ("two-line name", mutate("name", "a\nb"), r"field 'name': expected one line of text"),
+    ("id with a newline", mutate("server/gpus/0", "gpu0\n"), r"field 'server.gpus\[0\]': invalid id"),
     ("missing delay", mutate("server/links/1/delay", DELETE), r"field 'server.links\[1\].delay': missing"),
     ("bad kind", mutate("server/links/1/kind", "ethernet"), r"field 'server.links\[1\].kind': unknown link kind 'ethernet'"),
     ("self link", mutate("server/links/1/b", "gpu0"), r"field 'server.links\[1\]': a link joins 'gpu0' to itself"),
@@ -183,7 +203,7 @@ def test_python_spec_errors_name_the_template_entry() -> None:
     cables = list(spec.server.cables)
     cables[3] = dataclasses.replace(cables[3], bandwidth_bps=0.0)
     bad = dataclasses.replace(spec, server=dataclasses.replace(spec.server, cables=tuple(cables)))
-    with pytest.raises(MoesimError, match=r"^topology 4: field 'server.links\[3\].bandwidth': must be > 0"):
+    with pytest.raises(MoesimError, match=r"^topology 4: field 'server.links\[3\].bandwidth': bandwidth 0.0 bit/s is out of range"):
         build_topology(bad)
 
 

@@ -84,23 +84,22 @@ def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | Non
 
 def _run(matrix: Any, out: Path, executor: str, workers: int | None, address: str | None, diagnostics: bool,
          progress: str, max_retries: int, dry_run: bool, rerun: bool, as_json: bool = False) -> None:
-    from moesim.experiments.inputs import plan_runs, work_units
+    from moesim.experiments.inputs import check_matrix
     from moesim.experiments.runner import run_sweep
 
     if as_json and not dry_run:
         raise typer.BadParameter("goes with --dry-run (a sweep's results: moesim results DIR --json)", param_hint="--json")
-    specs = matrix.runs()
-    if dry_run:
-        planned = plan_runs(specs, diagnostics or matrix.diagnostics, matrix.source)
+    if dry_run:  # counted from the levels: nothing is built, however many runs the matrix has
+        count = check_matrix(matrix)
         if as_json:
             typer.echo(json.dumps({
-                "matrix": matrix.name, "source": matrix.source, "runs": len(specs),
-                "simulations": len(work_units(planned)), "valid": True,
+                "matrix": matrix.name, "source": matrix.source, "runs": count, "valid": True,
                 "factors": {f: [str(v) for v in levels] for f, levels in matrix.factors}}, indent=1))
             return
         factors = ", ".join(f"{f} ({len(v)})" for f, v in matrix.factors)
-        typer.echo(f"matrix {matrix.name}: {len(specs)} runs, all valid; factors: {factors}")
+        typer.echo(f"matrix {matrix.name}: {count} runs, all valid; factors: {factors}")
         return
+    specs = matrix.runs()
     summary = run_sweep(specs, out, executor=executor, workers=workers, address=address,
                         diagnostics=diagnostics or matrix.diagnostics, progress=progress, max_retries=max_retries,
                         source=matrix.source, rerun=rerun)

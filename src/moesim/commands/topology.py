@@ -56,8 +56,9 @@ def list_cmd(as_json: bool = _JSON) -> None:
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
-def _summary(topology: str, network: str) -> dict[str, Any]:
-    """Everything ``topology show`` prints, as plain values."""
+def _summary(topology: str, network: str, gpus_shown: int = 0) -> dict[str, Any]:
+    """Everything ``topology show`` prints, as plain values; ``gpus_shown`` > 0 lists only the first
+    that many GPUs and the last (``gpus_total`` counts them all)."""
     from moesim.topology import NodeKind, get_topology
 
     topo = get_topology(topology, _nic_delay(network))
@@ -66,6 +67,7 @@ def _summary(topology: str, network: str) -> dict[str, Any]:
     for link in topo.links:
         groups[(link.kind, link.bandwidth_bps, link.delay_s)] += 1
     last = topo.num_gpus - 1
+    rows = range(topo.num_gpus) if gpus_shown == 0 or gpus_shown >= last else [*range(gpus_shown), last]
     return {
         "name": topo.name, "description": topo.description, "source": topo.meta_value("source"),
         "fabric": topo.meta_value("fabric_description"),
@@ -73,16 +75,20 @@ def _summary(topology: str, network: str) -> dict[str, Any]:
         "links": [{"kind": kind, "count": n, "bandwidth_bps": bw, "delay_s": delay}
                   for (kind, bw, delay), n in sorted(groups.items())],
         "gpus": [{"gpu": i, "name": g.name, "server": g.server, "cpu": g.cpu, "pcie_switch": g.pcie_switch,
-                  "nic": g.nic, "hops_to_last_gpu": len(topo.route(i, last))} for i, g in enumerate(topo.gpus)],
+                  "nic": g.nic, "hops_to_last_gpu": len(topo.route(i, last))}
+                 for i, g in ((i, topo.gpus[i]) for i in rows)],
+        "gpus_total": topo.num_gpus,
     }
 
 
 @topology_app.command("show")
-def show_cmd(topology: str = _T, network: str = _NETWORK, as_json: bool = _JSON) -> None:
+def show_cmd(topology: str = _T, network: str = _NETWORK, as_json: bool = _JSON,
+             gpus_shown: int = typer.Option(64, "--gpus", min=0,
+                                            help="GPU rows shown: the first N and the last (0: all).")) -> None:
     """Summarise a topology: devices, links (bandwidth, delay) and where each GPU sits."""
     from moesim.topology.units import human_bandwidth, human_delay
 
-    info = _summary(topology, network)
+    info = _summary(topology, network, gpus_shown)
     if as_json:
         typer.echo(json.dumps(info, indent=1))
         return
@@ -100,10 +106,14 @@ def show_cmd(topology: str = _T, network: str = _NETWORK, as_json: bool = _JSON)
         links.add_row(link["kind"], str(link["count"]), human_bandwidth(link["bandwidth_bps"]),
                       human_delay(link["delay_s"]))
     console.print(links)
-    gpus = Table(title="GPUs (contiguous placement: rank r on GPU r)")
-    for col in ("GPU", "name", "server", "CPU", "PCIe switch", "NIC", f"hops to GPU {len(info['gpus']) - 1}"):
+    total = info["gpus_total"]
+    shown = "" if len(info["gpus"]) == total else f"; {len(info['gpus'])} of {total} shown, --gpus 0 for all"
+    gpus = Table(title=f"GPUs (contiguous placement: rank r on GPU r{shown})")
+    for col in ("GPU", "name", "server", "CPU", "PCIe switch", "NIC", f"hops to GPU {total - 1}"):
         gpus.add_column(col)
     for g in info["gpus"]:
+        if g["gpu"] == total - 1 and shown:
+            gpus.add_row("...", "", "", "", "", "", "")
         gpus.add_row(str(g["gpu"]), g["name"], str(g["server"]), g["cpu"] or "-", g["pcie_switch"] or "-",
                      g["nic"] or "-", str(g["hops_to_last_gpu"]))
     console.print(gpus)

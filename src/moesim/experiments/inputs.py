@@ -178,3 +178,34 @@ def plan_runs(specs: Sequence[RunSpec], diagnostics: bool = False, source: str =
             + " (change the levels or add an exclude entry)"
         )
     return planned
+
+
+def check_matrix(matrix: Any) -> int:
+    """The number of runs of ``matrix`` (a ``moesim.experiments.matrix.Matrix``), counted from its levels,
+    after the checks that need no build: every level was validated when the matrix was read; here each
+    (topology, strategy) pair that occurs is checked for TP × EP against the topology's GPU count (read
+    from its spec) and each (model, strategy) pair for EP dividing the routed experts. Impossible pairs
+    are reported in one error with the number of runs they take, as ``plan_runs`` does. What only a
+    built run shows (a topology whose GPUs cannot reach each other) is reported when the sweep starts."""
+    from moesim.models.catalog import get_model
+    from moesim.topology.catalog import topology_gpu_count
+    from moesim.workload.layout import ParallelLayout
+
+    total = matrix.count_runs()
+    bad: list[dict[str, list[Any]]] = []
+    problems: list[str] = []
+    checks = (("topology", lambda t, lay: lay.validate(num_ranks=topology_gpu_count(t))),
+              ("model", lambda m, lay: lay.validate(routed_experts=get_model(m).routed_experts)))
+    for factor, check in checks:
+        for level, strategy in matrix.level_pairs(factor, "strategy"):
+            try:
+                check(level, ParallelLayout.parse(strategy))
+            except MoesimError as exc:
+                bad.append({factor: [level], "strategy": [strategy]})
+                problems.append(f"{factor} {level}, {exc}")
+    if bad:
+        impossible = total - matrix.count_runs(bad)
+        shown = "; ".join(problems[:3]) + (f"; {len(problems) - 3} other problems" if len(problems) > 3 else "")
+        raise MoesimError(f"{matrix.source}: {impossible} of {total} runs are impossible combinations, nothing was "
+                          f"run; {shown} (change the levels or add an exclude entry)")
+    return total

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -119,6 +120,82 @@ class Matrix:
         if not specs:
             raise MoesimError(f"{self.source}: matrix '{self.name}' has no runs (every combination is excluded)")
         return list(specs.values())
+
+    def count_runs(self, extra_exclude: Iterable[Mapping[str, Iterable[Level]]] = ()) -> int:
+        """The number of runs ``runs()`` gives (without ``extra_exclude``'s), counted from the levels
+        without building one RunSpec: in time independent of the product's size (see ``_count``).
+        Raises the same errors as ``runs()`` (a block without model/topology/strategy, no runs)."""
+        boxes = []
+        for block in [dict(self.factors)] + [{**dict(self.factors), **dict(e)} for e in self.include]:
+            missing = [f for f in ("model", "topology", "strategy") if f not in block]
+            if missing:
+                raise MoesimError(f"matrix: factor(s) {', '.join(missing)} missing: every run needs a model, a "
+                                  "topology and a strategy")
+            boxes.append({f: frozenset(v) for f, v in block.items()})
+        excludes = [{f: frozenset(v) for f, v in dict(e).items()} for e in self.exclude]
+        excludes += [{f: frozenset(v) for f, v in e.items()} for e in extra_exclude]
+        names = {f for box in boxes for f in box} | {f for e in excludes for f in e}
+        # axes with few levels first: the long ones are then walked only for the few distinct groups left
+        axes = sorted(names, key=lambda f: (len(frozenset().union(*(b.get(f, frozenset()) for b in boxes))), f))
+        # an axis a block does not name takes RunSpec's default (spec factors) or no override (_MISSING)
+        absent = {f: frozenset([_SPEC_DEFAULTS.get(f, _MISSING)]) for f in axes}
+        full = [tuple(box.get(f, absent[f]) for f in axes) for box in boxes]
+        cuts = [tuple(e.get(f) for f in axes) for e in excludes]  # None: any value
+        total = _count(full, cuts, 0)
+        if total == 0 and not extra_exclude:
+            raise MoesimError(f"{self.source}: matrix '{self.name}' has no runs (every combination is excluded)")
+        return total
+
+    def level_pairs(self, a: str, b: str) -> list[tuple[Level, Level]]:
+        """The (level of ``a``, level of ``b``) pairs that occur in at least one run, in level order."""
+        blocks = [dict(self.factors)] + [{**dict(self.factors), **dict(e)} for e in self.include]
+        candidates = dict.fromkeys((x, y) for block in blocks for x in block.get(a, ()) for y in block.get(b, ()))
+        total = self.count_runs()
+        return [(x, y) for x, y in candidates if self.count_runs([{a: [x], b: [y]}]) < total]
+
+
+_SPEC_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(RunSpec)
+                                  if f.default is not dataclasses.MISSING and f.name != "overrides"}
+
+
+def _count(boxes: list[tuple[frozenset[Any], ...]], cuts: list[tuple[frozenset[Any] | None, ...]], axis: int) -> int:
+    """Points in the union of ``boxes`` outside every ``cut`` (boxes and cuts: one value set per axis,
+    a cut's None matching any value), over axes ``axis..``.
+
+    The values of an axis are grouped by the boxes and cuts that hold them; each group is counted once,
+    times its size, over the remaining axes with only those boxes and cuts. Sub-counts are memoised by
+    (axis, boxes, cuts), so the work grows with the number of distinct groups and with the number of
+    levels, never with the number of points (the product)."""
+    memo: dict[tuple[int, tuple[int, ...], tuple[int, ...]], int] = {}
+    num_axes = len(boxes[0]) if boxes else 0
+
+    def count(axis: int, bi: tuple[int, ...], ci: tuple[int, ...]) -> int:
+        if not bi:
+            return 0
+        if not ci and len(bi) == 1:
+            return math.prod(len(values) for values in boxes[bi[0]][axis:])
+        if axis == num_axes:
+            return 0 if ci else 1
+        key = (axis, bi, ci)
+        if key not in memo:
+            # split the axis's values into regions by set intersection and difference (no per-value work)
+            regions: list[tuple[frozenset[Any], tuple[int, ...], tuple[int, ...]]] = [
+                (frozenset().union(*(boxes[i][axis] for i in bi)), (), tuple(i for i in ci if cuts[i][axis] is None))]
+            splits = [(i, boxes[i][axis], True) for i in bi] + [(i, c, False) for i in ci
+                                                                 if (c := cuts[i][axis]) is not None]
+            for i, values, is_box in splits:
+                refined = []
+                for region, rb, rc in regions:
+                    inside, outside = region & values, region - values
+                    if inside:
+                        refined.append((inside, rb + (i,), rc) if is_box else (inside, rb, tuple(sorted(rc + (i,)))))
+                    if outside:
+                        refined.append((outside, rb, rc))
+                regions = refined
+            memo[key] = sum(len(region) * count(axis + 1, rb, rc) for region, rb, rc in regions)
+        return memo[key]
+
+    return count(axis, tuple(range(len(boxes))), tuple(range(len(cuts))))
 
 
 def _run_spec(assignment: dict[str, Level]) -> RunSpec:

@@ -20,8 +20,9 @@ from moesim.schema import Constraint, Param
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
-from moesim.topology.catalog import get_topology
+from moesim.topology.catalog import get_topology, topology_gpu_count
 from moesim.topology.model import Topology
+from moesim.topology.units import BANDWIDTH_RANGE_BPS
 from moesim.workload.generator import WorkloadOptions, generate
 from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
@@ -45,7 +46,7 @@ def _override_params() -> dict[str, Param]:
     for p in Param.of(NetworkParams, "network", skip=frozenset({"name", "extra"})):
         out[p.name] = dataclasses.replace(p, allowed=Constraint(choices=CHOICES[p.name])) if p.name in CHOICES else p
     for key in LINK_BANDWIDTH_KEYS:
-        out[key] = Param(key, "topology", float, "bit/s", Constraint(low=0.0, low_open=True))
+        out[key] = Param(key, "topology", float, "bit/s", Constraint(low=BANDWIDTH_RANGE_BPS[0], high=BANDWIDTH_RANGE_BPS[1]))
     return out
 
 
@@ -114,11 +115,12 @@ def prepare(spec: RunSpec) -> PreparedRun:
     model = get_model(spec.model)
     layout = ParallelLayout.parse(spec.strategy)
     params = network_mode(spec.network).with_overrides(net_over)
+    # TP × EP against the GPU count of the spec, before paying for building a large topology
+    layout.validate(num_ranks=topology_gpu_count(spec.topology), routed_experts=model.routed_experts,
+                    source=f"run {spec.model}/{spec.topology}")
     topology = get_topology(spec.topology, nic_switch_delay_s=params.nic_switch_delay_s)
     if link_bw:
         topology = topology.with_link_bandwidths(link_bw)
-    layout.validate(num_ranks=topology.num_gpus, routed_experts=model.routed_experts,
-                    source=f"run {spec.model}/{spec.topology}")
     tokens = int(wl_over.pop("tokens", 4096))
     options = WorkloadOptions(**wl_over)
     tp_impl, ep_impl = ALGORITHMS[spec.algorithm]

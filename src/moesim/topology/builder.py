@@ -8,21 +8,30 @@ everything; the six study topologies and user YAML files both go through it (doc
 NIC affinity of a GPU (docs/study.md §4): the NIC named in the template, else the NIC on the GPU's
 PCIe switch, else the NIC on the GPU's CPU, else the nearest NIC of its server (fewest hops, then
 template order), else none.
+
+A cluster may hold at most ``MAX_DEVICES`` devices and ``MAX_CABLES`` cables (servers and fabric
+together), checked before anything is built: about ten times a 100,000-GPU cluster, which builds in
+seconds, so a mistyped server count is a one-line error instead of a machine running out of memory.
 """
 
 from __future__ import annotations
 
+import gc
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from moesim.errors import MoesimError, input_error
 from moesim.topology.fabrics import Fabric
 from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
+from moesim.topology.units import DELAY_RANGE_S, DELAY_RANGE_TEXT, check_bandwidth_bps, check_delay_s
 
 LINK_KINDS = ("pcie", "upi", "p2p", "fabric", "nvlink")
-_ID = re.compile(r"^[A-Za-z0-9_\-]+$")
+MAX_DEVICES = 2_000_000
+MAX_CABLES = 4_000_000
+_ID = re.compile(r"[A-Za-z0-9_\-]+")
 
 
 def infer_link_kind(a: NodeKind, b: NodeKind) -> str:
@@ -102,7 +111,7 @@ class TopologyBuilder:
         self.source = source or f"topology {name}"
         self._nodes: dict[str, TopoNode] = {}
         self._links: list[Link] = []
-        self._cables: set[frozenset[str]] = set()
+        self._cables: set[tuple[str, str]] = set()
         self._nic_override: dict[str, str] = {}
 
     def add_node(self, name: str, kind: NodeKind, server: int | None = None, where: str = "nodes") -> None:
@@ -115,22 +124,22 @@ class TopologyBuilder:
     def add_cable(self, a: str, b: str, bandwidth_bps: float, delay_s: float, kind: str = "",
                   where: str = "links") -> tuple[int, int]:
         """Add the two directed links of a full-duplex cable; returns their ids (a→b, b→a)."""
-        for end in (a, b):
-            if end not in self._nodes:
-                raise input_error(self.source, where, f"unknown device '{end}'")
+        na, nb = self._nodes.get(a), self._nodes.get(b)
+        if na is None or nb is None:
+            raise input_error(self.source, where, f"unknown device '{a if na is None else b}'")
         if a == b:
             raise input_error(self.source, where, f"a link joins '{a}' to itself")
-        if frozenset((a, b)) in self._cables:
+        pair = (a, b) if a < b else (b, a)
+        if pair in self._cables:
             raise input_error(self.source, where, f"duplicate link {a} – {b}")
-        if not bandwidth_bps > 0:
-            raise input_error(self.source, where, f"bandwidth must be > 0, got {bandwidth_bps!r}")
-        if not delay_s >= 0:
-            raise input_error(self.source, where, f"delay must be >= 0, got {delay_s!r}")
-        kind = kind or infer_link_kind(self._nodes[a].kind, self._nodes[b].kind)
+        check_bandwidth_bps(bandwidth_bps, self.source, where)
+        check_delay_s(delay_s, self.source, where)
+        kind = kind or infer_link_kind(na.kind, nb.kind)
         if kind not in LINK_KINDS:
             raise input_error(self.source, where, f"unknown link kind '{kind}'", LINK_KINDS)
-        self._cables.add(frozenset((a, b)))
+        self._cables.add(pair)
         first = len(self._links)
+        a, b = na.name, nb.name  # the nodes' own name objects: one string per device, however many links
         self._links.append(Link(first, a, b, float(bandwidth_bps), float(delay_s), kind))
         self._links.append(Link(first + 1, b, a, float(bandwidth_bps), float(delay_s), kind))
         return first, first + 1
@@ -149,7 +158,8 @@ class TopologyBuilder:
         neighbours: dict[str, list[str]] = {n.name: [] for n in nodes}
         for link in self._links:
             neighbours[link.src].append(link.dst)
-        gpus = tuple(self._gpu_info(n, neighbours) for n in nodes if n.kind == NodeKind.GPU)
+        order = {name: i for i, name in enumerate(self._nodes)}
+        gpus = tuple(self._gpu_info(n, neighbours, order) for n in nodes if n.kind == NodeKind.GPU)
         topo = Topology(self.name, nodes, tuple(self._links), gpus, self.description, tuple(meta))
         topo.check_routes(self.source)
         return topo
@@ -157,7 +167,7 @@ class TopologyBuilder:
     def _first(self, names: Iterable[str], kind: NodeKind) -> str | None:
         return next((n for n in names if self._nodes[n].kind == kind), None)
 
-    def _gpu_info(self, gpu: TopoNode, neighbours: dict[str, list[str]]) -> GpuInfo:
+    def _gpu_info(self, gpu: TopoNode, neighbours: dict[str, list[str]], order: dict[str, int]) -> GpuInfo:
         server = gpu.server
         assert server is not None
         local = [n for n in neighbours[gpu.name] if self._nodes[n].server == server]
@@ -170,12 +180,12 @@ class TopologyBuilder:
             if nic is None and anchor is not None:
                 nic = self._first(neighbours[anchor], NodeKind.NIC)
         if nic is None:
-            nic = self._nearest_nic(gpu.name, server, neighbours)
+            nic = self._nearest_nic(gpu.name, server, neighbours, order)
         return GpuInfo(gpu.name, server, cpu, psw, nic)
 
-    def _nearest_nic(self, start: str, server: int, neighbours: dict[str, list[str]]) -> str | None:
-        """Fewest hops inside the server; ties go to the NIC added first."""
-        order = {name: i for i, name in enumerate(self._nodes)}
+    def _nearest_nic(self, start: str, server: int, neighbours: dict[str, list[str]],
+                     order: dict[str, int]) -> str | None:
+        """Fewest hops inside the server; ties go to the NIC added first (``order``: node → position)."""
         dist, queue = {start: 0}, deque([start])
         while queue:
             u = queue.popleft()
@@ -195,7 +205,7 @@ def check_template(template: ServerTemplate, source: str) -> None:
     for field, names in lists:
         for i, name in enumerate(names):
             where = f"server.{field}[{i}]"
-            if not isinstance(name, str) or not _ID.match(name):
+            if not isinstance(name, str) or not _ID.fullmatch(name):
                 raise input_error(source, where, f"invalid id {name!r}: use letters, digits, '_' or '-'")
             if name in seen:
                 raise input_error(source, where, f"duplicate id '{name}' (already {seen[name]})")
@@ -217,38 +227,53 @@ def check_template(template: ServerTemplate, source: str) -> None:
         if pair in cables:
             raise input_error(source, where, f"duplicate link {c.a} – {c.b} (already server.links[{cables[pair]}])")
         cables[pair] = i
-        if not c.bandwidth_bps > 0:
-            raise input_error(source, f"{where}.bandwidth", f"must be > 0, got {c.bandwidth_bps!r}")
-        if not c.delay_s >= 0:
-            raise input_error(source, f"{where}.delay", f"must be >= 0, got {c.delay_s!r}")
+        check_bandwidth_bps(c.bandwidth_bps, source, f"{where}.bandwidth")
+        check_delay_s(c.delay_s, source, f"{where}.delay")
         if c.kind and c.kind not in LINK_KINDS:
             raise input_error(source, f"{where}.kind", f"unknown link kind '{c.kind}'", LINK_KINDS)
+
+
+def check_cluster(spec: ClusterSpec) -> None:
+    """Validate ``spec`` without building it: server count, template, and the size limits."""
+    source = spec.source or f"topology {spec.name}"
+    n = spec.num_servers
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise input_error(source, "servers", f"must be a positive integer, got {n!r}")
+    t = spec.server
+    check_template(t, source)
+    switches, fabric_cables = spec.fabric.size(n, len(t.nics))
+    devices, cables = n * len(t.device_kinds()) + switches, n * len(t.cables) + fabric_cables
+    for what, count, limit in (("devices", devices, MAX_DEVICES), ("cables", cables, MAX_CABLES)):
+        if count > limit:
+            raise input_error(source, "servers", f"{n} servers and the fabric make {count:,} {what}, more than "
+                              f"a cluster may have", [f"at most {limit:,} {what}"])
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector during a build: the build makes no reference cycles, and
+    full collections scanning its millions of new objects would cost more than the build itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def build_topology(spec: ClusterSpec, nic_switch_delay_s: float = 0.7e-6) -> Topology:
     """Instantiate ``spec``: servers ``s0 .. s<N-1>``, then the fabric. ``nic_switch_delay_s`` is the
     NIC–switch delay of the run's network mode, used unless the fabric fixes its own."""
     source = spec.source or f"topology {spec.name}"
-    if isinstance(spec.num_servers, bool) or not isinstance(spec.num_servers, int) or spec.num_servers < 1:
-        raise input_error(source, "servers", f"must be a positive integer, got {spec.num_servers!r}")
-    if not nic_switch_delay_s >= 0:
-        raise MoesimError(f"{source}: NIC–switch delay must be >= 0 s, got {nic_switch_delay_s!r}")
+    check_cluster(spec)
+    if isinstance(nic_switch_delay_s, bool) or not isinstance(nic_switch_delay_s, int | float) or \
+            not DELAY_RANGE_S[0] <= nic_switch_delay_s <= DELAY_RANGE_S[1]:
+        raise MoesimError(f"{source}: NIC–switch delay {nic_switch_delay_s!r} s is out of range "
+                          f"(allowed: {DELAY_RANGE_TEXT})")
     t = spec.server
-    check_template(t, source)
     kinds = t.device_kinds()
     b = TopologyBuilder(spec.name, spec.description, source)
-    server_nics: list[list[str]] = []
-    for s in range(spec.num_servers):
-        p = f"s{s}."
-        for name, kind in kinds.items():
-            b.add_node(p + name, kind, s, where="server")
-        for i, c in enumerate(t.cables):
-            b.add_cable(p + c.a, p + c.b, c.bandwidth_bps, c.delay_s, c.kind, where=f"server.links[{i}]")
-        for i, g in enumerate(t.gpus):
-            if g.nic is not None:
-                b.set_gpu_nic(p + g.name, p + g.nic, where=f"server.gpus[{i}].nic")
-        server_nics.append([p + n for n in t.nics])
-    spec.fabric.attach(b, server_nics, nic_switch_delay_s)
     fabric_delay = getattr(spec.fabric, "nic_delay_s", None)
     meta = (
         ("source", spec.source or "builtin"),
@@ -258,4 +283,17 @@ def build_topology(spec: ClusterSpec, nic_switch_delay_s: float = 0.7e-6) -> Top
         ("fabric_description", spec.fabric.describe()),
         ("nic_switch_delay_s", repr(nic_switch_delay_s if fabric_delay is None else fabric_delay)),
     )
-    return b.build(meta)
+    server_nics: list[list[str]] = []
+    with _collector_paused():
+        for s in range(spec.num_servers):
+            p = f"s{s}."
+            for name, kind in kinds.items():
+                b.add_node(p + name, kind, s, where="server")
+            for i, c in enumerate(t.cables):
+                b.add_cable(p + c.a, p + c.b, c.bandwidth_bps, c.delay_s, c.kind, where=f"server.links[{i}]")
+            for i, g in enumerate(t.gpus):
+                if g.nic is not None:
+                    b.set_gpu_nic(p + g.name, p + g.nic, where=f"server.gpus[{i}].nic")
+            server_nics.append([p + n for n in t.nics])
+        spec.fabric.attach(b, server_nics, nic_switch_delay_s)
+        return b.build(meta)

@@ -22,8 +22,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
 
 from moesim.errors import MoesimError
-from moesim.fileio import atomic_write
 from moesim.topology.model import NodeKind, Topology
+from moesim.topology.output import write_output
 from moesim.topology.units import human_bandwidth, human_delay
 
 MAX_COMPACT_SERVERS = 63
@@ -382,4 +382,4 @@ def draw_topology(topo: Topology, path: str | Path, server: int = 0) -> Path:
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in FORMATS:
         raise MoesimError(f"{path}: diagram format '{path.suffix}' (allowed: .svg, .png)")
-    return atomic_write(path, render_topology(topo, fmt, server))
+    return write_output(path, render_topology(topo, fmt, server))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import zlib
+from collections import defaultdict
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from functools import cached_property
@@ -32,7 +33,7 @@ class NodeKind(StrEnum):
     SWITCH = "switch"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TopoNode:
     """A device. ``server`` is None for fabric switches outside any server."""
 
@@ -41,7 +42,7 @@ class TopoNode:
     server: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Link:
     """One direction of a cable. ``kind``: pcie, upi, p2p (PCIe switch ↔ PCIe switch), fabric, nvlink."""
 
@@ -53,7 +54,7 @@ class Link:
     kind: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuInfo:
     """Where a GPU sits: its server, CPU, PCIe switch (if any) and the NIC it uses (None: no NIC)."""
 
@@ -68,6 +69,12 @@ class GpuInfo:
 # one hop outweighs the delay of any path shorter than 1000 s (hop count first, then delay).
 _HOP_PS = 10**15
 _ALL, _SERVER, _FABRIC = "all", "server", "fabric"
+# Shortest-path DAGs kept in the cache: at least this many entries, or a few per node; the oldest DAGs are
+# dropped beyond that, so memory stays linear in the topology's size (routes never depend on the cache).
+_DAG_CACHE_MIN_ENTRIES = 100_000
+_DAG_CACHE_ENTRIES_PER_NODE = 4
+
+Edges = tuple[tuple[tuple[int, int, int], ...], ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,7 +177,7 @@ class Topology:
         return tuple(n.server for n in self.nodes)
 
     @cached_property
-    def _adj(self) -> tuple[tuple[tuple[int, int, int], ...], ...]:
+    def _adj(self) -> Edges:
         """Node index → ((neighbour index, link id, cost), ...) in link order."""
         out: list[list[tuple[int, int, int]]] = [[] for _ in self.nodes]
         for link in self.links:
@@ -179,14 +186,23 @@ class Topology:
         return tuple(tuple(a) for a in out)
 
     @cached_property
-    def _cache(self) -> dict[str, dict[Any, Any]]:
-        return {"routes": {}, "dag": {}, "segments": {}}
+    def _radj(self) -> Edges:
+        """Node index → ((predecessor index, link id, cost), ...): the links into each node."""
+        out: list[list[tuple[int, int, int]]] = [[] for _ in self.nodes]
+        for u, edges in enumerate(self._adj):
+            for v, lid, cost in edges:
+                out[v].append((u, lid, cost))
+        return tuple(tuple(a) for a in out)
 
-    def _dag(self, src: int, scope: str) -> dict[int, list[tuple[int, int]]]:
-        """Shortest-path predecessor DAG from node ``src``: reached node → [(previous node, link id)].
+    @cached_property
+    def _cache(self) -> dict[str, Any]:
+        return {"routes": {}, "dag": {}, "segments": {}, "dag_entries": [0]}
 
-        Scopes: ``all`` (whole graph), ``server`` (nodes of ``src``'s server only), ``fabric`` (may
-        cross only nodes outside every server, i.e. the external switches).
+    def _dag(self, src: int, scope: str) -> dict[int, tuple[tuple[int, int], ...]]:
+        """Shortest-path predecessor DAG from node ``src``: reached node → ((previous node, link id), ...).
+
+        Scopes: ``all`` (whole graph), ``server`` (nodes of ``src``'s server only). Cached as tuples of
+        ints, which the garbage collector stops scanning: many cached DAGs then cost it nothing.
         """
         key = (src, scope)
         dags = self._cache["dag"]
@@ -201,8 +217,6 @@ class Topology:
             d, u = heapq.heappop(heap)
             if d > dist[u]:
                 continue
-            if scope == _FABRIC and u != src and node_server[u] is not None:
-                continue  # a NIC or server device: reachable as an end, never crossed
             for v, lid, cost in adj[u]:
                 if scope == _SERVER and node_server[v] != home:
                     continue
@@ -214,16 +228,27 @@ class Topology:
                     heapq.heappush(heap, (nd, v))
                 elif nd == old:
                     preds[v].append((u, lid))
-        dags[key] = preds
-        return preds
+        dag = {v: tuple(p) for v, p in preds.items()}
+        self._remember_dag(key, dag)
+        return dag
 
-    def _paths(self, src: int, dst: int, scope: str) -> list[tuple[int, ...]]:
+    def _remember_dag(self, key: tuple[int, str], preds: dict[int, tuple[tuple[int, int], ...]]) -> None:
+        """Cache a DAG, dropping the oldest ones once the cache exceeds its entry budget."""
+        dags, entries = self._cache["dag"], self._cache["dag_entries"]
+        budget = max(_DAG_CACHE_MIN_ENTRIES, _DAG_CACHE_ENTRIES_PER_NODE * len(self.nodes))
+        dags[key] = preds
+        entries[0] += len(preds)
+        while entries[0] > budget and len(dags) > 1:
+            entries[0] -= len(dags.pop(next(iter(dags))))
+
+    def _paths(self, src: int, dst: int, scope: str) -> tuple[tuple[int, ...], ...]:
         """All shortest paths (link-id tuples) from node ``src`` to node ``dst`` within ``scope`` (cached:
         GPU → NIC and NIC → NIC segments are shared by many GPU pairs)."""
         key = (src, dst, scope)
         segments = self._cache["segments"]
         if key not in segments:
-            segments[key] = self._enumerate(src, dst, scope)
+            found = self._fabric_paths(src, dst) if scope == _FABRIC else self._enumerate(src, dst, scope)
+            segments[key] = tuple(found)
         return segments[key]
 
     def _enumerate(self, src: int, dst: int, scope: str) -> list[tuple[int, ...]]:
@@ -238,6 +263,49 @@ class Topology:
             return memo[v]
 
         return sorted(walk(dst))
+
+    def _fabric_paths(self, src: int, dst: int) -> list[tuple[int, ...]]:
+        """All least-cost paths from NIC ``src`` to NIC ``dst`` crossing only nodes outside every server.
+
+        A bidirectional breadth-first search by hop count (Pohl, "Bi-directional search", Machine
+        Intelligence 6, 1971) grows, layer by layer, whichever side has fewer links to read, and stops at
+        the first layer where the sides meet: a query reads the switches near the two NICs, not the whole
+        fabric. Among the fewest-hop paths it keeps those of least total delay, which is the least-cost
+        set under hops · _HOP_PS + Σ delay, since one hop outweighs any path delay below 1000 s.
+        """
+        if src == dst:
+            return [()]
+        adj, radj, node_server = self._adj, self._radj, self._node_server
+        fwd: dict[int, list[tuple[int, int, int]]] = {src: []}   # node → [(previous node, link, cost)]
+        back: dict[int, list[tuple[int, int, int]]] = {dst: []}  # node → [(next node, link, cost)]
+        f_front, b_front = [src], [dst]
+        meet: list[int] = []
+        while not meet and f_front and b_front:
+            if sum(len(adj[u]) for u in f_front) <= sum(len(radj[v]) for v in b_front):
+                f_front = _next_layer(f_front, adj, fwd, dst, node_server)
+                meet = [v for v in f_front if v in back]
+            else:
+                b_front = _next_layer(b_front, radj, back, src, node_server)
+                meet = [v for v in b_front if v in fwd]
+        if not meet:
+            return []
+        # Every fewest-hop path crosses the meeting layer once; split it there into a head and a tail.
+        f_cost, b_cost = {src: 0}, {dst: 0}
+        best = min(_least_cost(v, fwd, f_cost) + _least_cost(v, back, b_cost) for v in meet)
+        heads: dict[int, list[tuple[int, ...]]] = {src: [()]}
+        tails: dict[int, list[tuple[int, ...]]] = {dst: [()]}
+
+        def head(v: int) -> list[tuple[int, ...]]:
+            if v not in heads:
+                heads[v] = [p + (lid,) for u, lid, c in fwd[v] if f_cost[u] + c == f_cost[v] for p in head(u)]
+            return heads[v]
+
+        def tail(v: int) -> list[tuple[int, ...]]:
+            if v not in tails:
+                tails[v] = [(lid,) + p for w, lid, c in back[v] if c + b_cost[w] == b_cost[v] for p in tail(w)]
+            return tails[v]
+
+        return sorted(h + t for v in meet if f_cost[v] + b_cost[v] == best for h in head(v) for t in tail(v))
 
     def _no_route(self, a: str, b: str, how: str = "") -> MoesimError:
         return MoesimError(f"topology {self.name}: no route from {a} to {b}{how}")
@@ -254,7 +322,7 @@ class Topology:
         if src_gpu == dst_gpu:
             paths: list[tuple[int, ...]] = [()]
         elif s.server == d.server:
-            paths = self._paths(si, di, _SERVER) or self._paths(si, di, _ALL)
+            paths = list(self._paths(si, di, _SERVER) or self._paths(si, di, _ALL))
         elif s.nic is not None and d.nic is not None:
             sn, dn = self._index[s.nic], self._index[d.nic]
             out, across, into = self._paths(si, sn, _SERVER), self._paths(sn, dn, _FABRIC), self._paths(dn, di, _SERVER)
@@ -267,7 +335,7 @@ class Topology:
             # every segment's paths share one hop count, so this product is already in sorted order
             paths = [a + b + c for a in out for b in across for c in into]
         else:
-            paths = self._paths(si, di, _ALL)
+            paths = list(self._paths(si, di, _ALL))
         if not paths:
             raise self._no_route(s.name, d.name)
         cache[key] = paths
@@ -294,70 +362,155 @@ class Topology:
 
         Checks exactly what ``routes`` needs: all GPUs mutually reachable; each GPU reaches its NIC
         inside its server and back; every NIC reaches every other NIC through the switches alone.
+        Linear in links: graph searches from one GPU and from each NIC, none per pair.
         """
         where = f"{source}: " if source else f"topology {self.name}: "
         if not self.gpus:
             raise MoesimError(f"{where}the topology has no GPU")
         first = self._index[self.gpus[0].name]
-        fwd = self._dag(first, _ALL)
-        back = self._reaching(first)
+        fwd, back = self._reach(first, self._adj), self._reach(first, self._radj)
         for g in self.gpus[1:]:
             gi = self._index[g.name]
             if gi not in fwd:
                 raise MoesimError(f"{where}gpu '{g.name}': no route from gpu '{self.gpus[0].name}' to it")
             if gi not in back:
                 raise MoesimError(f"{where}gpu '{g.name}': no route from it to gpu '{self.gpus[0].name}'")
+        nic_reach: dict[int, tuple[set[int], set[int]]] = {}  # NIC → (nodes reaching it, nodes it reaches)
         for g in self.gpus:
             if g.nic is None:
                 continue
             gi, ni = self._index[g.name], self._index[g.nic]
-            if ni not in self._dag(gi, _SERVER):
+            if ni not in nic_reach:
+                nic_reach[ni] = (self._reach(ni, self._radj, inside_server=True),
+                                 self._reach(ni, self._adj, inside_server=True))
+            into, out_of = nic_reach[ni]
+            if gi not in into:
                 raise MoesimError(f"{where}gpu '{g.name}': no route to its NIC '{g.nic}' inside its server")
-            if gi not in self._dag(ni, _SERVER):
+            if gi not in out_of:
                 raise MoesimError(f"{where}gpu '{g.name}': no route from its NIC '{g.nic}' inside its server")
         self._check_fabric(where)
 
-    def _reaching(self, dst: int) -> set[int]:
-        """Nodes with a path to ``dst`` (reverse breadth-first search)."""
-        rev: list[list[int]] = [[] for _ in self.nodes]
-        for u, edges in enumerate(self._adj):
-            for v, _, _ in edges:
-                rev[v].append(u)
-        seen, stack = {dst}, [dst]
+    def _reach(self, start: int, edges: Edges, inside_server: bool = False) -> set[int]:
+        """Nodes reachable from ``start`` over ``edges`` (``_adj``, or ``_radj`` for the nodes that reach
+        ``start``); with ``inside_server``, only through nodes of ``start``'s server."""
+        node_server = self._node_server
+        home = node_server[start]
+        seen, stack = {start}, [start]
         while stack:
-            for u in rev[stack.pop()]:
-                if u not in seen:
-                    seen.add(u)
-                    stack.append(u)
+            for v, _, _ in edges[stack.pop()]:
+                if v not in seen and (not inside_server or node_server[v] == home):
+                    seen.add(v)
+                    stack.append(v)
         return seen
 
     def _check_fabric(self, where: str) -> None:
-        """Every NIC used by a GPU reaches every other such NIC through fabric switches only."""
+        """Every NIC used by a GPU reaches every such NIC of another server through external switches only.
+
+        The switches' strongly connected components (Tarjan's algorithm) form a DAG; NIC a reaches
+        NIC b when a component a links into leads to a component linking into b. NICs are grouped by
+        the components they touch, so the work is linear in links plus one test per pair of groups.
+        """
         used = sorted({self._index[g.nic] for g in self.gpus if g.nic is not None})
-        servers = {self._node_server[n] for n in used}
-        if len(servers) < 2:
+        node_server, adj, radj = self._node_server, self._adj, self._radj
+        if len({node_server[n] for n in used}) < 2:
             return
-        adj, node_server = self._adj, self._node_server
-        into: dict[int, set[int]] = {n: set() for n in used}  # NIC → switches with a link into it
-        for u, edges in enumerate(adj):
-            for v, _, _ in edges:
-                if v in into and node_server[u] is None:
-                    into[v].add(u)
-        closures: dict[frozenset[int], set[int]] = {}
+        switch_edges = {u: [v for v, _, _ in adj[u] if node_server[v] is None]
+                        for u, srv in enumerate(node_server) if srv is None}
+        component = _components(switch_edges)
+        dag: dict[int, set[int]] = defaultdict(set)  # component → components it links into
+        for u, vs in switch_edges.items():
+            dag[component[u]].update(component[v] for v in vs if component[v] != component[u])
+        groups: dict[frozenset[int], list[int]] = defaultdict(list)  # components linking into b → [b, ...]
+        for b in used:
+            groups[frozenset(component[u] for u, _, _ in radj[b] if node_server[u] is None)].append(b)
+        group_servers = {key: {node_server[b] for b in nics} for key, nics in groups.items()}
+        unreached: dict[frozenset[int], list[frozenset[int]]] = {}  # components a enters → groups it misses
         for a in used:
-            first = frozenset(v for v, _, _ in adj[a] if node_server[v] is None)
-            if first not in closures:
-                seen, stack = set(first), list(first)
+            starts = frozenset(component[v] for v, _, _ in adj[a] if node_server[v] is None)
+            if starts not in unreached:
+                reach, stack = set(starts), list(starts)
                 while stack:
-                    for v, _, _ in adj[stack.pop()]:
-                        if node_server[v] is None and v not in seen:
-                            seen.add(v)
-                            stack.append(v)
-                closures[first] = seen
-            reach = closures[first]
-            for b in used:
-                if b != a and node_server[b] != node_server[a] and not (into[b] & reach):
-                    raise MoesimError(
-                        f"{where}nic '{self.nodes[a].name}': no route to nic '{self.nodes[b].name}' "
-                        f"through the external switches"
-                    )
+                    for c in dag[stack.pop()]:
+                        if c not in reach:
+                            reach.add(c)
+                            stack.append(c)
+                unreached[starts] = [key for key in groups if reach.isdisjoint(key)]
+            home = node_server[a]
+            missed = [b for key in unreached[starts] if group_servers[key] != {home}
+                      for b in groups[key] if node_server[b] != home]
+            if missed:
+                raise MoesimError(
+                    f"{where}nic '{self.nodes[a].name}': no route to nic '{self.nodes[min(missed)].name}' "
+                    f"through the external switches"
+                )
+
+
+def _components(edges: dict[int, list[int]]) -> dict[int, int]:
+    """Strongly connected components of a directed graph (node → successors): node → component number.
+    Tarjan's algorithm ("Depth-first search and linear graph algorithms", SIAM J. Comput. 1972), with
+    an explicit stack so deep graphs do not hit Python's recursion limit; linear in nodes and edges."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    component: dict[int, int] = {}
+    count = 0
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = len(index)
+                stack.append(v)
+                on_stack.add(v)
+            succ = edges[v]
+            while i < len(succ):
+                w = succ[i]
+                i += 1
+                if w not in index:
+                    work.append((v, i))
+                    work.append((w, 0))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                if low[v] == index[v]:
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component[w] = count
+                        if w == v:
+                            break
+                    count += 1
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[v])
+    return component
+
+
+def _next_layer(front: list[int], edges: Edges, seen: dict[int, list[tuple[int, int, int]]], end: int,
+                node_server: tuple[int | None, ...]) -> list[int]:
+    """One breadth-first layer of ``Topology._fabric_paths``: the nodes first reached from ``front`` over
+    ``edges`` (switches, or ``end``), each with every link it is reached by from ``front``."""
+    layer: list[int] = []
+    fresh: set[int] = set()
+    for u in front:
+        for v, lid, cost in edges[u]:
+            if v != end and node_server[v] is not None:
+                continue
+            if v not in seen:
+                seen[v] = [(u, lid, cost)]
+                layer.append(v)
+                fresh.add(v)
+            elif v in fresh:
+                seen[v].append((u, lid, cost))
+    return layer
+
+
+def _least_cost(v: int, links: dict[int, list[tuple[int, int, int]]], memo: dict[int, int]) -> int:
+    """Least cost from the search's start to ``v`` over the recorded layer links (memoised in ``memo``)."""
+    if v not in memo:
+        memo[v] = min(_least_cost(u, links, memo) + c for u, _, c in links[v])
+    return memo[v]

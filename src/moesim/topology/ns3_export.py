@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from moesim.errors import MoesimError
-from moesim.fileio import atomic_write
 from moesim.topology.model import NodeKind, Topology
+from moesim.topology.output import write_output
 from moesim.topology.placement import Placement, contiguous_placement
 
 if TYPE_CHECKING:
@@ -51,7 +51,10 @@ def _parse_value(text: str, units: dict[str, int], where: str) -> float:
     m = _VALUE.match(text)
     if not m or m.group(2) not in units:
         raise MoesimError(f"{where}: cannot read {text!r} (units: {', '.join(units)})")
-    return float(Decimal(m.group(1)).scaleb(units[m.group(2)]))
+    try:
+        return float(Decimal(m.group(1)).scaleb(units[m.group(2)]))
+    except ArithmeticError:
+        raise MoesimError(f"{where}: cannot read the number in {text!r}") from None
 
 
 def ns3_node_ids(topology: Topology, placement: Placement | None = None) -> dict[str, int]:
@@ -82,7 +85,7 @@ def ns3_topology_text(topology: Topology, placement: Placement | None = None) ->
 
 def write_ns3_topology(topology: Topology, path: str | Path, placement: Placement | None = None) -> Path:
     """Write the NS-3 topology file (atomically); ranks come from ``placement`` (default contiguous)."""
-    return atomic_write(path, ns3_topology_text(topology, placement))
+    return write_output(path, ns3_topology_text(topology, placement))
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,8 @@ def read_ns3_topology(path: str | Path) -> Ns3Topology:
         raw = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise MoesimError(f"{path}: cannot read the NS-3 topology file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise MoesimError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
     rows = [(n, line.split()) for n, line in enumerate(raw, start=1) if line.strip()]
 
     def ints(n: int, parts: list[str], what: str) -> list[int]:
@@ -147,8 +152,7 @@ def read_ns3_topology(path: str | Path) -> Ns3Topology:
         raise MoesimError(f"{path}: line {switch_rows[0][0]}: expected {num_switches} distinct switch ids")
     if any(not 0 <= s < num_nodes for s in switch_ids):
         raise MoesimError(f"{path}: switch ids must be in 0..{num_nodes - 1}")
-    hosts = sorted(set(range(num_nodes)) - set(switch_ids))
-    if hosts != list(range(len(hosts))):
+    if any(s < num_nodes - num_switches for s in switch_ids):  # distinct and in range: the rest are hosts
         raise MoesimError(f"{path}: hosts must be ids 0..N-1 (ASTRA-sim rank = NS-3 node id)")
     link_rows = rows[1 + len(switch_rows):]
     if len(link_rows) != num_links:

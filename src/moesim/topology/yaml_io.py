@@ -16,8 +16,10 @@
       nic_bandwidth: 400Gbps
       # nic_delay: 1us                # omitted: the run's network mode decides (IB 0.7 µs, RoCE 1 µs)
 
-Validation is strict: unknown or duplicate keys, wrong types, duplicate ids, dangling link ends and
-non-positive bandwidths are one-line errors naming the file and the entry (e.g. ``server.links[3].b``).
+Validation is strict: text that is not UTF-8 or not YAML, unknown or duplicate keys, wrong types,
+duplicate ids, dangling link ends, bandwidths or delays outside their range (units.py) and clusters
+beyond the builder's size limits are one-line errors naming the file and the entry (e.g.
+``server.links[3].b``).
 """
 
 from __future__ import annotations
@@ -29,10 +31,18 @@ from typing import Any
 import yaml
 
 from moesim.errors import MoesimError, input_error
-from moesim.fileio import atomic_write, load_yaml_strict
-from moesim.topology.builder import CableSpec, ClusterSpec, GpuSpec, ServerTemplate, check_template
+from moesim.fileio import load_yaml_strict
+from moesim.topology.builder import (
+    CableSpec,
+    ClusterSpec,
+    GpuSpec,
+    ServerTemplate,
+    check_cluster,
+    check_template,
+)
 from moesim.topology.fabrics import FABRICS
 from moesim.topology.fabrics.base import check_keys
+from moesim.topology.output import write_output
 from moesim.topology.units import format_bandwidth, format_delay, parse_bandwidth_bps, parse_delay_s
 
 _TOP_KEYS = ("name", "description", "servers", "server", "fabric")
@@ -98,8 +108,8 @@ def cluster_from_dict(data: Any, source: str, default_name: str = "custom") -> C
     if isinstance(servers, bool) or not isinstance(servers, int) or servers < 1:
         raise input_error(source, "servers", f"must be a positive integer, got {servers!r}")
     name, description = top.get("name", default_name), top.get("description", "")
-    if not isinstance(name, str | int) or not str(name).strip():
-        raise input_error(source, "name", f"expected text, got {name!r}")
+    if isinstance(name, bool) or not isinstance(name, str | int) or not str(name).strip() or not str(name).isprintable():
+        raise input_error(source, "name", f"expected one line of text, got {name!r}")
     if not isinstance(description, str):
         raise input_error(source, "description", f"expected text, got {description!r}")
     srv = _mapping(top["server"], source, "server")
@@ -123,7 +133,9 @@ def cluster_from_dict(data: Any, source: str, default_name: str = "custom") -> C
     if not isinstance(kind, str) or kind not in FABRICS:
         raise input_error(source, "fabric.kind", f"unknown fabric {kind!r}", FABRICS.names())
     fabric = FABRICS.get(kind).from_dict(fab, source)
-    return ClusterSpec(str(name), template, servers, fabric, description, source)
+    spec = ClusterSpec(str(name), template, servers, fabric, description, source)
+    check_cluster(spec)
+    return spec
 
 
 def load_cluster_yaml(path: str | Path) -> ClusterSpec:
@@ -132,8 +144,11 @@ def load_cluster_yaml(path: str | Path) -> ClusterSpec:
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise MoesimError(f"{source}: cannot read the topology file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise MoesimError(f"{source}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                          "save the topology file as UTF-8") from None
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL character
+        raise MoesimError(f"{source}: cannot read the topology file ({getattr(exc, 'strerror', None) or exc})") from None
     data = load_yaml_strict(text, source)
     return cluster_from_dict(data, source, default_name=path.stem)
 
@@ -188,4 +203,4 @@ def dump_cluster_yaml(spec: ClusterSpec) -> str:
 
 def write_cluster_yaml(spec: ClusterSpec, path: str | Path) -> Path:
     """Write ``spec`` as YAML (atomically)."""
-    return atomic_write(path, dump_cluster_yaml(spec))
+    return write_output(path, dump_cluster_yaml(spec))

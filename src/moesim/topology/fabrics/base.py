@@ -36,6 +36,11 @@ class Fabric(ABC):
     def attach(self, builder: TopologyBuilder, server_nics: list[list[str]], nic_delay_s: float) -> None:
         """Add switches and cables joining ``server_nics[s]`` (the NIC node names of server s)."""
 
+    @abstractmethod
+    def size(self, num_servers: int, nics_per_server: int) -> tuple[int, int]:
+        """(switches, cables) that ``attach`` adds for this many servers: checked against the builder's
+        limits before anything is built."""
+
     def describe(self) -> str:
         return self.kind
 
@@ -48,15 +53,3 @@ def check_keys(data: Mapping[str, Any], allowed: tuple[str, ...], source: str, f
     for key in data:
         if key not in allowed:
             raise input_error(source, f"{field}.{key}" if field else str(key), "unknown key", allowed)
-
-
-def positive(value: float, source: str, field: str) -> float:
-    if not value > 0:
-        raise input_error(source, field, f"must be > 0, got {value!r}")
-    return value
-
-
-def non_negative(value: float, source: str, field: str) -> float:
-    if not value >= 0:
-        raise input_error(source, field, f"must be >= 0, got {value!r}")
-    return value

@@ -13,14 +13,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from moesim.errors import input_error
-from moesim.topology.fabrics.base import FABRICS, Fabric, check_keys, non_negative, positive
+from moesim.topology.fabrics.base import FABRICS, Fabric, check_keys
 from moesim.topology.model import NodeKind
-from moesim.topology.units import format_bandwidth, format_delay, parse_bandwidth_bps, parse_delay_s
+from moesim.topology.units import (
+    BANDWIDTH_RANGE_BPS,
+    BANDWIDTH_RANGE_TEXT,
+    format_bandwidth,
+    format_delay,
+    parse_bandwidth_bps,
+    parse_delay_s,
+)
 
 if TYPE_CHECKING:
     from moesim.topology.builder import TopologyBuilder
 
 _KEYS = ("kind", "servers_per_leaf", "spines", "oversubscription", "nic_bandwidth", "nic_delay", "uplink_delay")
+MAX_OVERSUBSCRIPTION = 1000.0
 
 
 def _int(data: Mapping[str, Any], key: str, default: int | None, source: str) -> int:
@@ -47,18 +55,18 @@ class LeafSpine(Fabric):
     def from_dict(cls, data: Mapping[str, Any], source: str) -> LeafSpine:
         check_keys(data, _KEYS, source, "fabric")
         over = data.get("oversubscription", 1.0)
-        if isinstance(over, bool) or not isinstance(over, int | float) or not over >= 1:
-            raise input_error(source, "fabric.oversubscription", f"must be a number >= 1, got {over!r}")
+        if isinstance(over, bool) or not isinstance(over, int | float) or not 1 <= over <= MAX_OVERSUBSCRIPTION:
+            raise input_error(source, "fabric.oversubscription", f"must be a number from 1 to "
+                              f"{MAX_OVERSUBSCRIPTION:g}, got {over!r}")
         delays = {}
         for key in ("nic_delay", "uplink_delay"):
             if data.get(key) is not None:
-                delays[key] = non_negative(parse_delay_s(data[key], source, f"fabric.{key}"), source, f"fabric.{key}")
+                delays[key] = parse_delay_s(data[key], source, f"fabric.{key}")
         return cls(
             servers_per_leaf=_int(data, "servers_per_leaf", None, source),
             spines=_int(data, "spines", 1, source),
             oversubscription=float(over),
-            nic_bandwidth_bps=positive(parse_bandwidth_bps(data.get("nic_bandwidth", 400e9), source,
-                                                           "fabric.nic_bandwidth"), source, "fabric.nic_bandwidth"),
+            nic_bandwidth_bps=parse_bandwidth_bps(data.get("nic_bandwidth", 400e9), source, "fabric.nic_bandwidth"),
             nic_delay_s=delays.get("nic_delay"),
             uplink_delay_s=delays.get("uplink_delay"),
         )
@@ -95,9 +103,17 @@ class LeafSpine(Fabric):
         uplink = self.uplink_bandwidth_bps(max((len(n) for n in server_nics), default=0))
         if uplink <= 0:
             raise input_error(builder.source, "fabric", "leaf_spine needs servers with at least one NIC")
+        if not BANDWIDTH_RANGE_BPS[0] <= uplink <= BANDWIDTH_RANGE_BPS[1]:
+            raise input_error(builder.source, "fabric", f"leaf–spine uplink bandwidth {uplink!r} bit/s (servers_per_leaf × "
+                              "NICs per server × nic_bandwidth / (oversubscription × spines)) is out of range",
+                              [BANDWIDTH_RANGE_TEXT])
         for leaf in range(num_leaves):
             for spine in range(self.spines):
                 builder.add_cable(f"leaf{leaf}", f"spine{spine}", uplink, up_delay, "fabric", where="fabric")
+
+    def size(self, num_servers: int, nics_per_server: int) -> tuple[int, int]:
+        leaves = -(-num_servers // self.servers_per_leaf)
+        return leaves + self.spines, num_servers * nics_per_server + leaves * self.spines
 
     def describe(self) -> str:
         return f"leaf/spine, {self.servers_per_leaf} servers per leaf, {self.spines} spines, {self.oversubscription:g}:1"

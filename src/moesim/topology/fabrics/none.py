@@ -30,5 +30,8 @@ class NoFabric(Fabric):
     def attach(self, builder: TopologyBuilder, server_nics: list[list[str]], nic_delay_s: float) -> None:
         return None
 
+    def size(self, num_servers: int, nics_per_server: int) -> tuple[int, int]:
+        return 0, 0
+
     def describe(self) -> str:
         return "no external network"

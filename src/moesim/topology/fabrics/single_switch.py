@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from moesim.topology.fabrics.base import FABRICS, Fabric, check_keys, non_negative, positive
+from moesim.topology.fabrics.base import FABRICS, Fabric, check_keys
 from moesim.topology.model import NodeKind
 from moesim.topology.units import format_bandwidth, format_delay, parse_bandwidth_bps, parse_delay_s
 
@@ -26,11 +26,10 @@ class SingleSwitch(Fabric):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str) -> SingleSwitch:
         check_keys(data, ("kind", "nic_bandwidth", "nic_delay"), source, "fabric")
-        bw = positive(parse_bandwidth_bps(data.get("nic_bandwidth", 400e9), source, "fabric.nic_bandwidth"),
-                      source, "fabric.nic_bandwidth")
+        bw = parse_bandwidth_bps(data.get("nic_bandwidth", 400e9), source, "fabric.nic_bandwidth")
         delay = None
         if data.get("nic_delay") is not None:
-            delay = non_negative(parse_delay_s(data["nic_delay"], source, "fabric.nic_delay"), source, "fabric.nic_delay")
+            delay = parse_delay_s(data["nic_delay"], source, "fabric.nic_delay")
         return cls(nic_bandwidth_bps=bw, nic_delay_s=delay)
 
     def to_dict(self) -> dict[str, Any]:
@@ -45,6 +44,9 @@ class SingleSwitch(Fabric):
         for nics in server_nics:
             for nic in nics:
                 builder.add_cable(nic, "sw0", self.nic_bandwidth_bps, delay, "fabric", where="fabric")
+
+    def size(self, num_servers: int, nics_per_server: int) -> tuple[int, int]:
+        return 1, num_servers * nics_per_server
 
     def describe(self) -> str:
         return "one external switch"
