@@ -33,7 +33,7 @@ SAMPLES_US = (25, 50, 100, 150, 200, 300)
 def run(topology: str, pairs: list[tuple[int, int]], size_bytes: int, mode: str, backend_name: str,
         overrides: dict[str, Any]) -> None:
     params = network_mode(mode).with_overrides(overrides or None, "--set")
-    topo = get_topology(topology, nic_switch_delay_s=params.nic_switch_delay_s)
+    topo = get_topology(topology, nic_switch_delay_s=params.transport.nic_switch_delay_s)
     names = [f"{link.src}->{link.dst}" for link in topo.links]
     extra = {"diagnostics": DiagnosticsSpec(qlen=True, qlen_interval_s=25e-6, qlen_min_bytes=0,
                                             qlen_window_s=(0.0, 1e-3))} if backend_name == "packet" else {}

@@ -45,7 +45,7 @@ def finish_us(backend_name: str, lead_s: float, size_bytes: int, reverse: bool, 
     also the bytes acknowledged of each forward message at those instants."""
     params = network_mode(mode).with_overrides(overrides or None)
     cc = algorithm_for_mode(params.cc_mode, strict=False).controls_rate
-    backend = BACKENDS.get(backend_name)(get_topology("4", nic_switch_delay_s=params.nic_switch_delay_s), params)
+    backend = BACKENDS.get(backend_name)(get_topology("4", nic_switch_delay_s=params.transport.nic_switch_delay_s), params)
     events = sorted([(0.0, g) for g in EARLY] + [(lead_s, g) for g in LATE] + [(t * 1e-6, -1) for t in trace_us])
     done: dict[int, float] = {}
     trace = []

@@ -35,7 +35,7 @@ def _counters(backend: PacketBackend) -> str:
 def alltoall(size_bytes: int, at_us: float, n: int = 8) -> None:
     for mode in ("ib_cc0", "roce_dcqcn"):
         params = network_mode(mode)
-        backend = PacketBackend(get_topology("1", nic_switch_delay_s=params.nic_switch_delay_s), params)
+        backend = PacketBackend(get_topology("1", nic_switch_delay_s=params.transport.nic_switch_delay_s), params)
         pairs = [(s, d) for s in range(n) for d in range(n) if s != d]
         for i, (s, d) in enumerate(pairs):
             backend.start_flow(Flow(i, s, d, size_bytes), 0.0)

@@ -38,7 +38,7 @@ def all_to_all(backend_name: str, mode: str, size_bytes: int, n: int = 8, topolo
     1: one GPU per server, 512 Gb/s PCIe into a 400 Gb/s NIC port), GPU i in group i mod ``groups``;
     every message of ``size_bytes`` sent at t = 0, congestion control on inter-server flows only."""
     params = network_mode(mode).with_overrides(overrides or None)
-    topo = get_topology(topology, nic_switch_delay_s=params.nic_switch_delay_s)
+    topo = get_topology(topology, nic_switch_delay_s=params.transport.nic_switch_delay_s)
     backend = BACKENDS.get(backend_name)(topo, params)
     pairs = [(s, d) for s in range(n) for d in range(n) if s != d and s % groups == d % groups]
     for i, (s, d) in enumerate(pairs):

@@ -231,7 +231,7 @@ def load_topology(name_or_path: str | int | Path, network: str = "ib_cc0") -> To
     from moesim.network.params import network_mode
     from moesim.topology.catalog import get_topology
 
-    return get_topology(str(name_or_path), network_mode(network).nic_switch_delay_s)
+    return get_topology(str(name_or_path), network_mode(network).transport.nic_switch_delay_s)
 
 
 def load_model(key_or_path: str | Path) -> ModelSpec:

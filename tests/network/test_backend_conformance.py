@@ -67,9 +67,9 @@ def test_bytes_are_conserved_on_every_link_of_the_route(name):
         pytest.skip(f"backend {name} reports no per-link bytes")
     into_3 = topo.route(0, 3)[-1]  # the switch→host-3 link carries every flow's data bytes
     payload = sum(sizes)
-    packets = sum(math.ceil(s / P.packet_payload_bytes) for s in sizes)
+    packets = sum(math.ceil(s / P.transport.packet_payload_bytes) for s in sizes)
     # payload plus 36 B of headers per packet (a fluid backend may spread headers per byte: within 1 %)
-    assert link_bytes[into_3] == pytest.approx(payload + packets * P.data_header_bytes, rel=0.01)
+    assert link_bytes[into_3] == pytest.approx(payload + packets * P.transport.data_header_bytes, rel=0.01)
 
 
 # ---------------------------------------------------------------- the contract and declared capabilities

@@ -13,7 +13,7 @@ from moesim.network.params import REFERENCE_PRESETS, NetworkParams
 
 LINE = 100e9
 SHIPPED = NetworkParams()  # ASTRA-sim's shipped config: RP_TIMER 900 µs, AI 50 Mb/s, HAI 100 Mb/s
-G = SHIPPED.ewma_gain
+G = SHIPPED.rate.ewma_gain
 
 
 def test_no_cnp_no_change():
@@ -73,12 +73,12 @@ def test_second_cnp_after_recovery_moves_the_target_then_ai_and_hai_steps():
     rc = (rc + rt) / 2
     assert f.rate_bps == pytest.approx(rc, rel=1e-12)
     f.advance(t + 900_000)  # additive: target + 50 Mb/s
-    rt += SHIPPED.rate_ai_bps
+    rt += SHIPPED.rate.rate_ai_bps
     rc = (rc + rt) / 2
     assert f["target_rate"] == pytest.approx(rt, rel=1e-12) and f.rate_bps == pytest.approx(rc, rel=1e-12)
     for k in (2, 3):  # hyper: + 100 Mb/s per step (a constant, not k·R_HAI)
         f.advance(t + k * 900_000)
-        rt += SHIPPED.rate_hai_bps
+        rt += SHIPPED.rate.rate_hai_bps
         rc = (rc + rt) / 2
         assert f["target_rate"] == pytest.approx(rt, rel=1e-12) and f.rate_bps == pytest.approx(rc, rel=1e-12)
 
@@ -98,7 +98,7 @@ def test_rate_never_below_min_rate_under_sustained_cnps():
     f = FlowCc("dcqcn", SHIPPED, LINE)
     for t in range(0, 400_000, 1000):
         f.ack(t, cnp=True)
-    assert f.rate_bps == pytest.approx(SHIPPED.min_rate_bps)
+    assert f.rate_bps == pytest.approx(SHIPPED.rate.min_rate_bps)
 
 
 def test_clamp_target_rate_sets_target_on_every_cut():

@@ -26,7 +26,7 @@ from moesim.system.spec import RunSpec
 
 LINE = 100e9
 SHIPPED = NetworkParams()
-G = SHIPPED.ewma_gain
+G = SHIPPED.rate.ewma_gain
 AI = 1000e6
 MTU = 1000
 
@@ -77,8 +77,8 @@ def test_sustained_echoes_halve_the_rate_per_window_down_to_min_rate():
     for k in range(1, 14):
         f.ack(k, ack_seq=k * MTU, snd_nxt=k * MTU, cnp=True)
         assert f["alpha"] == 1.0
-        assert f.rate_bps == max(SHIPPED.min_rate_bps, LINE / 2 ** k)
-    assert f.rate_bps == SHIPPED.min_rate_bps
+        assert f.rate_bps == max(SHIPPED.rate.min_rate_bps, LINE / 2 ** k)
+    assert f.rate_bps == SHIPPED.rate.min_rate_bps
 
 
 def test_cc_mode_8_is_dctcp_and_its_capabilities_say_where_it_runs():

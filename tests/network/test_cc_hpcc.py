@@ -25,13 +25,13 @@ def rec(t, tx_bytes, qlen, rate=LINE):
     return np.array([[t, tx_bytes, qlen, int(rate)]], dtype=np.int64)
 
 
-def expected_rate(rc, u_prev, tx_delta_bytes, tau, q_now, q_prev, rate=LINE, eta=0.95, rai=P.rate_ai_bps):
+def expected_rate(rc, u_prev, tx_delta_bytes, tau, q_now, q_prev, rate=LINE, eta=0.95, rai=P.rate.rate_ai_bps):
     tx = math.floor(tx_delta_bytes / 128) * 128
     q = min(math.floor(q_now / 80) * 80, math.floor(q_prev / 80) * 80)
     u = tx * 8 / (tau * 1e-9) / rate + q * LINE / (rate * W)
     dt = min(tau, T)
     u_ewma = (u_prev * (T - dt) + u * dt) / T
-    return min(max(rc / (u_ewma / eta) + rai, P.min_rate_bps), LINE), u_ewma
+    return min(max(rc / (u_ewma / eta) + rai, P.rate.min_rate_bps), LINE), u_ewma
 
 
 def started(first=rec(1000, 0, 80_000)):
@@ -72,7 +72,7 @@ def test_a_zero_utilisation_sample_leaves_the_ewma_unchanged():
     f = started(rec(1000, 0, 0))
     f.ack(3040, ack_seq=51_000, snd_nxt=90_000, ints=rec(3040, 0, 0), win_bytes=W, base_rtt_ns=T)
     assert f["u"] == 1.0
-    assert f.rate_bps == pytest.approx(LINE * 0.95 + P.rate_ai_bps, rel=1e-12)
+    assert f.rate_bps == pytest.approx(LINE * 0.95 + P.rate.rate_ai_bps, rel=1e-12)
 
 
 def test_low_utilisation_raises_the_rate_to_line_rate():
@@ -88,7 +88,7 @@ def test_rate_is_clamped_at_min_rate():
     f.ack(1000, ack_seq=1000, snd_nxt=50_000, ints=rec(1000, 0, 0), win_bytes=W, base_rtt_ns=T)
     f.ack(3040, ack_seq=51_000, snd_nxt=90_000, ints=rec(3040, 10 ** 9, 0), win_bytes=W, base_rtt_ns=T)
     # u ≈ 9800: Rc/(U/η) ≈ 39 Mb/s, + 50 Mb/s < 100 Mb/s
-    assert f.rate_bps == shipped.min_rate_bps
+    assert f.rate_bps == shipped.rate.min_rate_bps
 
 
 def test_max_of_hops_drives_a_single_rate_update():

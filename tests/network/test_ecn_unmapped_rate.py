@@ -18,12 +18,12 @@ RATE = 512e9  # in no map
 
 
 def test_scale_multiplies_the_400_gbps_entry_and_zero_reads_zero():
-    assert DCQCN.kmin_bytes(RATE) == pytest.approx(800e3 * 512 / 400)
-    assert DCQCN.kmax_bytes(RATE) == pytest.approx(3200e3 * 512 / 400)
+    assert DCQCN.switch.kmin_bytes(RATE) == pytest.approx(800e3 * 512 / 400)
+    assert DCQCN.switch.kmax_bytes(RATE) == pytest.approx(3200e3 * 512 / 400)
     zero = DCQCN.with_overrides({"ecn_unmapped_rate": "zero"})
-    assert zero.kmin_bytes(RATE) == zero.kmax_bytes(RATE) == 0.0
+    assert zero.switch.kmin_bytes(RATE) == zero.switch.kmax_bytes(RATE) == 0.0
     # rates in the maps keep their entries
-    assert zero.kmin_bytes(400e9) == DCQCN.kmin_bytes(400e9) == 800e3
+    assert zero.switch.kmin_bytes(400e9) == DCQCN.switch.kmin_bytes(400e9) == 800e3
 
 
 def test_an_unknown_reading_is_a_one_line_error():

@@ -17,7 +17,7 @@ from moesim.network.waterfill import max_min_rates, waterfill_capped
 P = REFERENCE_PRESETS["none"]
 BW_BPS, DELAY_S = 400e9, 500e-9
 C = BW_BPS / 8  # bytes per second
-DATA = (P.packet_payload_bytes + P.data_header_bytes) / P.packet_payload_bytes  # 1036 / 1000
+DATA = (P.transport.packet_payload_bytes + P.transport.data_header_bytes) / P.transport.packet_payload_bytes  # 1036 / 1000
 
 
 def run_all(backend, flows):
@@ -34,8 +34,8 @@ def run_all(backend, flows):
 
 def latency(size):
     """Forward + reverse propagation, last packet at the switch, two ACK transmissions."""
-    last_pkt = min(P.packet_payload_bytes, size) + P.data_header_bytes
-    return 4 * DELAY_S + last_pkt / C + 2 * P.ack_bytes / C
+    last_pkt = min(P.transport.packet_payload_bytes, size) + P.transport.data_header_bytes
+    return 4 * DELAY_S + last_pkt / C + 2 * P.transport.ack_bytes / C
 
 
 def test_single_flow_is_latency_plus_size_times_overhead_over_bandwidth():
@@ -60,7 +60,7 @@ def test_ack_stream_shares_the_link_with_data_in_a_ring():
     n, size = 8, 524_288
     flows = [Flow(i, i, (i + 1) % n, size) for i in range(n)]
     done = run_all(FlowBackend(star(n), P), flows)
-    per_byte = DATA + P.ack_bytes / P.packet_payload_bytes
+    per_byte = DATA + P.transport.ack_bytes / P.transport.packet_payload_bytes
     assert done[0] == pytest.approx(latency(size) + size * per_byte / C, rel=1e-12)
 
 
@@ -69,7 +69,7 @@ def test_a_link_carrying_only_its_acks_does_not_hold_a_flow_to_a_fair_share():
     # 0→1 flows freeze there at r1 = C/(2·1.036 + 0.048); the 1→2 flow is limited only by its own
     # uplink, which also carries the 0→1 flows' ACKs: r2 = (C − 2·0.048·r1)/1.036 (≈ 0.92 C, not r1).
     # The packet backend, which this rule follows, lands within 5 % (holding the 1→2 flow to r1 would be +49 %).
-    ack = P.ack_bytes / P.packet_payload_bytes
+    ack = P.transport.ack_bytes / P.transport.packet_payload_bytes
     small = 100_000
     flows = [Flow(0, 0, 1, 2_000_000), Flow(1, 0, 1, 2_000_000), Flow(2, 1, 2, small)]
     r1 = C / (2 * DATA + ack)

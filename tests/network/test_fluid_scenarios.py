@@ -40,7 +40,7 @@ def closed_form_s(params, size_bytes: int) -> float:
     """Bottleneck busy the whole time: 16·S·(payload+headers)/payload wire bytes at line rate, plus
     the lone-packet latency (2 × 2 × 0.5 µs propagation and the last packet / ACK serialisation)."""
     p = params
-    wire = SENDERS * size_bytes * (p.packet_payload_bytes + p.data_packet_overhead_bytes) / p.packet_payload_bytes
+    wire = SENDERS * size_bytes * (p.transport.packet_payload_bytes + p.data_packet_overhead_bytes) / p.transport.packet_payload_bytes
     return wire * 8 / BW_BPS + 4 * 500e-9
 
 
@@ -144,14 +144,14 @@ def test_round_robin_senders_queue_at_the_shared_nic_port():
     in the packet backend (3.9 MB there, at PCIe switch → NIC). Max-min at the sender would hold the
     inter-server flows to their NIC share and queue nothing."""
     params = NETWORK_MODES["ib_cc0"]
-    topo = get_topology("4", nic_switch_delay_s=params.nic_switch_delay_s)
+    topo = get_topology("4", nic_switch_delay_s=params.transport.nic_switch_delay_s)
     backend = FluidBackend(topo, params)
     pairs = [(s, d) for s in range(16) for d in range(16) if s != d]
     for i, (s, d) in enumerate(pairs):
         backend.start_flow(Flow(i, s, d, 1 << 20, cc=False), 0.0)
     backend.advance_to(50e-6)
     nic_ports = [link.id for link in topo.links if ".nic" in link.src or ".nic" in link.dst]
-    assert backend.diagnostics()["queue_bytes"][nic_ports].max() > 2 * params.kmin_bytes(400e9)
+    assert backend.diagnostics()["queue_bytes"][nic_ports].max() > 2 * params.switch.kmin_bytes(400e9)
 
 
 def test_a_settled_hpcc_flow_takes_growing_steps(monkeypatch):

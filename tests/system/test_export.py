@@ -37,7 +37,7 @@ def test_export_directory_is_complete_and_consistent(tmp_path):
     config = dict(line.split(" ", 1) for line in (out / "network.txt").read_text().splitlines())
     assert MANDATORY_NETWORK_KEYS <= set(config)
     assert config["CC_MODE"] == "1" and config["ENABLE_QCN"] == "1"
-    topo = get_topology("4", nic_switch_delay_s=NETWORK_MODES["roce_dcqcn"].nic_switch_delay_s)
+    topo = get_topology("4", nic_switch_delay_s=NETWORK_MODES["roce_dcqcn"].transport.nic_switch_delay_s)
     rates = {int(link.bandwidth_bps) for link in topo.links}
     kmax = config["KMAX_MAP"].split()
     assert rates <= {int(kmax[i]) for i in range(1, len(kmax), 2)}  # every port rate has an ECN entry

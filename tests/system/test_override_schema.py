@@ -57,7 +57,7 @@ def test_run_and_sweep_refuse_alike(case: str) -> None:
 def test_good_values_are_converted_to_their_type() -> None:
     assert prepare(spec(tokens="256")).tokens == 256
     assert prepare(spec(tokens=256.0)).tokens == 256
-    assert prepare(spec(buffer_bytes="4e6")).params.buffer_bytes == 4_000_000
+    assert prepare(spec(buffer_bytes="4e6")).params.switch.buffer_bytes == 4_000_000
     assert canonical_level("fabric_bandwidth_bps", "4e11", "cli") == 4e11
     assert prepare(spec(fast_forward="false")).settings.fast_forward is False
 

@@ -28,7 +28,7 @@ _JSON = typer.Option(False, "--json", help="Print JSON instead of tables.")
 def _nic_delay(network: str) -> float:
     from moesim.network.params import network_mode
 
-    return network_mode(network).nic_switch_delay_s
+    return network_mode(network).transport.nic_switch_delay_s
 
 
 @topology_app.command("list")

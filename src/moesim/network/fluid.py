@@ -57,11 +57,11 @@ class _Static:
             n_in[link.dst] = n_in.get(link.dst, 0) + 1
         self.cap = np.array([link.bandwidth_bps / 8.0 for link in topology.links])
         self.switch_egress = np.array([kinds[link.src] != NodeKind.GPU for link in topology.links])
-        self.kmin = np.array([params.kmin_bytes(link.bandwidth_bps) for link in topology.links])
-        self.kmax = np.array([params.kmax_bytes(link.bandwidth_bps) for link in topology.links])
+        self.kmin = np.array([params.switch.kmin_bytes(link.bandwidth_bps) for link in topology.links])
+        self.kmax = np.array([params.switch.kmax_bytes(link.bandwidth_bps) for link in topology.links])
         # k congested ingress ports each pausing at Th = (B - used) / 8 hold used = B·k/(8 + k) in total
         a = float(1 << PFC_ALPHA_SHIFT)
-        self.q_pfc = np.array([params.buffer_bytes * n_in.get(link.src, 1) / (a + n_in.get(link.src, 1))
+        self.q_pfc = np.array([params.switch.buffer_bytes * n_in.get(link.src, 1) / (a + n_in.get(link.src, 1))
                                for link in topology.links])
 
 
@@ -185,13 +185,13 @@ class FluidBackend(NetworkBackend):
                 "fluid backend feeds CC as CNP events or INT records (docs/network-fluid.md); use the packet backend")
         self._cc = cc_id(self.cc)
         self._ccp = self.cc.pack_params(params)
-        check_choice("fluid_marks", params.fluid_marks, "network parameters")
-        check_choice("fluid_rtt", params.fluid_rtt, "network parameters")
-        self._random_marks = params.fluid_marks == "random"
-        rtt = params.fluid_rtt if params.fluid_rtt != "auto" else ("round_trip" if self._random_marks else "data")
-        self._ack_queues = rtt == "round_trip" and not params.ack_high_prio
-        check_choice("fluid_window", params.fluid_window, "network parameters")
-        self._win_bytes = params.fluid_window == "bytes"
+        check_choice("fluid_marks", params.fluid.fluid_marks, "network parameters")
+        check_choice("fluid_rtt", params.fluid.fluid_rtt, "network parameters")
+        self._random_marks = params.fluid.fluid_marks == "random"
+        rtt = params.fluid.fluid_rtt if params.fluid.fluid_rtt != "auto" else ("round_trip" if self._random_marks else "data")
+        self._ack_queues = rtt == "round_trip" and not params.transport.ack_high_prio
+        check_choice("fluid_window", params.fluid.fluid_window, "network parameters")
+        self._win_bytes = params.fluid.fluid_window == "bytes"
         n_links = len(topology.links)
         self._q = np.zeros(n_links)
         self._tx = np.zeros(n_links)
@@ -220,11 +220,11 @@ class FluidBackend(NetworkBackend):
         hit = self._bdp.get(fwd)
         if hit is None:
             links = self.topology.links
-            payload = self.params.packet_payload_bytes
+            payload = self.params.transport.packet_payload_bytes
             rtt_ns = sum(2 * int(round(links[i].delay_s * 1e9)) + math.floor(payload * 8e9 / links[i].bandwidth_bps)
                          for i in fwd)
             bw = min(links[i].bandwidth_bps for i in fwd)
-            hit = self._bdp[fwd] = (float(int(rtt_ns * bw / 1e9 / 8)) if self.params.has_win else 0.0, rtt_ns * 1e-9)
+            hit = self._bdp[fwd] = (float(int(rtt_ns * bw / 1e9 / 8)) if self.params.transport.has_win else 0.0, rtt_ns * 1e-9)
         return hit
 
     def _route(self, flow: Flow) -> _Route:
@@ -259,13 +259,13 @@ class FluidBackend(NetworkBackend):
             s, p, col = self._static, self.params, c.cols
             self._args_version = c.version
             self._args = (
-                self._cc, bool(p.enable_qcn), bool(p.has_win), bool(p.var_win), float(p.packet_payload_bytes),
+                self._cc, bool(p.switch.enable_qcn), bool(p.transport.has_win), bool(p.transport.var_win), float(p.transport.packet_payload_bytes),
                 self._random_marks, self._ack_queues, self._win_bytes,
                 *(col[k] for k in ("links", "coefs", "hops", "nfwd", "first", "cc_on", "rem", "acked", "win", "rtt0",
                                    "dcoef", "line", "st", "hop")),
                 self._ccp, *(col[k] for k in ("mark", "pend", "npend", "rates", "bn", "offered", "send", "sent",
                                                           "acked_rt", "qport", "ackq", "ackp")),
-                s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.pmax), s.switch_egress, self._counters,
+                s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.switch.pmax), s.switch_egress, self._counters,
                 *(col[k] for k in ("ack_wait", "rr", "dcap", "own", "own_bn", "frozen")),
                 self._lws, self._lbws, self._ints,
             )

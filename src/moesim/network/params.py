@@ -7,11 +7,12 @@ those of the configuration shipped with ASTRA-sim's NS-3 backend (docs/reference
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from moesim.errors import MoesimError
 from moesim.network.cc import CC_ALGORITHMS, CcAlgorithm, algorithm_for_mode
+from moesim.network.cc.base import RateParams
 
 GBPS = 1e9
 MBPS = 1e6
@@ -45,12 +46,10 @@ def check_choice(key: str, value: Any, source: str) -> None:
 
 
 @dataclass(frozen=True)
-class NetworkParams:
-    """All parameters of the RDMA network model; names follow the reference keys, with units."""
+class TransportParams:
+    """The NICs' transport and the packet format (docs/reference-semantics.md A.1): what every flow does,
+    with or without congestion control. Read by the backends and the path model."""
 
-    name: str = "custom"
-    cc_mode: int = 0
-    enable_qcn: bool = True
     nic_switch_delay_s: float = 0.7e-6
     packet_payload_bytes: int = 1000
     l2_chunk_bytes: int = 4000
@@ -59,32 +58,8 @@ class NetworkParams:
     has_win: bool = True
     global_t: bool = False
     var_win: bool = True
-    fast_react: bool = True
-    u_target: float = 0.95
-    mi_thresh: int = 0
-    int_multi: int = 1
-    multi_rate: bool = False
-    sample_feedback: bool = False
     rate_bound: bool = True
     ack_high_prio: bool = False
-    buffer_bytes: int = 32 * 1024 * 1024
-    headroom_factor: float = 3.0
-    alpha_resume_interval_s: float = 1e-6
-    rate_decrease_interval_s: float = 4e-6
-    clamp_target_rate: bool = False
-    rp_timer_s: float = 900e-6
-    ewma_gain: float = 0.00390625
-    fast_recovery_times: int = 1
-    rate_ai_bps: float = 50 * MBPS
-    rate_hai_bps: float = 100 * MBPS
-    min_rate_bps: float = 100 * MBPS
-    rate_on_first_cnp: float = 1.0
-    kmin_kb: tuple[tuple[float, float], ...] = KMIN_KB
-    kmax_kb: tuple[tuple[float, float], ...] = KMAX_KB
-    pmax: float = 0.2
-    # a port rate missing from the KMIN/KMAX maps: "scale" the 400 Gbps entry with the rate (docs/study.md
-    # §5), or "zero" as the reference code reads it with its assertions compiled out (docs/network.md)
-    ecn_unmapped_rate: str = "scale"
     nack_interval_s: float = 500e-6
     # per-flow policy: flows between GPUs of one server carry no congestion-control state
     intra_server_cc: bool = False
@@ -92,17 +67,86 @@ class NetworkParams:
     data_header_bytes: int = 36
     ack_bytes: int = 48
     int_header_bytes: int = 42
-    # fluid backend only: ECN marks as expected values, or drawn per flow (docs/network-fluid.md)
+
+
+@dataclass(frozen=True)
+class SwitchParams:
+    """Switch buffers, PFC headroom and ECN marking (docs/reference-semantics.md A.2). Read by the
+    packet backend's MMU and the fluid backend's marking."""
+
+    buffer_bytes: int = 32 * 1024 * 1024
+    headroom_factor: float = 3.0
+    enable_qcn: bool = True
+    kmin_kb: tuple[tuple[float, float], ...] = KMIN_KB
+    kmax_kb: tuple[tuple[float, float], ...] = KMAX_KB
+    pmax: float = 0.2
+    # a port rate missing from the KMIN/KMAX maps: "scale" the 400 Gbps entry with the rate (docs/study.md
+    # §5), or "zero" as the reference code reads it with its assertions compiled out (docs/network.md)
+    ecn_unmapped_rate: str = "scale"
+
+    def kmin_bytes(self, rate_bps: float) -> float:
+        return _lookup(self.kmin_kb, rate_bps, "KMIN_MAP", self.ecn_unmapped_rate) * 1000.0
+
+    def kmax_bytes(self, rate_bps: float) -> float:
+        return _lookup(self.kmax_kb, rate_bps, "KMAX_MAP", self.ecn_unmapped_rate) * 1000.0
+
+
+@dataclass(frozen=True)
+class FluidOptions:
+    """Options of the fluid backend only (docs/network-fluid.md); no other backend reads them."""
+
+    # ECN marks as expected values, or drawn per flow
     fluid_marks: str = "expected"
-    # fluid backend only: which queues a round trip crosses: the data path's, or also the ACK path's
-    # ("round_trip": ACKs wait behind reverse traffic unless ack_high_prio); "auto": round_trip with
-    # random marks, data with expected ones (docs/network-fluid.md)
+    # which queues a round trip crosses: the data path's, or also the ACK path's ("round_trip": ACKs
+    # wait behind reverse traffic unless ack_high_prio); "auto": round_trip with random marks, data with
+    # expected ones
     fluid_rtt: str = "auto"
-    # fluid backend only: a window as a rate (window / RTT) with max-min sharing of the delivered rates
-    # ("rate"), or as bytes in flight with FIFO service of each flow's own backlog ("bytes")
-    # (docs/network-fluid.md)
+    # a window as a rate (window / RTT) with max-min sharing of the delivered rates ("rate"), or as
+    # bytes in flight with FIFO service of each flow's own backlog ("bytes")
     fluid_window: str = "rate"
-    extra: tuple[tuple[str, Any], ...] = field(default=())
+
+
+SECTIONS: dict[str, type] = {
+    "transport": TransportParams, "switch": SwitchParams, "rate": RateParams, "fluid": FluidOptions,
+}
+"""The fixed sections of ``NetworkParams``, by attribute name."""
+
+DEFAULT_ALGORITHM_PARAMS: tuple[Any, ...] = tuple(
+    e.obj.params_type() for e in CC_ALGORITHMS if e.obj.params_type is not None)
+"""Each registered algorithm's own parameters (its ``params_type``) at their defaults, in registry order."""
+
+SECTION_TYPES: tuple[type, ...] = (*SECTIONS.values(), *(type(s) for s in DEFAULT_ALGORITHM_PARAMS))
+"""Every section's dataclass: the fixed ones, then the algorithms' own."""
+
+OWNER: dict[str, type] = {f.name: cls for cls in SECTION_TYPES for f in dataclasses.fields(cls)}
+"""Parameter name → the section that holds it. Names are unique across sections: overrides, exported
+configs and stored results use the flat names (the reference's keys, with units)."""
+assert len(OWNER) == sum(len(dataclasses.fields(c)) for c in SECTION_TYPES), "duplicate parameter name"
+_ATTRIBUTE = {cls: name for name, cls in SECTIONS.items()}
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class NetworkParams:
+    """All parameters of the RDMA network model: the mode's name and CC_MODE, one section per concern,
+    and each CC algorithm's own section. Names follow the reference keys, with units;
+    ``with_overrides`` and ``value`` take them flat."""
+
+    name: str = "custom"
+    cc_mode: int = 0
+    transport: TransportParams = TransportParams()
+    switch: SwitchParams = SwitchParams()
+    rate: RateParams = RateParams()
+    fluid: FluidOptions = FluidOptions()
+    algorithms: tuple[Any, ...] = DEFAULT_ALGORITHM_PARAMS
+    """The registered algorithms' own parameters (``cc_params`` finds one by its type)."""
+
+    def cc_params(self, cls: type[_T]) -> _T:
+        """The section of type ``cls`` among the algorithms' own (a CC module reads its parameters so)."""
+        for section in self.algorithms:
+            if type(section) is cls:
+                return section
+        raise MoesimError(f"network parameters: no section {cls.__name__} (is its algorithm registered?)")
 
     @property
     def cc_algorithm(self) -> CcAlgorithm:
@@ -113,40 +157,61 @@ class NetworkParams:
     @property
     def int_bytes(self) -> int:
         """INT header bytes carried by data packets and ACKs (algorithms that read INT records)."""
-        return self.int_header_bytes if self.cc_algorithm.uses_int else 0
+        return self.transport.int_header_bytes if self.cc_algorithm.uses_int else 0
 
     @property
     def data_packet_overhead_bytes(self) -> int:
-        return self.data_header_bytes + self.int_bytes
+        return self.transport.data_header_bytes + self.int_bytes
 
     @property
     def ack_packet_bytes(self) -> int:
         """ACK wire bytes: the INT header first fills the ACK's 14 B of padding (48 B → 76 B with HPCC)."""
-        return self.ack_bytes + max(0, self.int_bytes - 14)
+        return self.transport.ack_bytes + max(0, self.int_bytes - 14)
 
     @property
     def cc_name(self) -> str:
         return self.cc_algorithm.name
 
-    def kmin_bytes(self, rate_bps: float) -> float:
-        return _lookup(self.kmin_kb, rate_bps, "KMIN_MAP", self.ecn_unmapped_rate) * 1000.0
+    def value(self, name: str) -> Any:
+        """One parameter by its flat name."""
+        if name in ("name", "cc_mode"):
+            return getattr(self, name)
+        return getattr(self._section(OWNER[name]), name)
 
-    def kmax_bytes(self, rate_bps: float) -> float:
-        return _lookup(self.kmax_kb, rate_bps, "KMAX_MAP", self.ecn_unmapped_rate) * 1000.0
+    def _section(self, cls: type) -> Any:
+        return getattr(self, _ATTRIBUTE[cls]) if cls in _ATTRIBUTE else self.cc_params(cls)
 
     def with_overrides(self, overrides: dict[str, Any] | None, source: str = "overrides") -> NetworkParams:
-        """Return a copy with fields replaced; unknown names are a one-line error listing the allowed ones."""
+        """Return a copy with parameters replaced by flat name; unknown names are a one-line error
+        listing the allowed ones."""
         if not overrides:
             return self
-        names = {f.name for f in dataclasses.fields(self)}
-        for key in overrides:
-            if key not in names:
-                raise MoesimError(f"{source}: field '{key}': unknown network parameter (allowed: {', '.join(sorted(names))})")
-            check_choice(key, overrides[key], source)
-        return dataclasses.replace(self, **overrides)
+        top: dict[str, Any] = {}
+        by_section: dict[type, dict[str, Any]] = {}
+        for key, value in overrides.items():
+            if key in ("name", "cc_mode"):
+                top[key] = value
+            elif key in OWNER:
+                check_choice(key, value, source)
+                by_section.setdefault(OWNER[key], {})[key] = value
+            else:
+                allowed = ", ".join(sorted(["name", "cc_mode", *OWNER]))
+                raise MoesimError(f"{source}: field '{key}': unknown network parameter (allowed: {allowed})")
+        algorithms = list(self.algorithms)
+        for cls, values in by_section.items():
+            section = dataclasses.replace(self._section(cls), **values)
+            if cls in _ATTRIBUTE:
+                top[_ATTRIBUTE[cls]] = section
+            else:
+                algorithms = [section if type(s) is cls else s for s in algorithms]
+        return dataclasses.replace(self, **top, algorithms=tuple(algorithms))
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The parameters as one flat dict (the names overrides, exports and stored results use)."""
+        out: dict[str, Any] = {"name": self.name, "cc_mode": self.cc_mode}
+        for section in (*(getattr(self, name) for name in SECTIONS), *self.algorithms):
+            out.update(dataclasses.asdict(section))
+        return out
 
 
 CC_ONLY_FIELDS = frozenset({
@@ -193,25 +258,25 @@ def _cc(name: str) -> int:
 
 
 NETWORK_MODES: dict[str, NetworkParams] = {
-    "ib_cc0": dataclasses.replace(_STUDY_BASE, name="ib_cc0", cc_mode=_cc("none"), enable_qcn=False, nic_switch_delay_s=0.7e-6),
-    "ib_hpcc": dataclasses.replace(_STUDY_BASE, name="ib_hpcc", cc_mode=_cc("hpcc"), enable_qcn=False, nic_switch_delay_s=0.7e-6),
-    "roce_hpcc": dataclasses.replace(_STUDY_BASE, name="roce_hpcc", cc_mode=_cc("hpcc"), enable_qcn=True, nic_switch_delay_s=1.0e-6),
-    "roce_dcqcn": dataclasses.replace(_STUDY_BASE, name="roce_dcqcn", cc_mode=_cc("dcqcn"), enable_qcn=True, nic_switch_delay_s=1.0e-6),
+    "ib_cc0": _STUDY_BASE.with_overrides(dict(name="ib_cc0", cc_mode=_cc("none"), enable_qcn=False, nic_switch_delay_s=0.7e-6)),
+    "ib_hpcc": _STUDY_BASE.with_overrides(dict(name="ib_hpcc", cc_mode=_cc("hpcc"), enable_qcn=False, nic_switch_delay_s=0.7e-6)),
+    "roce_hpcc": _STUDY_BASE.with_overrides(dict(name="roce_hpcc", cc_mode=_cc("hpcc"), enable_qcn=True, nic_switch_delay_s=1.0e-6)),
+    "roce_dcqcn": _STUDY_BASE.with_overrides(dict(name="roce_dcqcn", cc_mode=_cc("dcqcn"), enable_qcn=True, nic_switch_delay_s=1.0e-6)),
 }
 """The study's four network modes (docs/study.md §5): CC_MODE 0/3/3/1, ENABLE_QCN 0/0/1/1."""
 
 # The per-mode presets of the reference runs (docs/reference-runs.md, S1/S3): the shipped file as is
 # (CC_MODE 12 = no CC), and the HPCC authors' DCQCN / HPCC run settings.
 REFERENCE_PRESETS: dict[str, NetworkParams] = {
-    "none": dataclasses.replace(_STUDY_BASE, name="none", cc_mode=_cc("none"), enable_qcn=True),
-    "dcqcn": dataclasses.replace(
-        _STUDY_BASE, name="dcqcn", cc_mode=_cc("dcqcn"), has_win=False, var_win=False, ack_high_prio=True,
+    "none": _STUDY_BASE.with_overrides(dict(name="none", cc_mode=_cc("none"), enable_qcn=True)),
+    "dcqcn": _STUDY_BASE.with_overrides(dict(
+        name="dcqcn", cc_mode=_cc("dcqcn"), has_win=False, var_win=False, ack_high_prio=True,
         rp_timer_s=300e-6, rate_ai_bps=80 * MBPS, rate_hai_bps=800 * MBPS,
-    ),
-    "hpcc": dataclasses.replace(
-        _STUDY_BASE, name="hpcc", cc_mode=_cc("hpcc"), has_win=True, var_win=True,
+    )),
+    "hpcc": _STUDY_BASE.with_overrides(dict(
+        name="hpcc", cc_mode=_cc("hpcc"), has_win=True, var_win=True,
         rate_ai_bps=160 * MBPS, rate_hai_bps=1600 * MBPS,
-    ),
+    )),
 }
 
 

@@ -53,7 +53,7 @@ class PathModel:
         """The flow's path and costs, cached per route, policy and last-packet size (the same object for
         every flow of one class), and looked up by GPU pair where the pair has a single route (no ECMP
         choice by flow id to make)."""
-        last = min(self.params.packet_payload_bytes, flow.size_bytes)
+        last = min(self.params.transport.packet_payload_bytes, flow.size_bytes)
         pair = (flow.src_gpu, flow.dst_gpu, flow.cc, last)
         hit = self._by_pair.get(pair)
         if hit is not None:
@@ -71,11 +71,11 @@ class PathModel:
         p = self.params
         rev = self.topology.reverse_route(fwd)
         int_bytes = p.int_bytes if flow.cc else 0
-        payload = p.packet_payload_bytes
-        data_coef = (payload + p.data_header_bytes + int_bytes) / payload
-        ack_bytes = p.ack_bytes + max(0, int_bytes - 14)  # INT fills the ACK's padding first
+        payload = p.transport.packet_payload_bytes
+        data_coef = (payload + p.transport.data_header_bytes + int_bytes) / payload
+        ack_bytes = p.transport.ack_bytes + max(0, int_bytes - 14)  # INT fills the ACK's padding first
         ack_coef = ack_bytes / payload
-        last_pkt = min(payload, max(flow.size_bytes, 1)) + p.data_header_bytes + int_bytes
+        last_pkt = min(payload, max(flow.size_bytes, 1)) + p.transport.data_header_bytes + int_bytes
         lat = float(self.delay_s[list(fwd)].sum() + self.delay_s[list(rev)].sum())
         lat += sum(last_pkt / self.bw_Bps[i] for i in fwd[1:]) + sum(ack_bytes / self.bw_Bps[i] for i in rev)
         row = np.array(fwd + rev, dtype=np.int64)

@@ -48,7 +48,7 @@ def system_json(settings: SystemSettings) -> dict[str, object]:
 
 def _rate_map(table: tuple[tuple[float, float], ...], rates: list[float], params: NetworkParams,
               which: str) -> str:
-    values = {r: (params.kmin_bytes(r) if which == "min" else params.kmax_bytes(r)) / 1000 for r in rates}
+    values = {r: (params.switch.kmin_bytes(r) if which == "min" else params.switch.kmax_bytes(r)) / 1000 for r in rates}
     values.update({r: v for r, v in table})
     items = sorted(values.items())
     return f"{len(items)} " + " ".join(f"{int(r)} {v:g}" for r, v in items)
@@ -57,31 +57,31 @@ def _rate_map(table: tuple[tuple[float, float], ...], rates: list[float], params
 def network_config_text(params: NetworkParams, topology: Topology) -> str:
     """The NS-3 backend's text config (A.3). ECN maps get an entry for every port rate in the topology."""
     rates = sorted({link.bandwidth_bps for link in topology.links})
-    kmin = _rate_map(params.kmin_kb, rates, params, "min")
-    kmax = _rate_map(params.kmax_kb, rates, params, "max")
-    pmax = f"{len(rates)} " + " ".join(f"{int(r)} {params.pmax:g}" for r in rates)
+    kmin = _rate_map(params.switch.kmin_kb, rates, params, "min")
+    kmax = _rate_map(params.switch.kmax_kb, rates, params, "max")
+    pmax = f"{len(rates)} " + " ".join(f"{int(r)} {params.switch.pmax:g}" for r in rates)
     lines = {
-        "ENABLE_QCN": int(params.enable_qcn), "USE_DYNAMIC_PFC_THRESHOLD": 1,
-        "PACKET_PAYLOAD_SIZE": params.packet_payload_bytes, "TOPOLOGY_FILE": "topology.txt",
+        "ENABLE_QCN": int(params.switch.enable_qcn), "USE_DYNAMIC_PFC_THRESHOLD": 1,
+        "PACKET_PAYLOAD_SIZE": params.transport.packet_payload_bytes, "TOPOLOGY_FILE": "topology.txt",
         "FLOW_FILE": "flow.txt", "TRACE_FILE": "trace.txt", "TRACE_OUTPUT_FILE": "out/mix.tr",
         "FCT_OUTPUT_FILE": "out/fct.txt", "PFC_OUTPUT_FILE": "out/pfc.txt", "QLEN_MON_FILE": "out/qlen.txt",
         "QLEN_MON_START": 0, "QLEN_MON_END": 20000, "SIMULATOR_STOP_TIME": "40000000000000.00",
         "CC_MODE": params.cc_mode,
-        "ALPHA_RESUME_INTERVAL": params.alpha_resume_interval_s * 1e6,
-        "RATE_DECREASE_INTERVAL": params.rate_decrease_interval_s * 1e6,
-        "CLAMP_TARGET_RATE": int(params.clamp_target_rate), "RP_TIMER": params.rp_timer_s * 1e6,
-        "EWMA_GAIN": params.ewma_gain, "FAST_RECOVERY_TIMES": params.fast_recovery_times,
-        "RATE_AI": f"{params.rate_ai_bps / 1e6:g}Mb/s", "RATE_HAI": f"{params.rate_hai_bps / 1e6:g}Mb/s",
-        "MIN_RATE": f"{params.min_rate_bps / 1e6:g}Mb/s", "DCTCP_RATE_AI": "1000Mb/s",
-        "ERROR_RATE_PER_LINK": 0.0, "L2_CHUNK_SIZE": params.l2_chunk_bytes,
-        "L2_ACK_INTERVAL": params.l2_ack_interval, "L2_BACK_TO_ZERO": int(params.l2_back_to_zero),
-        "HAS_WIN": int(params.has_win), "GLOBAL_T": int(params.global_t), "VAR_WIN": int(params.var_win),
-        "FAST_REACT": int(params.fast_react), "U_TARGET": params.u_target, "MI_THRESH": params.mi_thresh,
-        "INT_MULTI": params.int_multi, "MULTI_RATE": int(params.multi_rate),
-        "SAMPLE_FEEDBACK": int(params.sample_feedback), "PINT_LOG_BASE": 1.05, "PINT_PROB": 1.0,
-        "RATE_BOUND": int(params.rate_bound), "ACK_HIGH_PRIO": int(params.ack_high_prio),
+        "ALPHA_RESUME_INTERVAL": params.value("alpha_resume_interval_s") * 1e6,
+        "RATE_DECREASE_INTERVAL": params.value("rate_decrease_interval_s") * 1e6,
+        "CLAMP_TARGET_RATE": int(params.value("clamp_target_rate")), "RP_TIMER": params.value("rp_timer_s") * 1e6,
+        "EWMA_GAIN": params.rate.ewma_gain, "FAST_RECOVERY_TIMES": params.value("fast_recovery_times"),
+        "RATE_AI": f"{params.rate.rate_ai_bps / 1e6:g}Mb/s", "RATE_HAI": f"{params.rate.rate_hai_bps / 1e6:g}Mb/s",
+        "MIN_RATE": f"{params.rate.min_rate_bps / 1e6:g}Mb/s", "DCTCP_RATE_AI": "1000Mb/s",
+        "ERROR_RATE_PER_LINK": 0.0, "L2_CHUNK_SIZE": params.transport.l2_chunk_bytes,
+        "L2_ACK_INTERVAL": params.transport.l2_ack_interval, "L2_BACK_TO_ZERO": int(params.transport.l2_back_to_zero),
+        "HAS_WIN": int(params.transport.has_win), "GLOBAL_T": int(params.transport.global_t), "VAR_WIN": int(params.transport.var_win),
+        "FAST_REACT": int(params.value("fast_react")), "U_TARGET": params.value("u_target"), "MI_THRESH": params.value("mi_thresh"),
+        "INT_MULTI": params.value("int_multi"), "MULTI_RATE": int(params.value("multi_rate")),
+        "SAMPLE_FEEDBACK": int(params.value("sample_feedback")), "PINT_LOG_BASE": 1.05, "PINT_PROB": 1.0,
+        "RATE_BOUND": int(params.transport.rate_bound), "ACK_HIGH_PRIO": int(params.transport.ack_high_prio),
         "LINK_DOWN": "0 0 0", "ENABLE_TRACE": 0, "KMAX_MAP": kmax, "KMIN_MAP": kmin, "PMAX_MAP": pmax,
-        "BUFFER_SIZE": params.buffer_bytes // (1024 * 1024), "NIC_TOTAL_PAUSE_TIME": 0,
+        "BUFFER_SIZE": params.switch.buffer_bytes // (1024 * 1024), "NIC_TOTAL_PAUSE_TIME": 0,
     }
     return "".join(f"{k} {v}\n" for k, v in lines.items())
 
@@ -130,8 +130,8 @@ def _policy(params: NetworkParams, topology: Topology) -> dict[str, object]:
               if a != b and topology.same_server(a, b)]
     return {
         "cc_mode": params.cc_mode, "cc": params.cc_name,
-        "policy": "all flows" if params.intra_server_cc else "inter-server flows only",
-        "no_cc_pairs": [] if params.intra_server_cc else exempt,
+        "policy": "all flows" if params.transport.intra_server_cc else "inter-server flows only",
+        "no_cc_pairs": [] if params.transport.intra_server_cc else exempt,
         "note": "moesim's per-flow policy; the reference NS-3 backend has no such switch and applies "
                 "CC_MODE to every flow",
     }
@@ -141,7 +141,7 @@ def _readme(spec: RunSpec, prefix: str, params: NetworkParams) -> str:
     return f"""# ASTRA-sim 2.0 inputs for one moesim run
 
 Run: model `{spec.model}`, topology `{spec.topology}`, strategy `{spec.strategy}`, algorithm
-`{spec.algorithm}`, network `{spec.network}` (CC_MODE {params.cc_mode}, ENABLE_QCN {int(params.enable_qcn)}).
+`{spec.algorithm}`, network `{spec.network}` (CC_MODE {params.cc_mode}, ENABLE_QCN {int(params.switch.enable_qcn)}).
 Written by `moesim export`. From this directory, with ASTRA-sim built with its NS-3 backend:
 
 ```bash

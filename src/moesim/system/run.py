@@ -15,7 +15,7 @@ from moesim.models.spec import ModelSpec
 from moesim.network import BACKENDS
 from moesim.network.base import NetworkBackend
 from moesim.network.diagnostics import DiagnosticsSpec
-from moesim.network.params import CHOICES, NetworkParams, network_mode
+from moesim.network.params import CHOICES, SECTION_TYPES, SECTIONS, NetworkParams, network_mode
 from moesim.schema import Constraint, Param
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
@@ -43,7 +43,10 @@ def _override_params() -> dict[str, Param]:
     impls = frozenset({"all_reduce", "all_to_all", "all_gather", "reduce_scatter"})
     for p in Param.of(SystemSettings, "system", skip=impls):
         out[p.name] = p
-    for p in Param.of(NetworkParams, "network", skip=frozenset({"name", "extra"})):
+    network = Param.of(NetworkParams, "network", skip=frozenset({"name", "algorithms", *SECTIONS}))  # cc_mode
+    for section in SECTION_TYPES:
+        network += Param.of(section, "network")
+    for p in network:
         out[p.name] = dataclasses.replace(p, allowed=Constraint(choices=CHOICES[p.name])) if p.name in CHOICES else p
     for key in LINK_BANDWIDTH_KEYS:
         out[key] = Param(key, "topology", float, "bit/s", Constraint(low=BANDWIDTH_RANGE_BPS[0], high=BANDWIDTH_RANGE_BPS[1]))
@@ -94,7 +97,7 @@ class PreparedRun:
     def cc_flows_possible(self) -> bool:
         """Whether any flow of this run can carry congestion control (the per-flow policy): all flows when
         ``intra_server_cc``, else only flows between servers, so a run on one server has none."""
-        if self.params.intra_server_cc:
+        if self.params.transport.intra_server_cc:
             return True
         return len({self.topology.gpus[r].server for r in range(self.layout.num_ranks)}) > 1
 
@@ -118,14 +121,14 @@ def prepare(spec: RunSpec) -> PreparedRun:
     # TP × EP against the GPU count of the spec, before paying for building a large topology
     layout.validate(num_ranks=topology_gpu_count(spec.topology), routed_experts=model.routed_experts,
                     source=f"run {spec.model}/{spec.topology}")
-    topology = get_topology(spec.topology, nic_switch_delay_s=params.nic_switch_delay_s)
+    topology = get_topology(spec.topology, nic_switch_delay_s=params.transport.nic_switch_delay_s)
     if link_bw:
         topology = topology.with_link_bandwidths(link_bw)
     tokens = int(wl_over.pop("tokens", 4096))
     options = WorkloadOptions(**wl_over)
     tp_impl, ep_impl = ALGORITHMS[spec.algorithm]
     settings = SystemSettings(all_reduce=(tp_impl, tp_impl), all_to_all=(ep_impl, ep_impl),
-                              intra_server_cc=params.intra_server_cc)
+                              intra_server_cc=params.transport.intra_server_cc)
     settings = dataclasses.replace(settings, **sys_over)
     backend_cls = BACKENDS.get(spec.backend)
     return PreparedRun(spec, model, layout, params, topology, settings, backend_cls, tokens, options)
@@ -233,13 +236,13 @@ def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
     ranks = simulated.ranks
     bottleneck = max(range(len(ranks)), key=lambda r: (ranks[r].wall_s, -r))
     cc_model = params.cc_name if prepared.backend_cls.capabilities.congestion_control else "none (backend is blind to CC)"
-    policy = "all flows" if params.intra_server_cc else "inter-server flows only (intra-server flows: no CC)"
+    policy = "all flows" if params.transport.intra_server_cc else "inter-server flows only (intra-server flows: no CC)"
     backend_params = simulated.backend_parameters
     if spec != simulated.spec:  # a twin: its own parameters
         backend_params = prepared.backend_cls(prepared.topology, params).parameters()
     parameters = {
         "tokens": prepared.tokens,
-        "network": {k: v for k, v in params.as_dict().items() if k != "extra"},
+        "network": params.as_dict(),
         "system": dataclasses.asdict(settings),
         "topology_gpus": prepared.topology.num_gpus,
         "fast_forwarded_layers": simulated.fast_forwarded_layers,

@@ -11,7 +11,7 @@ from moesim.network.params import REFERENCE_PRESETS
 
 CAP = 400e9
 FAIR = CAP / 8
-KMIN = REFERENCE_PRESETS["dcqcn"].kmin_bytes(CAP)  # 800 KB at 400 Gb/s
+KMIN = REFERENCE_PRESETS["dcqcn"].switch.kmin_bytes(CAP)  # 800 KB at 400 Gb/s
 WINDOW = (40_000, 300_000)  # ns: after HPCC's start-up burst, before the first flow ends
 
 

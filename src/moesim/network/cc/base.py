@@ -79,6 +79,18 @@ def no_rate_change(st):
 
 
 @dataclass(frozen=True)
+class RateParams:
+    """The rate-control keys the reference shares between algorithms (RATE_AI, RATE_HAI, MIN_RATE,
+    EWMA_GAIN; docs/reference-semantics.md A.1): DCQCN reads all four, HPCC the first and third, DCTCP
+    the last two."""
+
+    rate_ai_bps: float = 50e6
+    rate_hai_bps: float = 100e6
+    min_rate_bps: float = 100e6
+    ewma_gain: float = 0.00390625
+
+
+@dataclass(frozen=True)
 class CcAlgorithm:
     """One congestion-control algorithm: its reference CC_MODE, capabilities, state layout and compiled
     functions (the originals, which the kernels inline; ``python`` holds cached twins for Python)."""
@@ -105,6 +117,9 @@ class CcAlgorithm:
     controls_rate: bool = True
     """False for no congestion control: the rate, and so a VAR_WIN window, stays at line rate and
     backends skip the feedback."""
+    params_type: type | None = None
+    """Its own parameters (a frozen dataclass; ``NetworkParams.cc_params`` returns them); the rate keys
+    the reference shares between algorithms are ``RateParams``."""
     param_names: tuple[str, ...] = field(default=())
     time_slots: tuple[int, ...] = ()
     """State slots holding absolute times in ns (negative: not set)."""
@@ -129,7 +144,7 @@ class CcAlgorithm:
 
     def used_params(self, params: NetworkParams) -> dict[str, Any]:
         """The parameter values this algorithm reads (recorded with every result)."""
-        return {name: getattr(params, name) for name in self.param_names}
+        return {name: params.value(name) for name in self.param_names}
 
 
 CC_ALGORITHMS: Registry[CcAlgorithm] = Registry("congestion-control algorithm")

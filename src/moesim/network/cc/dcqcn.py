@@ -10,6 +10,7 @@ Rate changes assign the rate directly (no pacing shift).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,11 +33,24 @@ PARAM_NAMES = (
 )
 
 
+@dataclass(frozen=True)
+class DcqcnParams:
+    """DCQCN's own timers and factors (the shared rate keys are ``RateParams``)."""
+
+    alpha_resume_interval_s: float = 1e-6
+    rate_decrease_interval_s: float = 4e-6
+    clamp_target_rate: bool = False
+    rp_timer_s: float = 900e-6
+    fast_recovery_times: int = 1
+    rate_on_first_cnp: float = 1.0
+
+
 def pack_params(params: NetworkParams) -> np.ndarray:
+    d, r = params.cc_params(DcqcnParams), params.rate
     return np.array([
-        ns(params.alpha_resume_interval_s), ns(params.rate_decrease_interval_s), ns(params.rp_timer_s),
-        float(params.fast_recovery_times), params.ewma_gain, float(params.clamp_target_rate),
-        params.rate_ai_bps, params.rate_hai_bps, params.min_rate_bps, params.rate_on_first_cnp,
+        ns(d.alpha_resume_interval_s), ns(d.rate_decrease_interval_s), ns(d.rp_timer_s),
+        float(d.fast_recovery_times), r.ewma_gain, float(d.clamp_target_rate),
+        r.rate_ai_bps, r.rate_hai_bps, r.min_rate_bps, d.rate_on_first_cnp,
     ])
 
 
@@ -138,7 +152,7 @@ ALGORITHM = CcAlgorithm(
     timers=("alpha", "decrease", "increase"),
     pack_params=pack_params, init=init, on_ack=on_ack, on_timer=on_timer, timer_time=timer_time,
     next_rate_change=next_rate_change, uses_ecn=True, uses_cnp=True,
-    param_names=PARAM_NAMES, time_slots=(T_ALPHA, T_DEC, T_INC),
+    params_type=DcqcnParams, param_names=PARAM_NAMES, time_slots=(T_ALPHA, T_DEC, T_INC),
 )
 CC_ALGORITHMS.register(
     "dcqcn", "DCQCN (Mellanox variant): ECN/CNP-driven rate cuts, timer-driven recovery",

@@ -35,7 +35,8 @@ PARAM_NAMES = ("ewma_gain", "min_rate_bps", "packet_payload_bytes")
 
 
 def pack_params(params: NetworkParams) -> np.ndarray:
-    return np.array([params.ewma_gain, params.min_rate_bps, RATE_AI_BPS, float(params.packet_payload_bytes)])
+    return np.array([params.rate.ewma_gain, params.rate.min_rate_bps, RATE_AI_BPS,
+                     float(params.transport.packet_payload_bytes)])
 
 
 @compiled

@@ -17,6 +17,7 @@ units of 128·INT_MULTI B and queue lengths in units of 80·INT_MULTI B.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,11 +42,24 @@ PARAM_NAMES = (
 )
 
 
+@dataclass(frozen=True)
+class HpccParams:
+    """HPCC's own keys (U_TARGET, MI_THRESH, FAST_REACT, MULTI_RATE, SAMPLE_FEEDBACK, INT_MULTI); it
+    also reads RATE_AI and MIN_RATE from ``RateParams``."""
+
+    u_target: float = 0.95
+    mi_thresh: int = 0
+    fast_react: bool = True
+    multi_rate: bool = False
+    sample_feedback: bool = False
+    int_multi: int = 1
+
+
 def pack_params(params: NetworkParams) -> np.ndarray:
+    h = params.cc_params(HpccParams)
     return np.array([
-        params.u_target, float(params.mi_thresh), params.rate_ai_bps, params.min_rate_bps,
-        float(params.fast_react), float(params.multi_rate), float(params.sample_feedback),
-        float(params.int_multi),
+        h.u_target, float(h.mi_thresh), params.rate.rate_ai_bps, params.rate.min_rate_bps,
+        float(h.fast_react), float(h.multi_rate), float(h.sample_feedback), float(h.int_multi),
     ])
 
 
@@ -167,7 +181,7 @@ ALGORITHM = CcAlgorithm(
     slots={"rate": RATE, "max_rate": MAX_RATE, "cur_rate": CUR_RATE, "u": U, "inc_stage": INC_STAGE,
            "last_update_seq": LAST_UPDATE_SEQ},
     timers=(), pack_params=pack_params, init=init, on_ack=on_ack, on_timer=on_timer, timer_time=timer_time,
-    uses_int=True, param_names=PARAM_NAMES, hop_time_columns=(H_TIME,),
+    uses_int=True, params_type=HpccParams, param_names=PARAM_NAMES, hop_time_columns=(H_TIME,),
 )
 CC_ALGORITHMS.register(
     "hpcc", "HPCC: INT-based per-hop utilisation, multiplicative update towards eta plus additive increase",

@@ -89,7 +89,7 @@ class PacketBackend(NetworkBackend):
                  seed: int = 1, stall_s: float = DEFAULT_STALL_S) -> None:
         super().__init__(topology, params)
         self.cc = algorithm_for_mode(params.cc_mode)
-        self.spec = diagnostics or dict(params.extra).get("diagnostics") or DiagnosticsSpec()
+        self.spec = diagnostics or DiagnosticsSpec()
         self.fabric = build.Fabric(topology, params)
         sample = None
         if self.spec.qlen:
@@ -101,8 +101,8 @@ class PacketBackend(NetworkBackend):
         self.S.g[G_SAMPLE_ON] = int(self.spec.qlen)
         if sample is not None:
             push_event(self.S, np.int64(t0), EV_SAMPLE, 0, np.int64(0))
-        self._global = self.fabric.max_rtt_bdp() if params.global_t else None
-        self._int_bytes = params.int_header_bytes if self.cc.uses_int else 0
+        self._global = self.fabric.max_rtt_bdp() if params.transport.global_t else None
+        self._int_bytes = params.transport.int_header_bytes if self.cc.uses_int else 0
         self._slot_flow: dict[int, tuple[Flow, build.Path, int]] = {}
         self._sport: dict[tuple[int, int], int] = {}
         self._pending: _Batch | None = None
@@ -167,8 +167,8 @@ class PacketBackend(NetworkBackend):
         rtt, bdp = self._global if self._global is not None else (path.rtt_ns, path.bdp_bytes)
         S.qp[q] = _qp_record(
             state=QP_PENDING, cc_on=cc_on, port=path.links[0], fwd=path.fwd_row, rev=path.rev_row,
-            size=max(0, int(flow.size_bytes)), win=bdp if p.has_win else 0, bdp=bdp, base_rtt=rtt,
-            data_hdr=p.data_header_bytes + int_bytes, ack_wire=build.ack_wire_bytes(p, int_bytes),
+            size=max(0, int(flow.size_bytes)), win=bdp if p.transport.has_win else 0, bdp=bdp, base_rtt=rtt,
+            data_hdr=p.transport.data_header_bytes + int_bytes, ack_wire=build.ack_wire_bytes(p, int_bytes),
             start_ns=t, done_ns=-1, rx_last_nack=-1,
         )
         pair = (flow.src_gpu, flow.dst_gpu)
@@ -332,7 +332,7 @@ class PacketBackend(NetworkBackend):
         S.g[G_NCOMP] = 0
         rows: list[tuple[int, ...]] = []
         if self.spec.fct:
-            mtu = self.params.packet_payload_bytes
+            mtu = self.params.transport.packet_payload_bytes
             for q in slots:
                 flow, path, sport = self._slot_flow[q]
                 rec = S.qp[q]
@@ -387,7 +387,7 @@ class PacketBackend(NetworkBackend):
         return {
             "backend": "packet", "network": p.as_dict(), "cc_algorithm": self.cc.name,
             "cc_parameters": self.cc.used_params(p),
-            "cc_policy": "intra-server flows without CC" if not p.intra_server_cc else "all flows with CC",
+            "cc_policy": "intra-server flows without CC" if not p.transport.intra_server_cc else "all flows with CC",
         }
 
     def tables(self) -> dict[str, pa.Table]:

@@ -67,7 +67,7 @@ STANDALONE_HEADER_BYTES = 48
 
 
 def ack_wire_bytes(params: NetworkParams, int_bytes: int) -> int:
-    return params.ack_bytes + max(0, int_bytes - ACK_PAD_BYTES)
+    return params.transport.ack_bytes + max(0, int_bytes - ACK_PAD_BYTES)
 
 
 @dataclass(frozen=True)
@@ -127,9 +127,9 @@ class Fabric:
             rate = float(link.bandwidth_bps)
             rec["delay_ns"], rec["rate_bps"], rec["ns_per_byte"] = delay_ns, rate, 8e9 / rate
             if not rec["src_host"]:
-                rec["kmin"], rec["kmax"] = p.kmin_bytes(rate), p.kmax_bytes(rate)
-            rec["pmax"] = p.pmax
-            rec["headroom"] = int((int(rate) * delay_ns // 8) / 1e9 * p.headroom_factor)
+                rec["kmin"], rec["kmax"] = p.switch.kmin_bytes(rate), p.switch.kmax_bytes(rate)
+            rec["pmax"] = p.switch.pmax
+            rec["headroom"] = int((int(rate) * delay_ns // 8) / 1e9 * p.switch.headroom_factor)
             shift, r = ALPHA_SHIFT, rate
             while nic_rate is not None and r > nic_rate and shift > 0:
                 r /= 2
@@ -164,7 +164,7 @@ class Fabric:
         return row
 
     def _constants(self, links: tuple[int, ...]) -> tuple[int, int, float]:
-        mtu = self.params.packet_payload_bytes
+        mtu = self.params.transport.packet_payload_bytes
         delay = int(sum(int(self.link[i]["delay_ns"]) for i in links))
         tx = int(sum(int(mtu * 8e9 / self.link[i]["rate_bps"]) for i in links))
         bw = float(min(self.link[i]["rate_bps"] for i in links))
@@ -202,19 +202,19 @@ def config_vector(params: NetworkParams, cc: CcAlgorithm, wheel: int, stall_ns: 
     cfg = np.zeros(N_CFG, dtype=np.int64)
     cfg[C_CC] = cc_id(cc)
     cfg[C_USES_INT] = int(cc.uses_int)
-    cfg[C_MTU] = params.packet_payload_bytes
-    cfg[C_HAS_WIN] = int(params.has_win)
-    cfg[C_VAR_WIN] = int(params.var_win)
-    cfg[C_RATE_BOUND] = int(params.rate_bound)
-    cfg[C_ACK_HIGH_PRIO] = int(params.ack_high_prio)
-    cfg[C_ENABLE_QCN] = int(params.enable_qcn)
-    cfg[C_BUFFER] = params.buffer_bytes
+    cfg[C_MTU] = params.transport.packet_payload_bytes
+    cfg[C_HAS_WIN] = int(params.transport.has_win)
+    cfg[C_VAR_WIN] = int(params.transport.var_win)
+    cfg[C_RATE_BOUND] = int(params.transport.rate_bound)
+    cfg[C_ACK_HIGH_PRIO] = int(params.transport.ack_high_prio)
+    cfg[C_ENABLE_QCN] = int(params.switch.enable_qcn)
+    cfg[C_BUFFER] = params.switch.buffer_bytes
     cfg[C_RESERVE] = RESERVE_BYTES
     cfg[C_RESUME_OFFSET] = RESUME_OFFSET_BYTES
-    cfg[C_NACK_NS] = int(round(params.nack_interval_s * 1e9))
-    cfg[C_CHUNK] = params.l2_chunk_bytes
-    cfg[C_ACK_INTERVAL] = params.l2_ack_interval
-    cfg[C_BACK_TO_ZERO] = int(params.l2_back_to_zero)
+    cfg[C_NACK_NS] = int(round(params.transport.nack_interval_s * 1e9))
+    cfg[C_CHUNK] = params.transport.l2_chunk_bytes
+    cfg[C_ACK_INTERVAL] = params.transport.l2_ack_interval
+    cfg[C_BACK_TO_ZERO] = int(params.transport.l2_back_to_zero)
     cfg[C_WHEEL] = wheel
     cfg[C_STALL_NS] = stall_ns
     cfg[C_INT_HOPS] = int_hops
@@ -235,9 +235,9 @@ def _chain(arr: np.ndarray, start: int, free_head: int) -> int:
 
 def new_state(fabric: Fabric, params: NetworkParams, cc: CcAlgorithm, *, stall_ns: int, seed: int,
               sample: tuple[int, int, int] | None, log_rows: int) -> State:
-    if params.packet_payload_bytes <= 0 or params.l2_chunk_bytes <= 0:
+    if params.transport.packet_payload_bytes <= 0 or params.transport.l2_chunk_bytes <= 0:
         raise MoesimError("network parameters: packet_payload_bytes and l2_chunk_bytes must be > 0")
-    if params.l2_ack_interval <= 0:
+    if params.transport.l2_ack_interval <= 0:
         raise MoesimError("network parameters: field 'l2_ack_interval': must be >= 1 (0 never completes a flow)")
     wheel = 8192
     while wheel < 4 * fabric.max_delay_ns:
