@@ -9,8 +9,8 @@ that another module defines:
 * ``setattr``/``getattr``/``delattr``/``hasattr`` (``monkeypatch.setattr`` and friends too) with a
   constant name starting with ``_``, and any string naming ``moesim.…._y`` in a call (``mock.patch``).
 
-``KNOWN`` lists the accesses that remain, each with what a public surface would need; the test fails on
-any access not listed and on a listed one that is gone, so the list only shrinks.
+A test that needs a module's internals asks the module for a public surface instead (e.g.
+``FluidBackend.flow_table``, ``jit.cache_locator``).
 """
 
 from __future__ import annotations
@@ -27,18 +27,6 @@ PRIVATE = re.compile(r"^_(?!_)|^__\w*(?<!__)$")
 DOTTED_PRIVATE = re.compile(r"^moesim(\.\w+)*\.(_(?!_)\w*|__\w*(?<!__))(\.|$)")
 NAME_CALLS = {"setattr", "getattr", "delattr", "hasattr"}
 
-KNOWN: dict[tuple[str, str], str] = {
-    ("tests/network/test_fluid_kernel.py", "_cnp_arrives"): "fluid_kernel's CNP queue helper, unit-tested directly",
-    ("tests/network/test_fluid_table.py", "_SCALARS"): "the fluid flow table's column layout",
-    ("tests/network/test_fluid_table.py", "_cols"): "FluidBackend's flow table",
-    ("tests/network/test_fluid_table.py", "_paths"): "FluidBackend's path model",
-    ("tests/network/test_fluid_window.py", "_cols"): "FluidBackend's flow table (per-flow sent/acked bytes)",
-    ("tests/network/test_fluid_window.py", "_paths"): "FluidBackend's path model",
-    ("tests/network/test_jit.py", "_sources_hash"): "jit's source hash over given directories",
-    ("tests/network/test_jit.py", "_DIRS"): "jit's list of hashed directories",
-    ("tests/network/test_jit.py", "_cache"): "numba's dispatcher internals (not moesim's)",
-    ("tests/network/test_jit.py", "_impl"): "numba's dispatcher internals (not moesim's)",
-}
 
 
 def _is_private(name: str) -> bool:
@@ -99,15 +87,9 @@ def checked_files() -> list[Path]:
 
 
 def test_tests_and_benchmarks_reach_no_private_name_of_another_module():
-    found: dict[tuple[str, str], list[int]] = {}
-    for path in checked_files():
-        rel = path.relative_to(ROOT).as_posix()
-        for line, name in private_accesses(ast.parse(path.read_text(), rel)):
-            found.setdefault((rel, name), []).append(line)
-    new = [f"{f}:{lines[0]}: {name}" for (f, name), lines in sorted(found.items()) if (f, name) not in KNOWN]
-    assert new == [], "private names of other modules (use or add a public surface instead):\n" + "\n".join(new)
-    gone = [f"{f}: {name}" for (f, name) in KNOWN if (f, name) not in found]
-    assert gone == [], "no longer used, remove from KNOWN:\n" + "\n".join(gone)
+    found = [f"{path.relative_to(ROOT).as_posix()}:{line}: {name}" for path in checked_files()
+             for line, name in private_accesses(ast.parse(path.read_text(), str(path)))]
+    assert found == [], "private names of other modules (use or add a public surface instead):\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("code", [

@@ -15,7 +15,7 @@ from moesim.network.fluid_kernel import (
     DYNAMIC,
     INT_ONLY,
     STATIC,
-    _cnp_arrives,
+    cnp_arrives,
     exp_draw,
     is_dynamic,
 )
@@ -23,31 +23,31 @@ from moesim.network.fluid_kernel import (
 HPCC = cc_id(CC_ALGORITHMS.get("hpcc"))
 
 
-def test_a_cnp_arrives_at_its_due_time_not_before():
+def test_acnp_arrives_at_its_due_time_not_before():
     pend, npend = np.zeros(4), np.zeros(1, dtype=np.int64)
-    assert not _cnp_arrives(pend, npend, 0, 1e-6, 9e-6)  # marked at 1 µs, due at 9 µs
+    assert not cnp_arrives(pend, npend, 0, 1e-6, 9e-6)  # marked at 1 µs, due at 9 µs
     assert npend[0] == 1
-    assert not _cnp_arrives(pend, npend, 0, 8.9e-6, -1.0)
-    assert _cnp_arrives(pend, npend, 0, 9e-6, -1.0)
+    assert not cnp_arrives(pend, npend, 0, 8.9e-6, -1.0)
+    assert cnp_arrives(pend, npend, 0, 9e-6, -1.0)
     assert npend[0] == 0
-    assert not _cnp_arrives(pend, npend, 0, 20e-6, -1.0)
+    assert not cnp_arrives(pend, npend, 0, 20e-6, -1.0)
 
 
 def test_cnps_due_within_the_merge_window_arrive_once():
     pend, npend = np.zeros(8), np.zeros(1, dtype=np.int64)
     us = 1e-6
-    _cnp_arrives(pend, npend, 0, 0.0, 10 * us)
-    _cnp_arrives(pend, npend, 0, 0.0, 10 * us + 0.5 * CNP_MERGE_S)  # merges with the first
-    _cnp_arrives(pend, npend, 0, 0.0, 10 * us + 2 * CNP_MERGE_S)  # a separate CNP
+    cnp_arrives(pend, npend, 0, 0.0, 10 * us)
+    cnp_arrives(pend, npend, 0, 0.0, 10 * us + 0.5 * CNP_MERGE_S)  # merges with the first
+    cnp_arrives(pend, npend, 0, 0.0, 10 * us + 2 * CNP_MERGE_S)  # a separate CNP
     assert npend[0] == 2
-    arrivals = [k for k in range(1, 20) if _cnp_arrives(pend, npend, 0, k * us, -1.0)]
+    arrivals = [k for k in range(1, 20) if cnp_arrives(pend, npend, 0, k * us, -1.0)]
     assert arrivals == [10, 12]
 
 
 def test_a_full_buffer_drops_new_cnps_and_keeps_the_pending_ones():
     pend, npend = np.zeros(2), np.zeros(1, dtype=np.int64)
     for due in (5e-6, 8e-6, 11e-6):
-        _cnp_arrives(pend, npend, 0, 0.0, due)
+        cnp_arrives(pend, npend, 0, 0.0, due)
     assert npend[0] == 2 and sorted(pend) == [5e-6, 8e-6]
 
 

@@ -1,4 +1,4 @@
-"""The fluid backend's flow table (``fluid._FlowTable``): one row per flow in start order, scalar columns
+"""The fluid backend's flow table (``fluid.FlowTable``): one row per flow in start order, scalar columns
 side by side in one block per dtype, a new row copied from its route's template. Structural checks: every
 row holds its own flow's constants and fresh state through growth and widening, and compaction keeps the
 surviving rows in order."""
@@ -10,7 +10,7 @@ import pytest
 
 from moesim.network.base import Flow
 from moesim.network.cc.base import MAX_RATE, RATE
-from moesim.network.fluid import _SCALARS, FluidBackend
+from moesim.network.fluid import SCALAR_COLUMNS, FluidBackend
 from moesim.network.params import network_mode
 from moesim.topology.catalog import get_topology
 
@@ -29,15 +29,15 @@ def started(n_flows: int) -> FluidBackend:
 def expected_row(backend: FluidBackend, flow_id: int) -> dict[str, object]:
     src, dst = PAIRS[flow_id % len(PAIRS)]
     flow = Flow(flow_id, src, dst, 1000 + flow_id, cc=flow_id % 2 == 0)
-    fwd, rev, _, _, lat, _, _ = backend._paths.describe(flow)
+    fwd, rev, _, _, lat, _, _ = backend.path_model.describe(flow)
     return {"ids": flow_id, "rem": 1000 + flow_id, "hops": len(fwd) + len(rev), "nfwd": len(fwd),
             "first": fwd[0], "lat": lat, "links": list(fwd + rev), "bn": -1, "qport": -1, "sent": 0.0,
             "acked": 0.0, "npend": 0}
 
 
 def check_rows(backend: FluidBackend, flow_ids: list[int]) -> None:
-    cols = backend._cols.cols
-    assert backend._cols.n == len(flow_ids)
+    cols = backend.flow_table.cols
+    assert backend.flow_table.n == len(flow_ids)
     for i, flow_id in enumerate(flow_ids):
         want = expected_row(backend, flow_id)
         hops = want["hops"]
@@ -53,9 +53,9 @@ def test_every_row_holds_its_own_flow_through_growth_and_widening():
     scalar column is still a view of its dtype's block."""
     backend = started(150)
     check_rows(backend, list(range(150)))
-    table = backend._cols
+    table = backend.flow_table
     assert table.width == max(expected_row(backend, i)["hops"] for i in range(len(PAIRS)))
-    for dtype, names in _SCALARS.items():
+    for dtype, names in SCALAR_COLUMNS.items():
         for name in names:
             assert np.shares_memory(table.cols[name], table.blocks[dtype]), name
 
@@ -63,7 +63,7 @@ def test_every_row_holds_its_own_flow_through_growth_and_widening():
 def test_compaction_keeps_the_surviving_rows_in_order():
     backend = started(100)
     keep = np.arange(100) % 3 != 1
-    backend._cols.keep(keep)
+    backend.flow_table.keep(keep)
     check_rows(backend, [i for i in range(100) if keep[i]])
 
 
@@ -74,7 +74,7 @@ def test_a_route_template_gives_a_congestion_controlled_flow_the_line_rate_state
     backend = FluidBackend(get_topology("4"), network_mode(mode))
     backend.start_flow(Flow(0, 0, 8, 4096, cc=True), 0.0)
     backend.start_flow(Flow(1, 0, 8, 4096, cc=False), 0.0)
-    cols = backend._cols.cols
+    cols = backend.flow_table.cols
     line_bps = get_topology("4").links[int(cols["first"][0])].bandwidth_bps
     assert cols["st"][0, RATE] == line_bps and cols["st"][0, MAX_RATE] == line_bps
     assert cols["cc_on"][0] and not cols["cc_on"][1]

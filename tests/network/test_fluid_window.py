@@ -32,7 +32,7 @@ def test_a_lone_flow_through_a_slower_port_ends_at_the_closed_form():
     backend = FluidBackend(get_topology("4"), network_mode("ib_cc0").with_overrides(BYTES))
     flow = Flow(0, 3, 4, 32768)
     backend.start_flow(flow, 0.0)
-    _, _, data_coef, _, lat, _, _ = backend._paths.describe(flow)
+    _, _, data_coef, _, lat, _, _ = backend.path_model.describe(flow)
     assert finish_s(backend)[0] == pytest.approx(lat + 32768 * data_coef * 8 / 400e9, rel=1e-9)
 
 
@@ -42,7 +42,7 @@ def test_acks_trail_the_delivered_bytes_by_one_round_trip():
     sent ≥ delivered ≥ acknowledged throughout."""
     backend = FluidBackend(get_topology("1"), network_mode("ib_cc0").with_overrides(BYTES))
     backend.start_flow(Flow(0, 0, 1, 4 << 20), 0.0)
-    cols = backend._cols.cols
+    cols = backend.flow_table.cols
     for t_us in range(1, 60):
         backend.advance_to(t_us * 1e-6)
         sent, delivered, acked = cols["sent"][0], cols["acked"][0], cols["acked_rt"][0]
@@ -56,7 +56,7 @@ def test_an_ack_returns_one_base_round_trip_after_delivery_on_an_idle_path():
     delivered taken linearly between the instants sampled here."""
     backend = FluidBackend(get_topology("1"), network_mode("ib_cc0").with_overrides(BYTES))
     backend.start_flow(Flow(0, 0, 1, 4 << 20), 0.0)
-    cols = backend._cols.cols
+    cols = backend.flow_table.cols
     rtt0 = cols["rtt0"][0]
     times = [k * 0.25e-6 for k in range(1, 81)]
     delivered, acked = [], []

@@ -21,19 +21,20 @@ def test_kernel_entry_points_are_cached_with_every_kernel_source_in_their_key():
     """The packet and fluid entry points (and the water-filling one) use the locator, whose source stamp
     carries the hash of all kernel sources, not only the entry's own file."""
     for dispatcher in (run, fluid_run, waterfill_capped):
-        locator = dispatcher._cache._impl.locator
+        locator = jit.cache_locator(dispatcher)
         assert type(locator).__name__ == "KernelSourcesLocator"
         assert locator.get_source_stamp()[1] == jit.SOURCES_HASH
 
 
-def test_the_sources_hash_covers_helper_modules_of_the_cc_and_packet_packages(tmp_path, monkeypatch):
+def test_the_sources_hash_covers_helper_modules_of_the_cc_and_packet_packages(tmp_path):
     for sub in ("", "packet", "cc"):
         (tmp_path / sub).mkdir(exist_ok=True)
         (tmp_path / sub / "m.py").write_text("x = 1\n")
-    monkeypatch.setattr(jit, "_DIRS", (tmp_path, tmp_path / "packet", tmp_path / "cc"))
-    before = jit._sources_hash()
+    dirs = (tmp_path, tmp_path / "packet", tmp_path / "cc")
+    before = jit.sources_hash(dirs)
     (tmp_path / "cc" / "m.py").write_text("x = 2\n")
-    assert jit._sources_hash() != before
+    assert jit.sources_hash(dirs) != before
+    assert set(jit.KERNEL_DIRS) == {jit.KERNEL_DIRS[0], jit.KERNEL_DIRS[0] / "packet", jit.KERNEL_DIRS[0] / "cc"}
 
 
 def test_kernels_compile_without_reference_counting():

@@ -65,7 +65,7 @@ class _Static:
                                for link in topology.links])
 
 
-_SCALARS: dict[type, tuple[str, ...]] = {
+SCALAR_COLUMNS: dict[type, tuple[str, ...]] = {
     np.float64: ("rem", "acked", "win", "rtt0", "dcoef", "line", "lat", "rates", "offered", "send", "sent",
                  "acked_rt", "ack_wait", "rr", "dcap", "done_t"),
     np.int64: ("ids", "hops", "nfwd", "npend", "bn", "qport", "own", "own_bn", "done_ids"),
@@ -81,7 +81,7 @@ _ARRAYS: dict[str, tuple[tuple[int, ...], type]] = {
 }
 """The other per-flow columns: shape after the row axis (``(0,)`` = as wide as the longest route, ``-1`` =
 the ACK ring's length) and dtype."""
-_COL = {name: (dtype, j) for dtype, names in _SCALARS.items() for j, name in enumerate(names)}
+_COL = {name: (dtype, j) for dtype, names in SCALAR_COLUMNS.items() for j, name in enumerate(names)}
 _FRESH = {"bn": -1, "qport": -1}
 """Fresh flow state that is not zero."""
 ACK_RING = 128
@@ -104,7 +104,7 @@ class _Route(NamedTuple):
     rows: dict[type, np.ndarray]
 
 
-class _FlowTable:
+class FlowTable:
     """Flows in preallocated columns, one row per flow in start order (live, or retired by the kernel
     once drained until the next compaction); kernels get the whole columns and work on rows [0, n)."""
 
@@ -112,7 +112,7 @@ class _FlowTable:
         self.n = 0
         self.width = 1
         self.blocks: dict[type, np.ndarray] = {dtype: np.zeros((64, len(names)), dtype=dtype)
-                                               for dtype, names in _SCALARS.items()}
+                                               for dtype, names in SCALAR_COLUMNS.items()}
         self.arrays: dict[str, np.ndarray] = {
             k: np.zeros((64, *({0: self.width, -1: ring}.get(d, d) for d in shape)), dtype=dtype)
             for k, (shape, dtype) in _ARRAYS.items()}
@@ -201,7 +201,7 @@ class FluidBackend(NetworkBackend):
         self._ints = np.zeros((MAX_HOP_RECORDS, INT_FIELDS), dtype=np.int64)
         self._t = 0.0
         # live flows and retired (drained) rows not yet compacted away
-        self._cols = _FlowTable(ACK_RING if self._win_bytes else 1)
+        self._cols = FlowTable(ACK_RING if self._win_bytes else 1)
         self._live = 0
         self._args: tuple | None = None  # kernel arguments over the flow table's columns
         self._args_version = -1
@@ -214,6 +214,16 @@ class FluidBackend(NetworkBackend):
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
 
     # ------------------------------------------------------------------ flow table
+
+    @property
+    def flow_table(self) -> FlowTable:
+        """The flows' columns (read by tests and diagnostics; the kernels own the values)."""
+        return self._cols
+
+    @property
+    def path_model(self) -> PathModel:
+        """The route, latency and coefficient model of every flow."""
+        return self._paths
     def _window(self, fwd: tuple[int, ...]) -> tuple[float, float]:
         """The packet backend's per-pair window and base RTT: rtt = 2Σdelay + Σ⌊payload·8e9/bw⌋ ns,
         bdp = rtt·min bw/8 (build.py)."""
@@ -244,7 +254,7 @@ class FluidBackend(NetworkBackend):
             consts = {"hops": len(row), "nfwd": len(fwd), "win": win, "rtt0": rtt0, "dcoef": dc,
                       "line": line_bps / 8.0 / dc, "lat": lat, **_FRESH}
             rows: dict[type, np.ndarray] = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
-                                            for dtype, names in _SCALARS.items()}
+                                            for dtype, names in SCALAR_COLUMNS.items()}
             hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows)
             self._routes[id(described)] = hit
             self._route_bytes.append(0.0)

@@ -180,7 +180,7 @@ def _acked_by(f, t, wait_s, ackq, ackp, pop):
 
 
 @helper
-def _cnp_arrives(pend, npend, f, t_end, due):
+def cnp_arrives(pend, npend, f, t_end, due):
     """Flow f's CNPs in flight are pend[:npend[f]] (arrival times): deliver those due by ``t_end``, then
     add one due at ``due`` (if ≥ 0) unless one already arrives within CNP_MERGE_S of it (DCQCN reacts to
     at most one CNP per alpha interval). True if a CNP arrived."""
@@ -364,7 +364,7 @@ def fluid_step(dt, now_s, n, cc, qcn, has_win, var_win, payload, random_marks, a
                 # a marked packet: its CNP comes back once the packet has crossed the queues ahead of
                 # it (the backlog of the saturated ports it was marked at) and the ACK the way back
                 due = t_end + rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0)
-            if _cnp_arrives(pend[f], npend, f, t_end, due):
+            if cnp_arrives(pend[f], npend, f, t_end, due):
                 cc_on_ack(cc, st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
                 counters[1] += 1
             moved = moved or st[f, RATE] != r0

@@ -29,8 +29,9 @@ from typing import Any
 import numba
 from numba import njit
 
-_DIRS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent / "packet",
-         Path(__file__).resolve().parent / "cc")
+KERNEL_DIRS = (Path(__file__).resolve().parent, Path(__file__).resolve().parent / "packet",
+               Path(__file__).resolve().parent / "cc")
+"""The directories whose Python files make up the kernels (their contents key the disk cache)."""
 
 TESTED_NUMBA = ((0, 59), (0, 68))
 """The numba releases (major, minor; inclusive) whose caching internals the cache locator was checked
@@ -51,16 +52,17 @@ def _refcount_free_supported() -> bool:
     return True
 
 
-def _sources_hash() -> str:
+def sources_hash(dirs: tuple[Path, ...] = KERNEL_DIRS) -> str:
+    """sha256 over the names and contents of every ``*.py`` file in ``dirs``."""
     h = hashlib.sha256()
-    for d in _DIRS:
+    for d in dirs:
         for f in sorted(d.glob("*.py")):
             h.update(f.name.encode())
             h.update(f.read_bytes())
     return h.hexdigest()
 
 
-SOURCES_HASH = _sources_hash()
+SOURCES_HASH = sources_hash()
 """Content hash of every kernel source file, part of each cached entry point's key."""
 
 
@@ -83,7 +85,7 @@ def install_kernel_cache_locator() -> bool:
         return False
     if any(getattr(c, "__name__", "") == "KernelSourcesLocator" for c in classes):
         return True
-    dirs = tuple(str(d) for d in _DIRS)
+    dirs = tuple(str(d) for d in KERNEL_DIRS)
 
     class KernelSourcesLocator(base):  # type: ignore[misc,valid-type]
         def __init__(self, inner: Any) -> None:
@@ -115,6 +117,13 @@ def install_kernel_cache_locator() -> bool:
 
     classes.insert(0, KernelSourcesLocator)
     return True
+
+
+def cache_locator(dispatcher: Any) -> Any:
+    """The cache locator numba uses for a cached ``entry`` function (numba's ``_cache._impl.locator``),
+    or None when it is not cached: what the tests check the locator above against."""
+    impl = getattr(getattr(dispatcher, "_cache", None), "_impl", None)
+    return getattr(impl, "locator", None)
 
 
 USE_NRT = not _refcount_free_supported()
