@@ -20,7 +20,7 @@ import pyarrow as pa
 from moesim.analysis.results import natural_key, ordered
 from moesim.analysis.seeds import JITTER, SEED
 from moesim.analysis.tables import format_seconds
-from moesim.experiments.store import COMMAND_KEY
+from moesim.experiments.store_schema import COMMAND_KEY
 
 MAX_SHOWN = 8
 """A parameter with more distinct values than this shows the first ones and how many there are."""

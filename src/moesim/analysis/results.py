@@ -2,9 +2,10 @@
 
 A results table is a ``pyarrow.Table`` with one row per run (docs/architecture.md, "Interfaces other parts rely on"): the factor
 columns (model, topology, strategy, algorithm, network, or whatever a user matrix varies), the
-measurements ``wall_s``, ``gpu_s``, ``comm_s`` and metadata. Factor columns are held as strings and
-rows are sorted by them, so every aggregate is summed in one fixed order (bit-identical results
-whatever order the runner wrote the rows in).
+measurements ``wall_s``, ``gpu_s``, ``comm_s`` and metadata (which column is which:
+``moesim.experiments.store_schema``). Factor columns are held as strings and rows are sorted by
+them, so every aggregate is summed in one fixed order (bit-identical results whatever order the
+runner wrote the rows in).
 """
 
 from __future__ import annotations
@@ -19,19 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from moesim.errors import MoesimError, input_error
+from moesim.experiments.store_schema import DB_NAME, MEASUREMENTS, METADATA, MODEL, PARQUET_NAME
 from moesim.models.catalog import STUDY_MODELS
 
-MODEL = "model"
-METRICS = ("wall_s", "gpu_s", "comm_s")
+METRICS = MEASUREMENTS
 REQUIRED = (MODEL, *METRICS)
-
-# Columns that describe a run but never distinguish configurations.
-METADATA = frozenset({
-    "status", "error", "version", "params_json", "input_hash", "diagnostics_path", "bottleneck_rank",
-    "tp", "ep", "cc_model", "cc_policy", "parameters", "overrides_json", "run_id", "run_key", "spec_key",
-    "key", "hostname", "host", "started_at", "finished_at", "created_at", "sim_wallclock_s", "elapsed_s",
-    "seeds", "wall_min_s", "wall_max_s", "wall_spread",
-})
 
 # Display order of the study's levels (docs/study.md §1, §2, §5); other levels sort naturally.
 STUDY_ORDER: dict[str, tuple[str, ...]] = {
@@ -144,7 +137,7 @@ def load_results(directory: str | Path, include_failed: bool = False) -> pa.Tabl
     Returns the normalised table of successful runs (``include_failed`` keeps every row, unsorted).
     """
     d = Path(directory)
-    db, pq_path = d / "results.duckdb", d / "runs.parquet"
+    db, pq_path = d / DB_NAME, d / PARQUET_NAME
     if db.is_file():
         with _read_only(db) as (con, tables):
             if "runs" not in tables:
@@ -160,7 +153,7 @@ def load_results(directory: str | Path, include_failed: bool = False) -> pa.Tabl
         except (pa.ArrowException, OSError) as exc:
             raise MoesimError(f"{pq_path}: not a readable Parquet results table ({str(exc).splitlines()[0]})") from None
     else:
-        raise MoesimError(f"{d}: no results store found (expected results.duckdb or runs.parquet)")
+        raise MoesimError(f"{d}: no results store found (expected {DB_NAME} or {PARQUET_NAME})")
     if include_failed:
         return table
     return as_table(table, source=source)
@@ -169,7 +162,7 @@ def load_results(directory: str | Path, include_failed: bool = False) -> pa.Tabl
 def load_store_meta(directory: str | Path) -> dict[str, str]:
     """The key/value table ``store_meta`` of ``DIR/results.duckdb`` (schema version, the sweeps' command
     lines); empty for a Parquet store or one without the table."""
-    db = Path(directory) / "results.duckdb"
+    db = Path(directory) / DB_NAME
     if not db.is_file():
         return {}
     with _read_only(db) as (con, tables):

@@ -146,10 +146,6 @@ def run_cmd(
     _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json)
 
 
-SUMMARY_COLUMNS = ("model", "topology", "strategy", "algorithm", "network", "backend", "status",
-                   "wall_s", "gpu_s", "comm_s", "bottleneck_rank")
-
-
 def _cell(value: Any) -> str:
     if value is None:
         return ""
@@ -175,6 +171,7 @@ def results_cmd(
 ) -> None:
     """Show or export the results store of DIR (default: the main columns of every run)."""
     from moesim.experiments.store import export_results, query_results
+    from moesim.experiments.store_schema import HIDDEN, SUMMARY_COLUMNS
 
     if export is not None or to is not None:
         if export is None or to is None:
@@ -194,7 +191,7 @@ def results_cmd(
     from rich.table import Table
 
     columns = table.column_names if sql else [c for c in SUMMARY_COLUMNS if c in table.column_names] + [
-        c for c in table.column_names if c not in _HIDDEN and c not in SUMMARY_COLUMNS]
+        c for c in table.column_names if c not in HIDDEN and c not in SUMMARY_COLUMNS]
     view = Table(title=None if sql else f"{directory}: {table.num_rows} runs")
     for c in columns:
         view.add_column(c, justify="right" if c.endswith("_s") else "left")
@@ -202,10 +199,6 @@ def results_cmd(
     for i in range(table.num_rows):
         view.add_row(*(_cell(data[c][i]) for c in columns))
     Console(width=None if sys.stdout.isatty() else 200).print(view)
-
-
-_HIDDEN = {"run_id", "spec_key", "tp", "ep", "overrides_json", "cc_model", "cc_policy", "error", "version",
-           "params_json", "input_hash", "diagnostics_path", "sim_wallclock_s", "finished_at"}
 
 
 def register(app: typer.Typer) -> None:

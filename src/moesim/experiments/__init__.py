@@ -20,7 +20,8 @@ from moesim.experiments.inputs import (
 )
 from moesim.experiments.matrix import Matrix, Preset, load_matrix, parse_matrix, study_matrix
 from moesim.experiments.runner import SweepSummary, run_matrix, run_sweep
-from moesim.experiments.store import DB_NAME, ResultsStore, export_results, query_results
+from moesim.experiments.store import ResultsStore, export_results, query_results
+from moesim.experiments.store_schema import DB_NAME
 from moesim.experiments.worker import RunOutcome, run_unit
 
 __all__ = [

@@ -7,11 +7,8 @@ renamed into place *before* the row that references them is committed. Rows are 
 ``run_id`` (the spec and its input hash, see ``moesim.experiments.inputs``); ``spec_key`` (the canonical RunSpec)
 has one row at most: a run redone with changed inputs replaces the old row.
 
-Columns: the RunSpec factors (model, topology, strategy, tp, ep, algorithm, network, backend,
-overrides_json), the bottleneck rank's wall_s / gpu_s / comm_s, bottleneck_rank, cc_model, cc_policy,
-status ('ok' | 'error'), error, version, params_json, input_hash, diagnostics_path, sim_wallclock_s,
-finished_at, and one text column per parameter override a sweep varies (e.g. ``tokens``), so the
-analysis sees those as factors.
+The columns, their types and roles are ``moesim.experiments.store_schema``; a sweep adds one text
+column per parameter override it varies (e.g. ``tokens``), so the analysis sees those as factors.
 """
 
 from __future__ import annotations
@@ -34,44 +31,18 @@ from moesim import __version__
 from moesim.errors import MoesimError
 from moesim.experiments.factors import SPEC_FACTORS, level_label
 from moesim.experiments.inputs import code_hash
-from moesim.experiments.worker import RunOutcome
-
-DB_NAME = "results.duckdb"
-COMMAND_KEY = "command"
-"""store_meta key of the command lines that filled the store (a JSON list, first run first)."""
-DIAGNOSTICS_DIR = "diagnostics"
-SCHEMA_VERSION = "1"
-
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("run_id", "VARCHAR PRIMARY KEY"),
-    ("spec_key", "VARCHAR NOT NULL"),
-    ("model", "VARCHAR"),
-    ("topology", "VARCHAR"),
-    ("strategy", "VARCHAR"),
-    ("tp", "INTEGER"),
-    ("ep", "INTEGER"),
-    ("algorithm", "VARCHAR"),
-    ("network", "VARCHAR"),
-    ("backend", "VARCHAR"),
-    ("overrides_json", "VARCHAR"),
-    ("wall_s", "DOUBLE"),
-    ("gpu_s", "DOUBLE"),
-    ("comm_s", "DOUBLE"),
-    ("bottleneck_rank", "INTEGER"),
-    ("cc_model", "VARCHAR"),
-    ("cc_policy", "VARCHAR"),
-    ("status", "VARCHAR NOT NULL"),
-    ("error", "VARCHAR"),
-    ("version", "VARCHAR"),
-    ("params_json", "VARCHAR"),
-    ("input_hash", "VARCHAR NOT NULL"),
-    ("diagnostics_path", "VARCHAR"),
-    ("sim_wallclock_s", "DOUBLE"),
-    ("finished_at", "TIMESTAMP"),
+from moesim.experiments.store_schema import (
+    BASE_COLUMNS,
+    COMMAND_KEY,
+    DB_NAME,
+    DEFAULT_QUERY,
+    DIAGNOSTICS_DIR,
+    META_DDL,
+    RUNS_DDL,
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_KEY,
 )
-BASE_COLUMNS = tuple(name for name, _ in COLUMNS)
-ORDER_BY = "model, topology, tp, ep, algorithm, network, backend, overrides_json, run_id"
-DEFAULT_QUERY = f"SELECT * FROM runs ORDER BY {ORDER_BY}"
+from moesim.experiments.worker import RunOutcome
 
 
 def _connect(db: Path, read_only: bool, config: dict[str, Any] | None = None) -> Any:
@@ -160,10 +131,9 @@ class ResultsStore:
             raise MoesimError(f"{self.directory}: cannot create the output folder ({exc})") from None
         self.path = self.directory / DB_NAME
         self.con = _connect(self.path, read_only=False)
-        cols = ", ".join(f'"{n}" {t}' for n, t in COLUMNS)
-        self.con.execute(f"CREATE TABLE IF NOT EXISTS runs ({cols})")
-        self.con.execute("CREATE TABLE IF NOT EXISTS store_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        self.con.execute("INSERT OR IGNORE INTO store_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+        self.con.execute(RUNS_DDL)
+        self.con.execute(META_DDL)
+        self.con.execute("INSERT OR IGNORE INTO store_meta VALUES (?, ?)", [SCHEMA_VERSION_KEY, SCHEMA_VERSION])
         self._columns = self._existing_columns()
 
     # ------------------------------------------------------------------ lifecycle
