@@ -47,7 +47,7 @@ def allowed_levels(factor: str) -> list[str]:
     if factor == "topology":
         from moesim.topology import TOPOLOGIES
 
-        return [*TOPOLOGIES.names(), "a path to a topology .yaml"]
+        return [*TOPOLOGIES.names(), "star:N", "a path to a topology .yaml"]
     if factor == "strategy":
         return ["TP<n>EP<m>, e.g. TP2EP16"]
     if factor == "algorithm":
@@ -90,9 +90,15 @@ def _model_level(value: str, source: str, base_dir: Path | None) -> str:
 
 def _topology_level(value: str, source: str, base_dir: Path | None) -> str:
     from moesim.topology import TOPOLOGIES, get_cluster_spec
+    from moesim.topology.catalog import star_hosts
 
     if value in TOPOLOGIES:
         return value
+    try:
+        if star_hosts(value) is not None:
+            return value
+    except MoesimError as e:
+        raise input_error(source, "topology", str(e), allowed_levels("topology")) from None
     if value.endswith((".yaml", ".yml")):
         path = _resolve_path(value, base_dir)
         if not path.is_file():
