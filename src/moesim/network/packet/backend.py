@@ -27,10 +27,13 @@ from moesim.network.diagnostics import SCHEMAS, DiagnosticsSpec, RowLog
 from moesim.network.packet import build
 from moesim.network.packet.kernel import push_event, run
 from moesim.network.packet.layout import (
+    C_ACK_HIGH_PRIO,
     C_STALL_NS,
     EV_SAMPLE,
+    G_ACK_DROPS,
     G_ACTIVE,
     G_CNPS,
+    G_CNPS_IGNORED,
     G_CUR,
     G_DATA_PKTS,
     G_DELIVERED,
@@ -354,22 +357,27 @@ class PacketBackend(NetworkBackend):
     def _stuck_message(self, status: int) -> str:
         S = self.S
         active = int(S.g[G_ACTIVE])
-        drops = int(S.g[G_DROPS])
+        drops, acks = int(S.g[G_DROPS]), int(S.g[G_ACK_DROPS])
         why = ("no event left" if status == RUN_DEADLOCK
                else f"no delivery progress for {S.cfg[C_STALL_NS] * 1e-9 * 1e3:g} ms")
-        cause = (f"{drops} packets were dropped at full switch buffers and the reference model has no "
-                 "retransmission timeout; enable the window (has_win) or enlarge buffer_bytes/headroom_factor"
+        remedy = ("ACKs of paused NICs (ack_high_prio) overflowed PFC headroom; set ack_high_prio=false"
+                  if acks == drops and S.cfg[C_ACK_HIGH_PRIO] else
+                  "enable the window (has_win) or enlarge buffer_bytes/headroom_factor")
+        cause = (f"{drops} packets ({acks} of them ACKs/NACKs) were dropped at full switch buffers and the "
+                 f"reference model has no retransmission timeout; {remedy}"
                  if drops else "PFC deadlock or permanently paused ports")
         return (f"packet network cannot complete: {active} flows stuck at t={int(S.g[G_NOW])} ns ({why}); {cause}")
 
     # ---------------------------------------------------------------- results
     def stats(self) -> dict[str, Any]:
-        """Counters of the run so far (packets, events, drops, pauses, ECN-marked data packets, CNP-flagged
-        ACKs that reached a congestion-controlled sender, wall-clock)."""
+        """Counters of the run so far: packets, events, drops (``ack_drops`` of them ACKs/NACKs), pauses,
+        ECN-marked data packets, CNP-flagged ACKs whose sender's CC acted on them (``cnps``) or that no CC
+        reads (``cnps_ignored``: no CC, HPCC, flows without CC; docs/network-packet.md), wall-clock."""
         g = self.S.g
         return {
             "data_packets": int(g[G_DATA_PKTS]), "events": int(g[G_EVENTS]), "drops": int(g[G_DROPS]),
-            "pauses": int(g[G_PAUSES]), "ecn_marks": int(g[G_ECN_MARKS]), "cnps": int(g[G_CNPS]),
+            "ack_drops": int(g[G_ACK_DROPS]), "pauses": int(g[G_PAUSES]), "ecn_marks": int(g[G_ECN_MARKS]),
+            "cnps": int(g[G_CNPS]), "cnps_ignored": int(g[G_CNPS_IGNORED]),
             "delivered_bytes": int(g[G_DELIVERED]), "completed_flows": self.completed,
             "wallclock_s": self.wallclock_s,
             "packets_per_s": int(g[G_DATA_PKTS]) / self.wallclock_s if self.wallclock_s > 0 else 0.0,

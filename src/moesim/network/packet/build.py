@@ -34,6 +34,7 @@ from moesim.network.packet.layout import (
     C_SAMPLE_NS,
     C_SAMPLE_T1,
     C_STALL_NS,
+    C_USES_ECN,
     C_USES_INT,
     C_VAR_WIN,
     C_WHEEL,
@@ -202,6 +203,7 @@ def config_vector(params: NetworkParams, cc: CcAlgorithm, wheel: int, stall_ns: 
     cfg = np.zeros(N_CFG, dtype=np.int64)
     cfg[C_CC] = cc_id(cc)
     cfg[C_USES_INT] = int(cc.uses_int)
+    cfg[C_USES_ECN] = int(cc.uses_ecn)
     cfg[C_MTU] = params.transport.packet_payload_bytes
     cfg[C_HAS_WIN] = int(params.transport.has_win)
     cfg[C_VAR_WIN] = int(params.transport.var_win)

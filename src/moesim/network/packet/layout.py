@@ -80,15 +80,16 @@ QLEN_LOG_DTYPE = np.dtype([("time_ns", np.int64), ("link", np.int32), ("bytes", 
 # g: int64 scalars of the kernel
 (G_NOW, G_SEQ, G_CUR, G_WHEEL_N, G_OVF_N, G_EV_FREE, G_EV_USED, G_PK_FREE, G_PK_USED, G_QP_FREE,
  G_ACTIVE, G_NCOMP, G_NSTART, G_NPFC, G_NQLEN, G_DROPS, G_LAST_PROGRESS, G_DATA_PKTS, G_EVENTS,
- G_SAMPLE_ON, G_PFC_ON, G_PAUSES, G_DELIVERED, G_LOG_LOST, G_ECN_MARKS, G_CNPS, G_RNG_DRAWS) = range(27)
-N_G = 27
+ G_SAMPLE_ON, G_PFC_ON, G_PAUSES, G_DELIVERED, G_LOG_LOST, G_ECN_MARKS, G_CNPS, G_RNG_DRAWS, G_ACK_DROPS,
+ G_CNPS_IGNORED) = range(29)
+N_G = 29
 
 # cfg: int64 configuration (C_CC: the CC algorithm's id in moesim.network.cc.dispatch; C_USES_INT: it
-# reads INT records, so switches stamp its packets)
+# reads INT records, so switches stamp its packets; C_USES_ECN: it reacts to the CNP flag of ACKs)
 (C_CC, C_MTU, C_HAS_WIN, C_VAR_WIN, C_RATE_BOUND, C_ACK_HIGH_PRIO, C_ENABLE_QCN, C_BUFFER,
  C_RESERVE, C_RESUME_OFFSET, C_NACK_NS, C_CHUNK, C_ACK_INTERVAL, C_BACK_TO_ZERO, C_WHEEL,
- C_STALL_NS, C_SAMPLE_NS, C_SAMPLE_T1, C_SAMPLE_MIN_BYTES, C_INT_HOPS, C_USES_INT) = range(21)
-N_CFG = 21
+ C_STALL_NS, C_SAMPLE_NS, C_SAMPLE_T1, C_SAMPLE_MIN_BYTES, C_INT_HOPS, C_USES_INT, C_USES_ECN) = range(22)
+N_CFG = 22
 
 
 class State(NamedTuple):

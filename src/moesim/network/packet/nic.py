@@ -27,10 +27,12 @@ from moesim.network.packet.layout import (
     C_MTU,
     C_NACK_NS,
     C_RATE_BOUND,
+    C_USES_ECN,
     C_VAR_WIN,
     EV_WAKE,
     G_ACTIVE,
     G_CNPS,
+    G_CNPS_IGNORED,
     G_DATA_PKTS,
     G_DELIVERED,
     G_LAST_PROGRESS,
@@ -202,9 +204,13 @@ def rx_ack(S, link, p, now):
         return port_link
     if pk.kind == PK_NACK:
         qp.snd_nxt = qp.snd_una
-    if qp.cc_on:
-        if pk.ecn:
+    if pk.ecn:
+        # the CNP flag echoes a mark; only an algorithm that reads it acts on it (A.1.3: no CC ignores it)
+        if qp.cc_on and S.cfg[C_USES_ECN] != 0:
             S.g[G_CNPS] += 1
+        else:
+            S.g[G_CNPS_IGNORED] += 1
+    if qp.cc_on:
         cc = S.cfg[C_CC]
         st = S.qp_cc[q]
         old_rate = st[RATE]

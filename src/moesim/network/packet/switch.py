@@ -15,6 +15,7 @@ from moesim.network.packet.layout import (
     C_ENABLE_QCN,
     C_USES_INT,
     EV_KICK,
+    G_ACK_DROPS,
     G_DROPS,
     G_ECN_MARKS,
     NIL,
@@ -56,6 +57,8 @@ def switch_receive(S, link, p, now):
     size = pk.wire
     if not admit(S, v, link, size):
         S.g[G_DROPS] += 1
+        if pk.kind != PK_DATA:
+            S.g[G_ACK_DROPS] += 1
         pk_free(S, p)
         qp_packet_gone(S, q)
         return NIL
