@@ -111,7 +111,7 @@ def test_relative_model_path_is_relative_to_the_matrix_file(small_dir: Path) -> 
     ("factors: {model: gpt-9, topology: 1, strategy: TP2EP16}",
      r"m\.yaml: field 'model': unknown level 'gpt-9' \(allowed: kimi-k3, glm-5.3, deepseek-v4-pro, deepseek-v4-flash"),
     ("factors: {model: deepseek-v4-flash, topology: 7, strategy: TP2EP16}",
-     r"field 'topology': unknown level '7' \(allowed: 1, 2, 3, 4, 5, 6, a path to a topology \.yaml\)"),
+     r"field 'topology': unknown level '7' \(allowed: 1, 2, 3, 4, 5, 6, star:N, a path to a topology \.yaml\)"),
     ("factors: {model: deepseek-v4-flash, topology: 1, strategy: TP2xEP16}",
      r"field 'strategy': unknown level 'TP2xEP16' \(allowed: TP<n>EP<m>"),
     ("factors: {model: deepseek-v4-flash, topology: 1, strategy: TP2EP16, network: roce}",

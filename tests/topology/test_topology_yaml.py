@@ -192,7 +192,7 @@ def test_malformed_yaml(tmp_path: Path, text: str, pattern: str) -> None:
 def test_missing_file_and_unknown_name(tmp_path: Path) -> None:
     with pytest.raises(MoesimError, match=r"nope.yaml: cannot read the topology file"):
         get_topology(str(tmp_path / "nope.yaml"))
-    with pytest.raises(MoesimError, match=r"unknown topology '7' \(allowed: 1, 2, 3, 4, 5, 6, or a path"):
+    with pytest.raises(MoesimError, match=r"unknown topology '7' \(allowed: 1, 2, 3, 4, 5, 6, star:N, or a path"):
         get_topology("7")
 
 
