@@ -74,6 +74,12 @@ def cmdline(pid: int) -> str:
         return ""
 
 
+def sigint_default() -> None:
+    """``preexec_fn`` for a child we Ctrl-C: a shell starts background jobs with SIGINT ignored, and a
+    Python started so never raises KeyboardInterrupt; the child gets the default disposition back."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def kill_and_reap(proc: subprocess.Popen) -> None:
     """SIGKILL a process we started and wait for it."""
     if proc.poll() is None:

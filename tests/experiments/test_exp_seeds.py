@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from exp_helpers import moesim_cmd, store_rows
+from exp_helpers import moesim_cmd, sigint_default, store_rows
 
 
 def test_run_with_seeds_returns_every_result_and_their_spread(small_dir: Path) -> None:
@@ -45,7 +45,8 @@ def _sweep(small_dir: Path, out: Path) -> list[str]:
 
 def test_sweep_with_seeds_stores_each_seed_and_resumes_after_an_interruption(small_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "seeds"
-    proc = subprocess.Popen(_sweep(small_dir, out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(_sweep(small_dir, out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=sigint_default)
     assert proc.stdout is not None
     done = 0
     deadline = time.monotonic() + 600

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from exp_helpers import descendants, kill_and_reap, moesim_cmd, store_rows
+from exp_helpers import descendants, kill_and_reap, moesim_cmd, sigint_default, store_rows
 
 
 def _alive(pids: list[int], timeout_s: float = 30.0) -> list[int]:
@@ -38,7 +38,8 @@ def _sweep(small_dir: Path, out: Path) -> list[str]:
                          ids=["ctrl-c", "sigterm"])
 def test_interrupted_sweep_says_what_it_stored(small_dir: Path, tmp_path: Path, signum: int, code: int) -> None:
     out = tmp_path / "out"
-    proc = subprocess.Popen(_sweep(small_dir, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(_sweep(small_dir, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
     try:
         assert proc.stderr is not None
         header = proc.stderr.readline()
