@@ -7,21 +7,15 @@ from typing import Any
 from moesim.network import BACKENDS
 from moesim.network.base import Flow
 from moesim.network.params import network_mode
-from moesim.topology.catalog import get_topology
-from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
+from moesim.topology.catalog import get_topology, star_topology
+from moesim.topology.model import Topology
 from moesim.workload.graph import CollectiveType, Node, RankGraph, Workload
 from moesim.workload.graph import NodeKind as NK
 
 
 def star(n: int, bandwidth_bps: float = 400e9, delay_s: float = 500e-9) -> Topology:
     """``n`` hosts, each on its own server, on one switch (docs/reference-runs.md scenario S1)."""
-    nodes = [TopoNode(f"h{i}", NodeKind.GPU, i) for i in range(n)] + [TopoNode("sw", NodeKind.SWITCH)]
-    links: list[Link] = []
-    for i in range(n):
-        links.append(Link(len(links), f"h{i}", "sw", bandwidth_bps, delay_s, "fabric"))
-        links.append(Link(len(links), "sw", f"h{i}", bandwidth_bps, delay_s, "fabric"))
-    gpus = [GpuInfo(f"h{i}", i, None, None, None) for i in range(n)]
-    return Topology(f"star{n}", tuple(nodes), tuple(links), tuple(gpus))
+    return star_topology(n, bandwidth_bps, delay_s)
 
 
 def one_collective(n: int, ctype: CollectiveType, size_bytes: int) -> Workload:

@@ -13,7 +13,6 @@ from moesim.errors import MoesimError
 
 SIZE = re.compile(r"(\d+)([KMG]?)B?", re.IGNORECASE)
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-COUNTERS = ("pauses", "pause_events", "drops", "ecn_marks", "cnps")
 
 
 def parse_size(text: str, option: str) -> int:
@@ -78,6 +77,8 @@ def register(app: typer.Typer) -> None:
             writer.writerows(rows)
 
     def _print_row(row: dict, header: bool) -> None:
+        from moesim.system.microbench import COUNTERS
+
         counters = [c for c in COUNTERS if c in row]
         if header:
             typer.echo(f"{'size (B)':>14} {'time (us)':>12} {'first (us)':>12} {'algbw':>9} {'busbw':>9}"

@@ -30,6 +30,8 @@ COLLECTIVE_TYPES = {
     "reduce_scatter": CollectiveType.REDUCE_SCATTER,
     "all_to_all": CollectiveType.ALL_TO_ALL,
 }
+COUNTERS = ("pauses", "pause_events", "drops", "ecn_marks", "cnps")
+"""The backend event counters a benchmark reports, where the backend keeps them."""
 DEFAULT_ALGORITHM = {"all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring", "all_to_all": "direct"}
 
 
@@ -142,9 +144,8 @@ def run_collective(bench: PreparedBench, size_bytes: int) -> CollectiveResult:
 
 def _counters(diagnostics: dict[str, Any]) -> dict[str, int]:
     """The integer counters of a backend's diagnostics (top level and its ``stats``), event counts only."""
-    keep = ("pauses", "pause_events", "drops", "ecn_marks", "cnps")
     flat = {**diagnostics, **diagnostics.get("stats", {})}
-    return {k: int(flat[k]) for k in keep if k in flat}
+    return {k: int(flat[k]) for k in COUNTERS if k in flat}
 
 
 def sizes(begin_bytes: int, end_bytes: int, factor: int) -> list[int]:
