@@ -53,7 +53,8 @@ class CollectiveSpec:
     """A collective implementation (``ring``, ``dbt``, ``direct``, ``halving_doubling``, or an
     ASTRA-sim name such as ``doubleBinaryTree``); empty: ring, or direct for all-to-all."""
     network: str = "none"
-    backend: str = "packet"
+    backend: str = "fluid"
+    """As ``moesim collective``: fluid by default; ``packet`` for the reference scenarios."""
     overrides: tuple[tuple[str, Any], ...] = ()
 
 
