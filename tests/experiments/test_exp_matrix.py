@@ -166,3 +166,17 @@ def test_all_excluded_is_refused_by_the_count_too() -> None:
     data = {"factors": {"model": "deepseek-v4-flash", "topology": 1, "strategy": "TP2EP16"}, "exclude": [{"topology": 1}]}
     with pytest.raises(MoesimError, match="has no runs"):
         parse_matrix(data, "m.yaml").count_runs()
+
+
+def test_placement_is_a_factor_with_paths_relative_to_the_matrix(tmp_path: Path) -> None:
+    (tmp_path / "maps").mkdir()
+    (tmp_path / "maps" / "rev.json").write_text(str(list(range(31, -1, -1))))
+    path = tmp_path / "m.yaml"
+    path.write_text("factors: {model: deepseek-v4-flash, topology: 4, strategy: TP4EP8,\n"
+                    "          placement: [contiguous, ep-within-server, maps/rev.json]}\n")
+    levels = [dict(s.overrides)["placement"] for s in load_matrix(path).runs()]
+    assert levels == ["contiguous", "ep-within-server", str((tmp_path / "maps" / "rev.json").resolve())]
+    path.write_text("factors: {model: deepseek-v4-flash, topology: 4, strategy: TP4EP8, placement: [nearest]}\n")
+    with pytest.raises(MoesimError, match=r"m\.yaml: field 'placement': unknown level 'nearest' \(allowed: "
+                                          r"contiguous, ep-within-server, round-robin-nic, a path"):
+        load_matrix(path).runs()

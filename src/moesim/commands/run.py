@@ -35,6 +35,17 @@ def parse_set(items: list[str] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(out.items()))
 
 
+def with_placement(overrides: tuple[tuple[str, Any], ...], placement: str | None) -> tuple[tuple[str, Any], ...]:
+    """``--placement`` as the ``placement`` override (it wins over ``--set placement=...``)."""
+    if placement is None:
+        return overrides
+    return tuple(sorted({**dict(overrides), "placement": placement}.items()))
+
+
+PLACEMENT_HELP = ("rank → GPU: contiguous (default), ep-within-server, round-robin-nic, or a YAML/JSON file "
+                  "(docs/topology.md, Placement)")
+
+
 def seeded(spec: Any, seed: int, jitter_s: float) -> Any:
     """``spec`` with its ranks started at seeded uniform draws in [0, jitter_s) (seed ≥ 1)."""
     import dataclasses
@@ -82,6 +93,7 @@ def register(app: typer.Typer) -> None:
                                     help="network backend: fluid (default, congestion-aware), packet (exact, slow), "
                                          "flow (fast, blind to congestion control), analytical"),
         set_: list[str] = typer.Option(None, "--set", help="parameter override key=value (repeatable)"),
+        placement: str = typer.Option(None, "--placement", help=PLACEMENT_HELP),
         seeds: int = typer.Option(0, "--seeds", min=0, help="run N times with start-jitter seeds 1..N and print "
                                                            "the spread (0: one deterministic run)"),
         jitter_s: float = typer.Option(DEFAULT_JITTER_S, "--jitter", help="start jitter of --seeds, in seconds"),
@@ -99,7 +111,7 @@ def register(app: typer.Typer) -> None:
         from moesim.system.spec import RunSpec
 
         display = run_progress(progress)
-        overrides = parse_set(set_)
+        overrides = with_placement(parse_set(set_), placement)
         spec = RunSpec(model, topology, normal_strategy(strategy), algorithm, network, backend, overrides)
         caveat = None
         if network_mode(network).cc_algorithm.controls_rate and not models_congestion_control(backend):
@@ -138,6 +150,7 @@ def register(app: typer.Typer) -> None:
         algorithm: str = typer.Option("ring_direct", "--algorithm"),
         network: str = typer.Option("ib_cc0", "--network"),
         set_: list[str] = typer.Option(None, "--set", help="parameter override key=value (repeatable)"),
+        placement: str = typer.Option(None, "--placement", help=PLACEMENT_HELP),
         out: str = typer.Option(..., "--out", help="output directory"),
     ) -> None:
         """Write one run as an ASTRA-sim 2.0 input directory (ET files, system/network configs, README)."""
@@ -145,7 +158,8 @@ def register(app: typer.Typer) -> None:
         from moesim.system.export import export_run
         from moesim.system.spec import RunSpec
 
-        spec = RunSpec(model, topology, normal_strategy(strategy), algorithm, network, "flow", parse_set(set_))
+        spec = RunSpec(model, topology, normal_strategy(strategy), algorithm, network, "flow",
+                       with_placement(parse_set(set_), placement))
         check_output_folder(out)
         files = export_run(spec, out)
         typer.echo(f"wrote {len(files)} files to {out} (see {out}/README.md for the ASTRA-sim command)")

@@ -124,10 +124,28 @@ def _named_level(factor: str, value: str, source: str) -> str:
     return value
 
 
+def _placement_level(value: Any, source: str, base_dir: Path | None) -> str:
+    """A placement rule name as is; a rank → GPU file as an absolute path (it is read when the run is planned,
+    against the run's topology)."""
+    from moesim.topology.placement import PLACEMENT_RULES
+
+    text = str(_overrides()["placement"].check(value, source)).strip()
+    if text in PLACEMENT_RULES.names():
+        return text
+    if text.lower().endswith((".yaml", ".yml", ".json")):
+        path = _resolve_path(text, base_dir)
+        if not path.is_file():
+            raise input_error(source, "placement", f"placement file '{text}' not found",
+                              [*PLACEMENT_RULES.names(), "a path to a .yaml/.json rank → GPU file"])
+        return str(path)
+    raise input_error(source, "placement", f"unknown level '{text}'",
+                      [*PLACEMENT_RULES.names(), "a path to a .yaml/.json rank → GPU file"])
+
+
 def canonical_level(factor: str, value: Any, source: str, base_dir: Path | None = None) -> Level:
     """Validate one level of ``factor`` and return its canonical form.
 
-    ``base_dir`` resolves relative model/topology paths (the matrix file's folder; the current
+    ``base_dir`` resolves relative model/topology/placement paths (the matrix file's folder; the current
     directory for the command line); path levels become absolute so every worker finds them.
     """
     if factor in SPEC_FACTORS:
@@ -141,6 +159,8 @@ def canonical_level(factor: str, value: Any, source: str, base_dir: Path | None 
         if factor == "strategy":
             return _strategy_level(text, source)
         return _named_level(factor, text, source)
+    if factor == "placement":
+        return _placement_level(value, source, base_dir)
     return _overrides()[factor].check(value, source) if factor in _overrides() else value
 
 

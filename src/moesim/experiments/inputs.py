@@ -117,7 +117,7 @@ def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
     p = prepare(spec)
     # with diagnostics every counter is kept (a CNP counted on a flow without CC still shows there)
     cc_flows = diagnostics or p.cc_flows_possible()
-    return {
+    inputs: dict[str, Any] = {
         "version": __version__,
         "model": _simulated_fields(p.model),
         "layout": dataclasses.asdict(p.layout),
@@ -129,6 +129,9 @@ def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
         "workload_options": dataclasses.asdict(p.workload_options),
         "diagnostics": diagnostics,
     }
+    if not p.placement.is_contiguous():  # the default placement leaves the keys of existing stores as they were
+        inputs["placement"] = list(p.placement.rank_to_gpu)
+    return inputs
 
 
 def input_hash(spec: RunSpec, diagnostics: bool = False) -> str:

@@ -115,19 +115,21 @@ def export_run(spec: RunSpec, out_dir: str | Path, prefix: str = "workload") -> 
         "network_analytical.yml": analytical_network_yaml(topology, workload.logical_dims),
         "flow.txt": "0\n",
         "trace.txt": "0\n",
-        "cc_policy.json": json.dumps(_policy(params, topology), indent=1),
+        "cc_policy.json": json.dumps(_policy(params, topology, prepared.placement.rank_to_gpu), indent=1),
         "README.md": _readme(spec, prefix, params),
     }
     for name, text in files.items():
         written.append(atomic_write(out / name, text))
-    written.append(write_ns3_topology(topology, out / "topology.txt"))
+    written.append(write_ns3_topology(topology, out / "topology.txt", prepared.placement))
     (out / "out").mkdir(exist_ok=True)
     return written
 
 
-def _policy(params: NetworkParams, topology: Topology) -> dict[str, object]:
-    exempt = [[a, b] for a in range(topology.num_gpus) for b in range(topology.num_gpus)
-              if a != b and topology.same_server(a, b)]
+def _policy(params: NetworkParams, topology: Topology, rank_to_gpu: tuple[int, ...]) -> dict[str, object]:
+    """The per-flow CC policy by rank (NS-3 node id = rank); ranks on one server carry no CC unless asked."""
+    n = len(rank_to_gpu)
+    exempt = [[a, b] for a in range(n) for b in range(n)
+              if a != b and topology.same_server(rank_to_gpu[a], rank_to_gpu[b])]
     return {
         "cc_mode": params.cc_mode, "cc": params.cc_name,
         "policy": "all flows" if params.transport.intra_server_cc else "inter-server flows only",

@@ -22,6 +22,7 @@ from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
 from moesim.topology.catalog import get_topology, topology_gpu_count
 from moesim.topology.model import Topology
+from moesim.topology.placement import DEFAULT_PLACEMENT, Placement, resolve_placement
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
 from moesim.workload.generator import WorkloadOptions, generate
 from moesim.workload.graph import Workload
@@ -50,6 +51,8 @@ def _override_params() -> dict[str, Param]:
         out[p.name] = dataclasses.replace(p, allowed=Constraint(choices=CHOICES[p.name])) if p.name in CHOICES else p
     for key in LINK_BANDWIDTH_KEYS:
         out[key] = Param(key, "topology", float, "bit/s", Constraint(low=BANDWIDTH_RANGE_BPS[0], high=BANDWIDTH_RANGE_BPS[1]))
+    # a rule name or the path of a rank → GPU file; the path is checked when the run is prepared
+    out["placement"] = Param("placement", "placement", str, "", Constraint())
     return out
 
 
@@ -70,6 +73,9 @@ def split_overrides(overrides: dict[str, Any], source: str = "overrides") -> tup
     parts: dict[str, dict[str, Any]] = {"workload": {}, "system": {}, "network": {}, "topology": {}}
     for key, value in overrides.items():
         checked = check_override(key, value, source)
+        if OVERRIDES[key].section not in parts:
+            raise MoesimError(f"{source}: field '{key}': not accepted here (allowed: {', '.join(sorted(parts))} "
+                              "parameters)")
         parts[OVERRIDES[key].section][key] = checked
     links = {LINK_BANDWIDTH_KEYS[k]: float(v) for k, v in parts["topology"].items()}
     return parts["workload"], parts["system"], parts["network"], links
@@ -89,6 +95,8 @@ class PreparedRun:
     backend_cls: type[NetworkBackend]
     tokens: int
     workload_options: WorkloadOptions
+    placement: Placement
+    """Rank → GPU (``placement`` override: a rule of ``PLACEMENT_RULES`` or a file; default contiguous)."""
 
     def workload(self) -> Workload:
         """The per-rank execution graphs (built anew on each call)."""
@@ -99,7 +107,7 @@ class PreparedRun:
         ``intra_server_cc``, else only flows between servers, so a run on one server has none."""
         if self.params.transport.intra_server_cc:
             return True
-        return len({self.topology.gpus[r].server for r in range(self.layout.num_ranks)}) > 1
+        return len({self.topology.gpus[g].server for g in self.placement.rank_to_gpu}) > 1
 
 
 def run_label_of(spec: RunSpec) -> str:
@@ -114,7 +122,10 @@ def prepare(spec: RunSpec) -> PreparedRun:
     """Resolve every input of a run, so errors surface before anything is simulated."""
     if spec.algorithm not in ALGORITHMS:
         raise MoesimError(f"unknown algorithm '{spec.algorithm}' (allowed: {', '.join(ALGORITHMS)})")
-    wl_over, sys_over, net_over, link_bw = split_overrides(spec.override_dict(), f"run {run_label_of(spec)}")
+    source = f"run {run_label_of(spec)}"
+    overrides = spec.override_dict()
+    placement_value = check_override("placement", overrides.pop("placement", DEFAULT_PLACEMENT), source)
+    wl_over, sys_over, net_over, link_bw = split_overrides(overrides, source)
     model = get_model(spec.model)
     layout = ParallelLayout.parse(spec.strategy)
     params = network_mode(spec.network).with_overrides(net_over)
@@ -131,7 +142,8 @@ def prepare(spec: RunSpec) -> PreparedRun:
                               intra_server_cc=params.transport.intra_server_cc)
     settings = dataclasses.replace(settings, **sys_over)
     backend_cls = BACKENDS.get(spec.backend)
-    return PreparedRun(spec, model, layout, params, topology, settings, backend_cls, tokens, options)
+    placement = resolve_placement(placement_value, topology, layout.tp, layout.ep, source)
+    return PreparedRun(spec, model, layout, params, topology, settings, backend_cls, tokens, options, placement)
 
 
 @dataclass(frozen=True)
@@ -220,7 +232,7 @@ def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False, progress
     backend = backend_cls(prepared.topology, prepared.params,
                           diagnostics=DiagnosticsSpec.everything() if diagnostics else None)
     workload = prepared.workload()
-    sim = Simulation(workload, prepared.topology, backend, settings)
+    sim = Simulation(workload, prepared.topology, backend, settings, prepared.placement.rank_to_gpu)
     if progress is not None:
         _watch(sim, workload, progress)
     nodes = _record_timeline(sim, workload) if timeline else []
@@ -249,6 +261,8 @@ def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
         "fast_forward_mode": simulated.fast_forward_mode,
         "backend": backend_params,
     }
+    if not prepared.placement.is_contiguous():
+        parameters["placement"] = list(prepared.placement.rank_to_gpu)
     return RunResult(
         spec=spec, ranks=ranks, bottleneck_rank=bottleneck, backend=spec.backend, cc_model=cc_model,
         cc_policy=policy, version=__version__, parameters=parameters, diagnostics=simulated.diagnostics,

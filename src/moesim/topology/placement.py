@@ -3,13 +3,15 @@
 The study's placement is contiguous (docs/study.md §4): rank r on server r // G, and because a
 template lists its GPUs four per PCIe switch, each consecutive four local ranks share a switch. As
 GPUs are numbered server-major in template order, contiguous placement is simply rank r = GPU r.
-Any other bijection can be given as an explicit rank → GPU map (GPU indices or names).
+Any other bijection is either a named rule (``PLACEMENT_RULES``: TP groups or EP groups packed into
+servers, or a server's GPUs taken round-robin over its NICs) or an explicit rank → GPU map in a YAML or
+JSON file (GPU indices or names). Rank r of a [TP, EP] layout has TP index r mod TP and EP index r // TP.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,13 @@ from typing import Any
 import yaml
 
 from moesim.errors import MoesimError, input_error
+from moesim.registry import Registry
 from moesim.topology.model import Topology
+
+PlacementRule = Callable[[Topology, int, int], tuple[int, ...]]
+"""(topology, TP, EP) → rank_to_gpu: one named way of mapping a [TP, EP] layout onto a topology's GPUs."""
+PLACEMENT_RULES: Registry[PlacementRule] = Registry("placement rule")
+DEFAULT_PLACEMENT = "contiguous"
 
 
 def topology_source(topology: Topology) -> str:
@@ -62,7 +70,9 @@ class Placement:
 
     def validate(self, topology: Topology, source: str = "placement") -> None:
         """Every GPU exactly once, one rank per GPU."""
-        check_rank_count(topology, self.num_ranks)
+        if self.num_ranks != topology.num_gpus:
+            raise input_error(source, "ranks", f"{self.num_ranks} ranks for the {topology.num_gpus} GPUs of "
+                              f"{topology_source(topology)} (one rank per GPU)")
         seen: dict[int, int] = {}
         for r, g in enumerate(self.rank_to_gpu):
             if not 0 <= g < topology.num_gpus:
@@ -118,3 +128,47 @@ def load_placement(path: str | Path, topology: Topology) -> Placement:
     if not isinstance(data, list | dict):
         raise input_error(str(path), "(top level)", "expected a list or a mapping of rank to GPU")
     return Placement.from_mapping(data, topology, source=str(path))
+
+
+@PLACEMENT_RULES.register("contiguous", "rank r on GPU r: TP groups packed into servers and PCIe switches (default)",
+                          "docs/study.md §4")
+def _contiguous(topology: Topology, tp: int, ep: int) -> tuple[int, ...]:
+    return tuple(range(tp * ep))
+
+
+@PLACEMENT_RULES.register("ep-within-server", "EP groups packed into servers: rank (TP index t, EP index e) on GPU "
+                          "t·EP + e", "docs/topology.md, Placement")
+def _ep_within_server(topology: Topology, tp: int, ep: int) -> tuple[int, ...]:
+    return tuple((r % tp) * ep + r // tp for r in range(tp * ep))
+
+
+@PLACEMENT_RULES.register("round-robin-nic", "servers in order, each server's GPUs taken round-robin over its NICs, "
+                          "so a TP group spreads over the NICs", "docs/topology.md, Placement")
+def _round_robin_nic(topology: Topology, tp: int, ep: int) -> tuple[int, ...]:
+    order: list[int] = []
+    for server in topology.servers:
+        by_nic: dict[str | None, list[int]] = {}
+        for g, info in enumerate(topology.gpus):
+            if info.server == server:
+                by_nic.setdefault(info.nic, []).append(g)
+        queues = list(by_nic.values())
+        while any(queues):
+            order.extend(q.pop(0) for q in queues if q)
+    return tuple(order[: tp * ep])
+
+
+def resolve_placement(value: str, topology: Topology, tp: int, ep: int, source: str = "placement") -> Placement:
+    """A placement from a rule name (``PLACEMENT_RULES``) or the path of a YAML/JSON rank → GPU file, checked
+    against the topology; ``source`` names the field in errors."""
+    if value in PLACEMENT_RULES.names():
+        check_rank_count(topology, tp * ep)
+        placement = Placement(PLACEMENT_RULES.get(value)(topology, tp, ep))
+        placement.validate(topology, f"placement rule {value}")
+        return placement
+    if not str(value).lower().endswith((".yaml", ".yml", ".json")):
+        raise MoesimError(f"{source}: field 'placement': unknown rule {value!r} "
+                          f"(allowed: {', '.join(PLACEMENT_RULES.names())}, or a .yaml/.json file)")
+    placement = load_placement(value, topology)
+    if placement.num_ranks != tp * ep:
+        raise input_error(str(value), "ranks", f"{placement.num_ranks} ranks, the run has {tp * ep}")
+    return placement
