@@ -22,7 +22,7 @@ UNEVEN = "3"
 """A topology whose ranks finish at different times (the bottleneck is not rank 0)."""
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-API_NAMES = ("RunOutput", "load_model", "load_results", "load_topology", "run", "sweep")
+API_NAMES = ("RunOutput", "load_model", "load_results", "load_topology", "place", "run", "sweep")
 RANK_COLUMNS = ["rank", "wall_s", "gpu_s", "comm_s", "bottleneck"]
 NODE_COLUMNS = ["rank", "node_id", "name", "layer", "kind", "start_s", "end_s", "duration_s"]
 LAYER_COLUMNS = ["rank", "layer", "start_s", "end_s", "duration_s", "compute_s", "comm_s", "nodes"]

@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from moesim.api import RunOutput, load_model, load_results, load_topology, run, sweep
+    from moesim.api import RunOutput, load_model, load_results, load_topology, place, run, sweep
 
-__all__ = ["RunOutput", "__version__", "load_model", "load_results", "load_topology", "run", "sweep"]
+__all__ = ["RunOutput", "__version__", "load_model", "load_results", "load_topology", "place", "run", "sweep"]
 
-_API = {"RunOutput", "load_model", "load_results", "load_topology", "run", "sweep"}
+_API = {"RunOutput", "load_model", "load_results", "load_topology", "place", "run", "sweep"}
 
 
 def _version() -> str:

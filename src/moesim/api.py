@@ -25,13 +25,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from moesim.experiments.matrix import Matrix
+    from moesim.experiments.placement_search import SearchResult
     from moesim.experiments.runner import SweepSummary
     from moesim.models.spec import ModelSpec
     from moesim.system.run import NodeTime
     from moesim.system.spec import RunResult, RunSpec
     from moesim.topology.model import Topology
 
-__all__ = ["RunOutput", "load_model", "load_results", "load_topology", "run", "sweep"]
+__all__ = ["RunOutput", "load_model", "load_results", "load_topology", "place", "run", "sweep"]
 
 
 def _pandas() -> Any:
@@ -150,6 +151,26 @@ def run(model: str | Path, topology: str | int | Path, strategy: str, algorithm:
     prepared = prepare(spec)
     simulated = simulate_prepared(prepared, diagnostics=diagnostics, progress=progress, timeline=layers)
     return RunOutput(result_of(prepared, simulated), simulated.timeline)
+
+
+def place(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = "ring_direct",
+          network: str = "ib_cc0", backend: str = "flow", *, evaluations: int = 64, time_s: float | None = None,
+          seed: int = 0, rescore: str | None = "fluid", top: int = 3, workers: int | None = 1,
+          executor: str = "local", address: str | None = None, **overrides: Any) -> SearchResult:
+    """Search rank → GPU mappings, as ``moesim place`` does (docs/experiments.md, "Placement search").
+
+    Returns a ``SearchResult``: ``.default`` and ``.best`` (``.rank_to_gpu``, ``.wall_s``, ``.inline``),
+    ``.gain``, ``.rescored``, and the traffic of both (``.traffic_best.nic_bytes()``). ``workers=1`` simulates
+    in this process; more use the sweep executors.
+    """
+    from moesim.experiments.placement_search import SearchSpec, search_placement
+    from moesim.system.spec import RunSpec
+
+    spec = RunSpec(str(model), str(topology), _strategy(strategy), algorithm, network, backend,
+                   tuple(sorted(overrides.items())))
+    search = SearchSpec(spec, evaluations=evaluations, time_s=time_s, seed=seed, rescore_backend=rescore,
+                        rescore_top=top)
+    return search_placement(search, executor=executor, workers=workers, address=address)
 
 
 def _matrix(what: Any) -> Matrix | None:

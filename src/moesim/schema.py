@@ -87,6 +87,8 @@ class Param:
     kind: Any
     unit: str
     allowed: Constraint
+    note: str = ""
+    """What a value may be, for parameters whose values no range or list describes (e.g. a rule or a file)."""
 
     @staticmethod
     def of(cls: type, section: str, skip: frozenset[str] = frozenset()) -> list[Param]:
@@ -104,6 +106,10 @@ class Param:
     def describe(self) -> str:
         """``name (type, unit, allowed range)`` for error messages and listings."""
         kind = getattr(_base(self.kind), "__name__", str(self.kind))
+        if self.note:
+            return f"{kind}: {self.note}"
+        if _base(self.kind) not in (int, float) and not self.allowed.choices:
+            return kind
         unit = f" {self.unit}" if self.unit else ""
         return f"{kind}{unit} in {self.allowed.describe()}" if not self.allowed.choices else \
             f"one of {self.allowed.describe()}"

@@ -178,5 +178,5 @@ def test_placement_is_a_factor_with_paths_relative_to_the_matrix(tmp_path: Path)
     assert levels == ["contiguous", "ep-within-server", str((tmp_path / "maps" / "rev.json").resolve())]
     path.write_text("factors: {model: deepseek-v4-flash, topology: 4, strategy: TP4EP8, placement: [nearest]}\n")
     with pytest.raises(MoesimError, match=r"m\.yaml: field 'placement': unknown level 'nearest' \(allowed: "
-                                          r"contiguous, ep-within-server, round-robin-nic, a path"):
+                                          r"contiguous, ep-within-server, round-robin-nic, a comma-separated GPU list"):
         load_matrix(path).runs()

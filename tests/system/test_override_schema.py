@@ -64,7 +64,8 @@ def test_good_values_are_converted_to_their_type() -> None:
 
 def test_every_parameter_has_a_unit_or_a_type_and_a_range() -> None:
     for name, p in OVERRIDES.items():
-        assert p.describe() and p.section in ("workload", "system", "network", "topology"), name
+        assert p.describe() and p.section in ("workload", "system", "network", "topology", "placement"), name
+        assert "inf" not in p.describe() or p.kind in (int, float), name
         if name.endswith(("_s", "_bps", "_bytes")):
             assert p.unit, name
     assert OVERRIDES["tokens"].allowed.high == MAX_TOKENS

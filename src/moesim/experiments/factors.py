@@ -127,10 +127,10 @@ def _named_level(factor: str, value: str, source: str) -> str:
 def _placement_level(value: Any, source: str, base_dir: Path | None) -> str:
     """A placement rule name as is; a rank → GPU file as an absolute path (it is read when the run is planned,
     against the run's topology)."""
-    from moesim.topology.placement import PLACEMENT_RULES
+    from moesim.topology.placement import INLINE, PLACEMENT_RULES
 
-    text = str(_overrides()["placement"].check(value, source)).strip()
-    if text in PLACEMENT_RULES.names():
+    text = str(_overrides()["placement"].check(value, source)).strip().replace(" ", "")
+    if text in PLACEMENT_RULES.names() or INLINE.fullmatch(text):
         return text
     if text.lower().endswith((".yaml", ".yml", ".json")):
         path = _resolve_path(text, base_dir)
@@ -139,7 +139,7 @@ def _placement_level(value: Any, source: str, base_dir: Path | None) -> str:
                               [*PLACEMENT_RULES.names(), "a path to a .yaml/.json rank → GPU file"])
         return str(path)
     raise input_error(source, "placement", f"unknown level '{text}'",
-                      [*PLACEMENT_RULES.names(), "a path to a .yaml/.json rank → GPU file"])
+                      [*PLACEMENT_RULES.names(), "a comma-separated GPU list", "a path to a .yaml/.json rank → GPU file"])
 
 
 def canonical_level(factor: str, value: Any, source: str, base_dir: Path | None = None) -> Level:

@@ -22,7 +22,7 @@ from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
 from moesim.topology.catalog import get_topology, topology_gpu_count
 from moesim.topology.model import Topology
-from moesim.topology.placement import DEFAULT_PLACEMENT, Placement, resolve_placement
+from moesim.topology.placement import DEFAULT_PLACEMENT, PLACEMENT_RULES, Placement, resolve_placement
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
 from moesim.workload.generator import WorkloadOptions, generate
 from moesim.workload.graph import Workload
@@ -52,7 +52,9 @@ def _override_params() -> dict[str, Param]:
     for key in LINK_BANDWIDTH_KEYS:
         out[key] = Param(key, "topology", float, "bit/s", Constraint(low=BANDWIDTH_RANGE_BPS[0], high=BANDWIDTH_RANGE_BPS[1]))
     # a rule name or the path of a rank → GPU file; the path is checked when the run is prepared
-    out["placement"] = Param("placement", "placement", str, "", Constraint())
+    out["placement"] = Param("placement", "placement", str, "", Constraint(),
+                             note=f"a rule ({', '.join(PLACEMENT_RULES.names())}), a comma-separated GPU list "
+                                  "or a .yaml/.json rank → GPU file")
     return out
 
 

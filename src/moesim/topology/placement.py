@@ -11,6 +11,7 @@ JSON file (GPU indices or names). Rank r of a [TP, EP] layout has TP index r mod
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,8 @@ PlacementRule = Callable[[Topology, int, int], tuple[int, ...]]
 """(topology, TP, EP) → rank_to_gpu: one named way of mapping a [TP, EP] layout onto a topology's GPUs."""
 PLACEMENT_RULES: Registry[PlacementRule] = Registry("placement rule")
 DEFAULT_PLACEMENT = "contiguous"
+INLINE = re.compile(r"\d+(,\d+)+")
+"""An inline placement: GPU indices by rank, comma-separated (what ``moesim place`` prints)."""
 
 
 def topology_source(topology: Topology) -> str:
@@ -158,16 +161,20 @@ def _round_robin_nic(topology: Topology, tp: int, ep: int) -> tuple[int, ...]:
 
 
 def resolve_placement(value: str, topology: Topology, tp: int, ep: int, source: str = "placement") -> Placement:
-    """A placement from a rule name (``PLACEMENT_RULES``) or the path of a YAML/JSON rank → GPU file, checked
-    against the topology; ``source`` names the field in errors."""
+    """A placement from a rule name (``PLACEMENT_RULES``), an inline GPU list (``"0,4,1,5,..."``: rank r on
+    the r-th GPU index) or the path of a YAML/JSON rank → GPU file, checked against the topology; ``source``
+    names the run in errors."""
     if value in PLACEMENT_RULES.names():
         check_rank_count(topology, tp * ep)
         placement = Placement(PLACEMENT_RULES.get(value)(topology, tp, ep))
         placement.validate(topology, f"placement rule {value}")
         return placement
+    if INLINE.fullmatch(value.replace(" ", "")):
+        return Placement.from_mapping([int(g) for g in value.split(",")], topology, source=f"{source}: placement")
     if not str(value).lower().endswith((".yaml", ".yml", ".json")):
         raise MoesimError(f"{source}: field 'placement': unknown rule {value!r} "
-                          f"(allowed: {', '.join(PLACEMENT_RULES.names())}, or a .yaml/.json file)")
+                          f"(allowed: {', '.join(PLACEMENT_RULES.names())}, a comma-separated GPU list, "
+                           "or a .yaml/.json file)")
     placement = load_placement(value, topology)
     if placement.num_ranks != tp * ep:
         raise input_error(str(value), "ranks", f"{placement.num_ranks} ranks, the run has {tp * ep}")
