@@ -1,5 +1,5 @@
 """Decode runs end to end: latency-bound at batch 1, bandwidth-bound at a large batch; the per-step figures
-of RunResult.summary and `moesim run`; one-line errors for misplaced decode knobs."""
+of RunResult.summary, the report's runs table and `moesim run`; one-line errors for misplaced decode knobs."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import json
 import subprocess
 import sys
 
+import pyarrow as pa
 import pytest
 
+from moesim.analysis.report import decode_columns
 from moesim.errors import MoesimError
 from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
@@ -45,6 +47,12 @@ def test_summary_adds_step_figures_only_for_decode():
     assert d["step_s"] == decode.wall_s / 3 and d["tokens_per_s"] == 8 * 3 / decode.wall_s
     assert d["parameters"]["decode"] == {"batch": 8, "context_tokens": 4096, "decode_steps": 3}
     assert d["parameters"]["tokens"] == 24 and "decode" not in p["parameters"]
+    # the report's runs table reads the same figures back from the stored parameters
+    rows = pa.table({"wall_s": [decode.wall_s, prefill.wall_s],
+                     "params_json": [json.dumps(d["parameters"]), json.dumps(p["parameters"])]})
+    assert decode_columns(rows) == {"step_s": pa.array([d["step_s"], None], pa.float64()),
+                                    "tokens_per_s": pa.array([d["tokens_per_s"], None], pa.float64())}
+    assert decode_columns(rows.slice(1)) == {}
 
 
 def test_tokens_is_refused_in_a_decode_run():

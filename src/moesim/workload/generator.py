@@ -1,4 +1,5 @@
-"""The MoE prefill workload generator: one serial execution graph per rank (docs/study.md §3).
+"""The MoE prefill (and decode-step) workload generator: one serial execution graph per rank
+(docs/study.md §3; decode: docs/workload.md, "Decode").
 
 Per layer the critical path is a chain (no compute–communication overlap):
 
@@ -245,7 +246,7 @@ def routed_expert_work(
 
 EXACT_MISS_BATCH = 65536
 """Above this batch every routed expert counts as hit: its miss probability (1 − k/E)^B is then below
-e^(−65536·k/E), under 1e-28 for any k/E ≥ 1/1024, and the exact power would be needlessly large."""
+e^(−65536·k/E), under 2e-28 for any k/E ≥ 1/1024, and the exact power would be needlessly large."""
 
 
 def expert_hit_fraction(model: ModelSpec, batch: int) -> Fraction:
