@@ -58,8 +58,18 @@ class RunOutput:
 
     @property
     def wall_s(self) -> float:
-        """End-to-end time of the prefill pass: the bottleneck rank's last node end."""
+        """End-to-end time of the prefill pass (or of all decode steps): the bottleneck rank's last node end."""
         return self.result.wall_s
+
+    @property
+    def step_s(self) -> float | None:
+        """A decode run's time per step (``wall_s / decode_steps``); None for a prefill."""
+        return self.result.summary().get("step_s")
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """A decode run's tokens per second (``batch · decode_steps / wall_s``); None for a prefill."""
+        return self.result.summary().get("tokens_per_s")
 
     @property
     def gpu_s(self) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from moesim.analysis.provenance import Provenance, provenance
 from moesim.analysis.results import MODEL, levels, load_results, load_store_meta
 from moesim.analysis.stats import SUBSETS, GridView, RatioView
 from moesim.analysis.study import Analysis, analyse
-from moesim.analysis.tables import SECONDS, format_seconds, to_html, write_table
+from moesim.analysis.tables import NUMBER, SECONDS, format_seconds, to_html, write_table
 from moesim.errors import MoesimError
 from moesim.fileio import atomic_write
 
@@ -80,7 +81,22 @@ def runs_table(a: Analysis) -> pa.Table:
     for c in ("bottleneck_rank", "backend"):
         if c in t.column_names and c not in out:
             out[c] = t.column(c)
+    out.update(decode_columns(t))
     return pa.table(out)
+
+
+def decode_columns(t: pa.Table) -> dict[str, pa.Array]:
+    """``step_s`` and ``tokens_per_s`` of decode runs (their ``parameters.decode``; empty for prefill runs),
+    none at all when no run decodes, so prefill reports keep their columns."""
+    params = [json.loads(p or "{}").get("decode") for p in t.column("params_json").to_pylist()] \
+        if "params_json" in t.column_names else []
+    if not any(params):
+        return {}
+    walls = t.column("wall_s").to_pylist()
+    return {"step_s": pa.array([w / d["decode_steps"] if d else None for w, d in zip(walls, params, strict=True)],
+                               pa.float64()),
+            "tokens_per_s": pa.array([d["batch"] * d["decode_steps"] / w if d else None
+                                      for w, d in zip(walls, params, strict=True)], pa.float64())}
 
 
 def failed_table(raw: pa.Table, factors: Sequence[str]) -> pa.Table | None:
@@ -155,7 +171,7 @@ def _table_items(a: Analysis, raw: pa.Table) -> Iterator[Item]:
                    a.architecture)
     runs = runs_table(a)
     yield Item("runs", "runs", f"All {runs.num_rows} successful runs (wall, GPU and communication time of the "
-               "bottleneck rank, the slowest; comm_fraction = comm / wall)", runs)
+               "bottleneck rank, the slowest; comm_fraction = comm / wall)", runs, kinds={"tokens_per_s": NUMBER})
     failed = failed_table(raw, a.factors)
     if failed is not None:
         yield Item("data", "failed_runs", f"Failed runs ({failed.num_rows}), left out of every statistic", failed)

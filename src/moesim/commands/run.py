@@ -35,15 +35,21 @@ def parse_set(items: list[str] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(out.items()))
 
 
-def with_placement(overrides: tuple[tuple[str, Any], ...], placement: str | None) -> tuple[tuple[str, Any], ...]:
-    """``--placement`` as the ``placement`` override (it wins over ``--set placement=...``)."""
-    if placement is None:
-        return overrides
-    return tuple(sorted({**dict(overrides), "placement": placement}.items()))
+def with_flags(overrides: tuple[tuple[str, Any], ...], **flags: Any) -> tuple[tuple[str, Any], ...]:
+    """``overrides`` plus the convenience flags that were given (``--phase`` → ``phase``, ...); a
+    parameter given both ways is a one-line error."""
+    out = dict(overrides)
+    for name, value in flags.items():
+        if value is None:
+            continue
+        if name in out:
+            raise MoesimError(f"--set {name}: also given by its own flag; give it once")
+        out[name] = value
+    return tuple(sorted(out.items()))
 
 
-PLACEMENT_HELP = ("rank → GPU: contiguous (default), ep-within-server, round-robin-nic, or a YAML/JSON file "
-                  "(docs/topology.md, Placement)")
+PLACEMENT_HELP = ("rank → GPU: contiguous (default), ep-within-server, round-robin-nic, a comma-separated GPU "
+                  "list or a YAML/JSON file (docs/topology.md, Placement)")
 
 
 def seeded(spec: Any, seed: int, jitter_s: float) -> Any:
@@ -97,12 +103,17 @@ def register(app: typer.Typer) -> None:
         seeds: int = typer.Option(0, "--seeds", min=0, help="run N times with start-jitter seeds 1..N and print "
                                                            "the spread (0: one deterministic run)"),
         jitter_s: float = typer.Option(DEFAULT_JITTER_S, "--jitter", help="start jitter of --seeds, in seconds"),
+        phase: str = typer.Option(None, "--phase", help="prefill (default) | decode (= --set phase=...)"),
+        batch: int = typer.Option(None, "--batch", help="decode: sequences per step (= --set batch=N)"),
+        context: int = typer.Option(None, "--context", help="decode: KV-cache tokens at the first step "
+                                                             "(= --set context_tokens=N)"),
+        steps: int = typer.Option(None, "--steps", help="decode: steps (= --set decode_steps=N)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         progress: str = typer.Option("auto", "--progress",
                                      help="auto (a live line on a terminal, periodic lines otherwise) | bar | "
                                           "periodic | plain | none; on stderr"),
     ) -> None:
-        """Simulate one configuration (one deterministic prefill pass)."""
+        """Simulate one configuration (one deterministic prefill pass, or decode steps with --phase decode)."""
         from moesim.experiments.inputs import run_label
         from moesim.experiments.progress import run_progress
         from moesim.network.base import congestion_control_backends, models_congestion_control
@@ -111,7 +122,8 @@ def register(app: typer.Typer) -> None:
         from moesim.system.spec import RunSpec
 
         display = run_progress(progress)
-        overrides = with_placement(parse_set(set_), placement)
+        overrides = with_flags(parse_set(set_), phase=phase, batch=batch, context_tokens=context, decode_steps=steps,
+                               placement=placement)
         spec = RunSpec(model, topology, normal_strategy(strategy), algorithm, network, backend, overrides)
         caveat = None
         if network_mode(network).cc_algorithm.controls_rate and not models_congestion_control(backend):
@@ -137,6 +149,8 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"{model}  topology {topology}  {spec.strategy}  {algorithm}  {network}")
         typer.echo(f"  wall {result.wall_s:.6f} s   GPU {result.gpu_s:.6f} s   comm {result.comm_s:.6f} s"
                    f"   (bottleneck rank {result.bottleneck_rank})")
+        if "step_s" in record:
+            typer.echo(f"  decode: {record['step_s'] * 1e3:.6f} ms per step   {record['tokens_per_s']:.1f} tokens/s")
         typer.echo(f"  backend {result.backend}; congestion control: {result.cc_model}; policy: {result.cc_policy}")
         typer.echo(f"  simulated in {result.sim_wallclock_s:.2f} s (moesim {result.version})")
         if caveat:
@@ -159,7 +173,7 @@ def register(app: typer.Typer) -> None:
         from moesim.system.spec import RunSpec
 
         spec = RunSpec(model, topology, normal_strategy(strategy), algorithm, network, "flow",
-                       with_placement(parse_set(set_), placement))
+                       with_flags(parse_set(set_), placement=placement))
         check_output_folder(out)
         files = export_run(spec, out)
         typer.echo(f"wrote {len(files)} files to {out} (see {out}/README.md for the ASTRA-sim command)")

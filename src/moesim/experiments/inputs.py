@@ -107,6 +107,16 @@ def _simulated_fields(spec: Any) -> dict[str, Any]:
     return data
 
 
+def _workload_options(options: Any) -> dict[str, Any]:
+    """The workload options as data; a prefill leaves the decode knobs out, so its key is what it was before
+    the knobs existed (stores made then resume without re-simulating)."""
+    data = dataclasses.asdict(options)
+    if data.get("phase") == "prefill":
+        for name in ("phase", "batch", "context_tokens", "decode_steps"):
+            data.pop(name, None)
+    return data
+
+
 def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
     """Everything a run's simulation reads, as JSON-able data, and nothing that only labels it (the
     network mode's name, CC parameters when no flow carries CC): runs with equal inputs are one
@@ -126,7 +136,7 @@ def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
         "system": dataclasses.asdict(p.settings),
         "backend": f"{p.backend_cls.__module__}.{p.backend_cls.__qualname__}",
         "tokens": p.tokens,
-        "workload_options": dataclasses.asdict(p.workload_options),
+        "workload_options": _workload_options(p.workload_options),
         "diagnostics": diagnostics,
     }
     if not p.placement.is_contiguous():  # the default placement leaves the keys of existing stores as they were

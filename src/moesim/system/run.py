@@ -139,6 +139,11 @@ def prepare(spec: RunSpec) -> PreparedRun:
         topology = topology.with_link_bandwidths(link_bw)
     tokens = int(wl_over.pop("tokens", 4096))
     options = WorkloadOptions(**wl_over)
+    if options.phase == "decode":  # tokens = what the steps generate; the prefill length does not apply
+        if "tokens" in spec.override_dict():
+            raise MoesimError(f"run {run_label_of(spec)}: field 'tokens': a prefill length; a decode run "
+                              f"takes batch, context_tokens and decode_steps")
+        tokens = options.batch * options.decode_steps  # type: ignore[operator]
     tp_impl, ep_impl = ALGORITHMS[spec.algorithm]
     settings = SystemSettings(all_reduce=(tp_impl, tp_impl), all_to_all=(ep_impl, ep_impl),
                               intra_server_cc=params.transport.intra_server_cc)
@@ -265,6 +270,10 @@ def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
     }
     if not prepared.placement.is_contiguous():
         parameters["placement"] = list(prepared.placement.rank_to_gpu)
+    options = prepared.workload_options
+    if options.phase == "decode":
+        parameters["decode"] = {"batch": options.batch, "context_tokens": options.context_tokens,
+                                "decode_steps": options.decode_steps}
     return RunResult(
         spec=spec, ranks=ranks, bottleneck_rank=bottleneck, backend=spec.backend, cc_model=cc_model,
         cc_policy=policy, version=__version__, parameters=parameters, diagnostics=simulated.diagnostics,

@@ -82,7 +82,7 @@ class RunResult:
         from moesim.workload.layout import ParallelLayout
 
         layout = ParallelLayout.parse(self.spec.strategy)
-        return {
+        record = {
             "model": self.spec.model,
             "topology": self.spec.topology,
             "strategy": self.spec.strategy,
@@ -101,3 +101,8 @@ class RunResult:
             "parameters": self.parameters,
             "version": self.version,
         }
+        decode = self.parameters.get("decode")
+        if decode:  # decode runs only: prefill records keep their keys
+            record["step_s"] = self.wall_s / decode["decode_steps"]
+            record["tokens_per_s"] = decode["batch"] * decode["decode_steps"] / self.wall_s
+        return record

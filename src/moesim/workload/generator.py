@@ -1,4 +1,5 @@
-"""The MoE prefill workload generator: one serial execution graph per rank (docs/study.md §3).
+"""The MoE prefill (and decode-step) workload generator: one serial execution graph per rank
+(docs/study.md §3; decode: docs/workload.md, "Decode").
 
 Per layer the critical path is a chain (no compute–communication overlap):
 
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 from moesim.errors import MoesimError, input_error
 from moesim.models.spec import ModelSpec
 from moesim.registry import Registry
+from moesim.schema import constraint
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
 
@@ -35,6 +37,16 @@ STUDY_PEAK_FLOPS = 1.0e15
 STUDY_MEM_BW_BYTES_PER_S = 1.6e12
 
 COLLECTIVE_ADDRESSING = ("dims", "groups")
+PHASES = ("prefill", "decode")
+MAX_DECODE_TOKENS = 10**9
+MAX_DECODE_STEPS = 1024
+"""Every step is its own copy of the layers in the graph, so the node count grows with the steps."""
+DECODE_KNOBS = {
+    "batch": (1, 1, MAX_DECODE_TOKENS),
+    "context_tokens": (STUDY_TOKENS, 0, MAX_DECODE_TOKENS),
+    "decode_steps": (1, 1, MAX_DECODE_STEPS),
+}
+"""Decode knob → (its value when a decode run leaves it unset, smallest, largest allowed)."""
 
 GeneratorFn = Callable[..., Workload]
 GENERATORS: Registry[GeneratorFn] = Registry("workload generator")
@@ -49,14 +61,23 @@ class WorkloadOptions:
     ``num_ranks``: if set, TP × EP must equal it (the study: 32).
     ``collective_addressing``: ``"dims"`` = global group + ``involved_dims`` (docs/study.md §6);
     ``"groups"`` = communicator-group ids (Chakra ``pg_name``, docs/reference-semantics.md C.4).
+    ``phase``: ``"prefill"`` (one pass over ``tokens`` tokens) or ``"decode"``: ``decode_steps``
+    steps of ``batch`` sequences, one new token each, whose KV cache holds ``context_tokens`` tokens
+    at the first step. The decode knobs are refused in prefill; in decode an unset one takes its
+    ``DECODE_KNOBS`` default.
     """
 
     weight_bytes_per_param: float = 1.0
     expert_bytes_per_param: float = 0.5
     num_ranks: int | None = None
     collective_addressing: str = "dims"
+    phase: str = field(default="prefill", metadata=constraint(choices=PHASES))
+    batch: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_TOKENS))
+    context_tokens: int | None = field(default=None, metadata=constraint(low=0, high=MAX_DECODE_TOKENS))
+    decode_steps: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_STEPS))
 
     def __post_init__(self) -> None:
+        self._check_phase()
         for name in ("weight_bytes_per_param", "expert_bytes_per_param"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
@@ -72,6 +93,18 @@ class WorkloadOptions:
                 f"unknown value {self.collective_addressing!r}",
                 COLLECTIVE_ADDRESSING,
             )
+
+    def _check_phase(self) -> None:
+        if self.phase not in PHASES:
+            raise input_error("workload options", "phase", f"unknown value {self.phase!r}", PHASES)
+        for name, (default, low, high) in DECODE_KNOBS.items():
+            value = getattr(self, name)
+            if self.phase == "prefill" and value is not None:
+                raise input_error("workload options", name, "applies only with phase=decode")
+            if self.phase == "decode" and value is None:
+                object.__setattr__(self, name, default)  # a decode run states every knob (and hashes so)
+            elif value is not None and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
+                raise input_error("workload options", name, f"must be an integer in [{low}, {high}], got {value!r}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -118,15 +151,28 @@ def _work(flops: Fraction | int, bytes_moved: Fraction | int) -> Work:
     return Work(int(flops), int(bytes_moved))
 
 
-def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float) -> Work:
-    """Attention of one TP shard: heads split over TP (ceil), projections column/row-split.
+@dataclass(frozen=True)
+class AttentionShard:
+    """One TP shard's attention: its projection parameters, heads, score and value widths, and the
+    KV-cache bytes it keeps per token per layer."""
+
+    params: int
+    heads: int
+    qk_dim: int
+    v_dim: int
+    kv_cache_bytes_per_token: int
+
+
+def attention_shard(model: ModelSpec, tp: int) -> AttentionShard:
+    """Heads split over TP (ceil), projections column/row-split.
 
     GQA: Q (hidden → heads·d), K and V (hidden → kv_heads·d each; KV heads are replicated when
-    fewer than TP), O (heads·d → hidden). MLA: q down (hidden → q_lora, replicated) and q up
+    fewer than TP), O (heads·d → hidden); the shard caches K and V of its KV heads,
+    2·⌈kv_heads/TP⌉·d values per token. MLA: q down (hidden → q_lora, replicated) and q up
     (q_lora → heads·qk_dim), kv down (hidden → kv_lora + rope, replicated), kv up (kv_lora →
-    heads·(nope + v)), O (heads·v → hidden). Every projection costs 2·T·in·out FLOPs; the score and
-    value products cost 2·T²·heads·qk_dim + 2·T²·heads·v_dim (full T×T, no causal halving).
-    Bytes: the shard's weights + activations in and out (T·hidden·2 each).
+    heads·(nope + v)), O (heads·v → hidden); the shard caches the whole compressed latent,
+    kv_lora + rope values per token (it is shared by all heads, so TP does not split it).
+    Cached values take ``bytes_per_activation`` bytes each.
     """
     att = model.attention
     hidden = model.hidden_size
@@ -143,13 +189,40 @@ def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_para
             params = hidden * heads * qk_dim
         params += hidden * (kv_lora + rope) + kv_lora * heads * (nope + v_dim)
         params += heads * v_dim * hidden
+        cached = kv_lora + rope
     else:
         qk_dim = v_dim = att.head_dim
         kv_heads = _ceil_div(att.num_kv_heads, tp)
         params = hidden * heads * qk_dim + 2 * hidden * kv_heads * qk_dim + heads * v_dim * hidden
-    flops = 2 * tokens * params + 2 * tokens * tokens * heads * (qk_dim + v_dim)
-    act = 2 * tokens * hidden * model.bytes_per_activation
-    return _work(flops, params * Fraction(weight_bytes_per_param) + act)
+        cached = 2 * kv_heads * att.head_dim
+    return AttentionShard(params, heads, qk_dim, v_dim, cached * model.bytes_per_activation)
+
+
+def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float) -> Work:
+    """Prefill attention of one TP shard (``attention_shard``). Every projection costs 2·T·in·out
+    FLOPs; the score and value products cost 2·T²·heads·qk_dim + 2·T²·heads·v_dim (full T×T, no
+    causal halving). Bytes: the shard's weights + activations in and out (T·hidden·2 each).
+    """
+    a = attention_shard(model, tp)
+    flops = 2 * tokens * a.params + 2 * tokens * tokens * a.heads * (a.qk_dim + a.v_dim)
+    act = 2 * tokens * model.hidden_size * model.bytes_per_activation
+    return _work(flops, a.params * Fraction(weight_bytes_per_param) + act)
+
+
+def decode_attention_work(
+    model: ModelSpec, tp: int, batch: int, context_tokens: int, weight_bytes_per_param: float
+) -> Work:
+    """One decode step's attention on one TP shard: B new tokens, each attending to a C-token cache.
+
+    FLOPs: 2·B·params (projections) + 2·B·C·heads·(qk_dim + v_dim) (scores and values).
+    Bytes: the shard's weights + the KV cache it reads, B·C·``kv_cache_bytes_per_token`` + the
+    activations in and out (B·hidden·2 each).
+    """
+    a = attention_shard(model, tp)
+    flops = 2 * batch * a.params + 2 * batch * context_tokens * a.heads * (a.qk_dim + a.v_dim)
+    kv = batch * context_tokens * a.kv_cache_bytes_per_token
+    act = 2 * batch * model.hidden_size * model.bytes_per_activation
+    return _work(flops, a.params * Fraction(weight_bytes_per_param) + kv + act)
 
 
 def routed_expert_work(
@@ -169,6 +242,31 @@ def routed_expert_work(
         expert_bytes_per_param
     )
     return _work(flops, weights)
+
+
+EXACT_MISS_BATCH = 65536
+"""Above this batch every routed expert counts as hit: its miss probability (1 − k/E)^B is then below
+e^(−65536·k/E), under 2e-28 for any k/E ≥ 1/1024, and the exact power would be needlessly large."""
+
+
+def expert_hit_fraction(model: ModelSpec, batch: int) -> Fraction:
+    """Expected fraction of routed experts that receive at least one of B tokens under uniform top-k
+    routing: 1 − (1 − k/E)^B (each token picks k of the E experts)."""
+    if batch > EXACT_MISS_BATCH:
+        return Fraction(1)
+    return 1 - Fraction(model.routed_experts - model.top_k, model.routed_experts) ** batch
+
+
+def decode_routed_expert_work(
+    model: ModelSpec, layout: ParallelLayout, batch: int, expert_bytes_per_param: float
+) -> Work:
+    """Routed experts on one rank at one decode step: B·k/EP rows; only the experts that some token
+    hits are read, so the weight bytes are the rank's share times ``expert_hit_fraction`` (the
+    expectation E·(1 − (1 − k/E)^B) experts per layer, spread evenly over the ranks)."""
+    full = routed_expert_work(model, layout, batch, expert_bytes_per_param)
+    weights = Fraction(model.routed_experts * 3 * model.comm_dim * model.expert_ffn_width,
+                       layout.tp * layout.ep) * Fraction(expert_bytes_per_param)
+    return _work(full.flops, weights * expert_hit_fraction(model, batch))
 
 
 def shared_ffn_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float) -> Work:
@@ -237,8 +335,10 @@ def _layer_templates(
     options: WorkloadOptions,
     tp_group: int,
     ep_group: int,
+    context_tokens: int | None = None,
 ) -> tuple[tuple[_Op, ...], tuple[_Op, ...]]:
-    """The (dense layer, MoE layer) node sequences of one rank."""
+    """The (dense layer, MoE layer) node sequences of one rank: a prefill of ``tokens`` tokens, or
+    with ``context_tokens`` one decode step of ``tokens`` sequences over a cache that long."""
     tp_kw: dict[str, Any] = {"group": tp_group} if tp_group else {"involved_dims": (True, False)}
     ep_kw: dict[str, Any] = {"group": ep_group} if ep_group else {"involved_dims": (False, True)}
     v_tp = tp_allreduce_bytes(model, tokens)
@@ -262,12 +362,18 @@ def _layer_templates(
             _Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL, size_bytes=v_ep, **ep_kw)
         ]
 
-    head = comp("attention", attention_work(model, layout.tp, tokens, wb)) + tp_ar("tp_allreduce_attn")
+    if context_tokens is None:
+        attention = attention_work(model, layout.tp, tokens, wb)
+        experts = routed_expert_work(model, layout, tokens, eb)
+    else:
+        attention = decode_attention_work(model, layout.tp, tokens, context_tokens, wb)
+        experts = decode_routed_expert_work(model, layout, tokens, eb)
+    head = comp("attention", attention) + tp_ar("tp_allreduce_attn")
     dense = head + comp("dense_ffn", dense_ffn_work(model, layout.tp, tokens, wb)) + tp_ar("tp_allreduce_out")
     moe = (
         head
         + ep_a2a("ep_dispatch")
-        + comp("routed_experts", routed_expert_work(model, layout, tokens, eb))
+        + comp("routed_experts", experts)
         + ep_a2a("ep_combine")
         + comp("shared_ffn", shared_ffn_work(model, tokens, wb))
         + tp_ar("tp_allreduce_out")
@@ -275,10 +381,30 @@ def _layer_templates(
     return tuple(dense), tuple(moe)
 
 
-def _instantiate(model: ModelSpec, dense: tuple[_Op, ...], moe: tuple[_Op, ...]) -> tuple[Node, ...]:
-    """Lay the layer templates out as one chain: ids 0, 1, 2, … and deps = (previous id,)."""
+Templates = tuple[tuple[_Op, ...], tuple[_Op, ...]]
+
+
+def _passes(
+    model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions, tp_group: int, ep_group: int
+) -> list[Templates]:
+    """The layer templates of each forward pass: the prefill, or each decode step (step s reads a
+    cache of ``context_tokens`` + s tokens: the tokens of the earlier steps join it)."""
+    if options.phase == "prefill":
+        return [_layer_templates(model, layout, tokens, options, tp_group, ep_group)]
+    assert options.batch is not None and options.context_tokens is not None and options.decode_steps is not None
+    return [
+        _layer_templates(model, layout, options.batch, options, tp_group, ep_group, options.context_tokens + step)
+        for step in range(options.decode_steps)
+    ]
+
+
+def _instantiate(model: ModelSpec, passes: list[Templates]) -> tuple[Node, ...]:
+    """Lay the passes' layers out as one chain: ids 0, 1, 2, … and deps = (previous id,); pass p's
+    layer L gets ``layer`` = p·num_layers + L."""
     nodes: list[Node] = []
-    for layer in range(model.num_layers):
+    for index in range(len(passes) * model.num_layers):
+        step, layer = divmod(index, model.num_layers)
+        dense, moe = passes[step]
         for op in dense if layer < model.first_dense_layers else moe:
             nid = len(nodes)
             nodes.append(
@@ -293,7 +419,7 @@ def _instantiate(model: ModelSpec, dense: tuple[_Op, ...], moe: tuple[_Op, ...])
                     size_bytes=op.size_bytes,
                     group=op.group,
                     involved_dims=op.involved_dims,
-                    layer=layer,
+                    layer=index,
                 )
             )
     return tuple(nodes)
@@ -320,14 +446,16 @@ def _comm_groups(
     return tp_of, ep_of, tuple(table)
 
 
-@GENERATORS.register("moe_prefill", "serial MoE prefill forward pass, uniform routing", "docs/study.md §3")
+@GENERATORS.register("moe_prefill", "serial MoE prefill forward pass (or decode steps), uniform routing",
+                     "docs/study.md §3")
 def generate(
     model: ModelSpec,
     layout: ParallelLayout,
     tokens: int = STUDY_TOKENS,
     options: WorkloadOptions | None = None,
 ) -> Workload:
-    """Build the per-rank graphs of one ``tokens``-token prefill pass of ``model`` under ``layout``."""
+    """Build the per-rank graphs of one ``tokens``-token prefill pass of ``model`` under ``layout``,
+    or with ``options.phase == "decode"`` of its decode steps (``tokens`` is then unused)."""
     options = options or WorkloadOptions()
     _validate(model, layout, tokens, options)
     tp_of, ep_of, table = _comm_groups(layout)
@@ -337,10 +465,13 @@ def generate(
     for rank in range(layout.num_ranks):
         key = (tp_of[rank], ep_of[rank]) if by_groups else (0, 0)
         if key not in cache:  # ranks with the same groups share one (immutable) node tuple
-            cache[key] = _instantiate(model, *_layer_templates(model, layout, tokens, options, *key))
+            cache[key] = _instantiate(model, _passes(model, layout, tokens, options, *key))
         graphs.append(RankGraph(rank=rank, nodes=cache[key]))
+    name = f"{model.key}_{layout.name}_T{tokens}"
+    if options.phase == "decode":
+        name = f"{model.key}_{layout.name}_decode_B{options.batch}_C{options.context_tokens}_S{options.decode_steps}"
     return Workload(
-        name=f"{model.key}_{layout.name}_T{tokens}",
+        name=name,
         graphs=tuple(graphs),
         logical_dims=(layout.tp, layout.ep),
         comm_groups=table,
