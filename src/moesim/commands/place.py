@@ -16,7 +16,7 @@ def _gb(nbytes: float) -> str:
 
 
 def _why(result: Any, top: int = 4) -> list[str]:
-    """The NICs whose fabric bytes moved most between the default and the best mapping."""
+    """The balance bounds, and the fabric bytes of the busiest NICs under the default and the best mapping."""
     before, after = result.traffic_default.nic_bytes(), result.traffic_best.nic_bytes()
     lines = [f"  balance bound {result.default.bound_s:.6f} s → {result.best.bound_s:.6f} s "
              "(Σ per collective of its busiest link's bytes / bandwidth)"]
@@ -24,9 +24,9 @@ def _why(result: Any, top: int = 4) -> list[str]:
         return [*lines, "  no NICs: all traffic stays inside the server"]
     peak = [max(v[0] for v in side.values()) for side in (before, after)]
     lines.append(f"  busiest NIC sends {_gb(peak[0])} → {_gb(peak[1])} into the fabric over the run")
-    moved = sorted(before, key=lambda n: (-abs(after[n][0] - before[n][0]), n))[:top]
+    busiest = sorted(before, key=lambda n: (-max(*before[n], *after[n]), n))[:top]
     lines += [f"    {n}: sends {_gb(before[n][0])} → {_gb(after[n][0])}, receives {_gb(before[n][1])} → "
-              f"{_gb(after[n][1])}" for n in moved if before[n] != after[n]]
+              f"{_gb(after[n][1])}" for n in sorted(busiest)]
     return lines
 
 
