@@ -146,6 +146,42 @@ def run_cmd(
     _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json)
 
 
+@sweep_app.command("placement")
+def placement_cmd(
+    out: Out,
+    model: Annotated[str, typer.Option("--model", help="the model of every run")] = "deepseek-v4-flash",
+    topologies: Annotated[str, typer.Option("--topologies", "--topology", help="comma-separated topologies")]
+    = "1,2,3,4,5,6",
+    strategies: Annotated[str, typer.Option("--strategies", "--strategy", help="comma-separated strategies")]
+    = "TP2EP16,TP4EP8,TP8EP4,TP16EP2",
+    algorithm: Annotated[str, typer.Option("--algorithm", help="ring_direct | dbt_direct")] = "ring_direct",
+    network: Annotated[str, typer.Option("--network", help="the network mode of every run")] = "roce_dcqcn",
+    backend: Annotated[str, typer.Option("--backend", help="backend of the stored runs")] = "fluid",
+    search_backend: Annotated[str, typer.Option("--search-backend", help="backend that scores the search")] = "flow",
+    evaluations: Annotated[int, typer.Option("--evaluations", min=1, help="simulations per search")] = 16,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="seed of every search")] = 0,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="parameter override key=value (repeatable)")]
+    = None,
+    executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
+    progress: ProgressOpt = "auto", max_retries: Retries = 3,
+) -> None:
+    """Default against best-found rank → GPU mapping for every topology and strategy (docs/experiments.md)."""
+    from moesim.commands.run import normal_strategy, parse_set
+    from moesim.experiments.placement_study import PlacementStudy, run_placement_study
+
+    study = PlacementStudy(model=model, topologies=tuple(_split(topologies)),
+                           strategies=tuple(normal_strategy(s) for s in _split(strategies)), algorithm=algorithm,
+                           network=network, search_backend=search_backend, backend=backend,
+                           evaluations=evaluations, seed=seed, overrides=parse_set(set_))
+    summary = run_placement_study(study, out, executor=executor, workers=workers, address=address,
+                                  progress=progress, max_retries=max_retries,
+                                  say=lambda line: print(line, file=sys.stderr))
+    for line in summary.lines():
+        typer.echo(line)
+    if summary.failures:
+        raise SystemExit(1)
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return ""
