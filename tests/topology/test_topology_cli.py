@@ -56,4 +56,6 @@ def test_user_error_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "moesim.cli", "topology", "draw", "7", "--out", str(tmp_path / "x.svg")],
                           capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == "moesim: error: unknown topology '7' (allowed: 1, 2, 3, 4, 5, 6, star:N, or a path to a .yaml file)"
+    assert proc.stderr.strip() == ("moesim: error: unknown topology '7' (allowed: 1, 2, 3, 4, 5, 6, "
+                                   "gb200-nvl72[:N[:FABRIC]], hgx-h100[:N[:FABRIC]], mi300x[:N[:FABRIC]], star:N, "
+                                   "or a path to a .yaml file)")
