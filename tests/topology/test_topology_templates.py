@@ -281,14 +281,15 @@ def test_a_device_named_like_the_domain_switch_is_an_error(tmp_path: Path) -> No
 
 
 def test_rack_scale_clusters_build_and_route_in_time_linear_in_racks() -> None:
-    """8 and 16 racks of 72 GPUs: doubling the racks at most about doubles the build (a loose 3× bound:
-    the machine is shared), and 1,152 GPUs build and route GPU 0 to every GPU within seconds."""
+    """8 and 16 racks of 72 GPUs: doubling the racks at most about doubles the build (a loose 3× bound on
+    this process's CPU time, as the machine is shared), and 1,152 GPUs build and route GPU 0 to every
+    GPU within seconds."""
     def timed(racks: int) -> tuple[float, float]:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         topo = build_topology(get_cluster_spec(f"gb200-nvl72:{racks}"), 0.7e-6)
-        t1 = time.perf_counter()
+        t1 = time.process_time()
         assert all(topo.route(0, g) for g in range(1, topo.num_gpus))
-        return t1 - t0, time.perf_counter() - t1
+        return t1 - t0, time.process_time() - t1
 
     small = min(timed(8)[0] for _ in range(3))
     big, route_s = min(timed(16) for _ in range(2))
