@@ -89,7 +89,7 @@ def _summary(topology: str, network: str, gpus_shown: int = 0) -> dict[str, Any]
     rows = range(topo.num_gpus) if gpus_shown == 0 or gpus_shown >= last else [*range(gpus_shown), last]
     return {
         "name": topo.name, "description": topo.description, "source": topo.meta_value("source"),
-        "fabric": topo.meta_value("fabric_description"),
+        "fabric": topo.meta_value("fabric_description"), "gpu_domain": topo.meta_value("gpu_domain"),
         "devices": {k.value: counts[k] for k in NodeKind},
         "links": [{"kind": kind, "count": n, "bandwidth_bps": bw, "delay_s": delay}
                   for (kind, bw, delay), n in sorted(groups.items())],
@@ -117,7 +117,10 @@ def show_cmd(topology: str = _T, network: str = _NETWORK, as_json: bool = _JSON,
     console = Console()
     console.print(f"[bold]Topology {info['name']}[/bold]: {info['description']}")
     console.print(f"source: {info['source']}; fabric: {info['fabric']}")
-    console.print("devices: " + ", ".join(f"{n} {kind}" for kind, n in info["devices"].items()))
+    if info["gpu_domain"]:
+        console.print(f"GPU domain (per server): {info['gpu_domain']}")
+    console.print("devices: " + ", ".join(f"{n} {kind}" for kind, n in info["devices"].items()
+                                          if n or kind != "nvswitch"))
     links = Table(title="Links (directed; a cable is two)")
     for col in ("kind", "count", "bandwidth", "delay"):
         links.add_column(col)
