@@ -21,7 +21,9 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def test_the_examples_folder() -> None:
     assert sorted(p.name for p in EXAMPLES.iterdir() if not p.name.startswith(".")) == [
-        "matrix.yaml", "quickstart.ipynb", "topology.yaml"]
+        "matrix.yaml", "quickstart.ipynb", "servers", "topology.yaml"]
+    assert sorted(p.name for p in (EXAMPLES / "servers").iterdir()) == [
+        "gb200-nvl72.yaml", "hgx-h100-rail.yaml", "mi300x-leaf-spine.yaml"]  # checked in tests/topology
 
 
 def test_the_notebook_is_stored_without_outputs() -> None:

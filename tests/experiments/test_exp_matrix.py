@@ -111,7 +111,10 @@ def test_relative_model_path_is_relative_to_the_matrix_file(small_dir: Path) -> 
     ("factors: {model: gpt-9, topology: 1, strategy: TP2EP16}",
      r"m\.yaml: field 'model': unknown level 'gpt-9' \(allowed: kimi-k3, glm-5.3, deepseek-v4-pro, deepseek-v4-flash"),
     ("factors: {model: deepseek-v4-flash, topology: 7, strategy: TP2EP16}",
-     r"field 'topology': unknown level '7' \(allowed: 1, 2, 3, 4, 5, 6, star:N, a path to a topology \.yaml\)"),
+     r"field 'topology': unknown level '7' \(allowed: 1, 2, 3, 4, 5, 6, gb200-nvl72\[:N\[:FABRIC\]\], "
+     r"hgx-h100\[:N\[:FABRIC\]\], mi300x\[:N\[:FABRIC\]\], star:N, a path to a topology \.yaml\)"),
+    ("factors: {model: deepseek-v4-flash, topology: 'hgx-h100:0', strategy: TP8EP2}",
+     r"field 'topology': topology 'hgx-h100:0': the server count '0' is not a positive integer"),
     ("factors: {model: deepseek-v4-flash, topology: 1, strategy: TP2xEP16}",
      r"field 'strategy': unknown level 'TP2xEP16' \(allowed: TP<n>EP<m>"),
     ("factors: {model: deepseek-v4-flash, topology: 1, strategy: TP2EP16, network: roce}",
@@ -180,3 +183,9 @@ def test_placement_is_a_factor_with_paths_relative_to_the_matrix(tmp_path: Path)
     with pytest.raises(MoesimError, match=r"m\.yaml: field 'placement': unknown level 'nearest' \(allowed: "
                                           r"contiguous, ep-within-server, round-robin-nic, a comma-separated GPU list"):
         load_matrix(path).runs()
+
+
+def test_server_templates_are_topology_levels(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("factors: {model: deepseek-v4-flash, topology: ['hgx-h100:2', 'mi300x:2:ls3'], strategy: TP8EP2}")
+    assert {s.topology for s in load_matrix(path).runs()} == {"hgx-h100:2", "mi300x:2:ls3"}

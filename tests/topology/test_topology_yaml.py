@@ -135,7 +135,7 @@ BAD = [
     ("self link", mutate("server/links/1/b", "gpu0"), r"field 'server.links\[1\]': a link joins 'gpu0' to itself"),
     ("zero servers", mutate("servers", 0), r"field 'servers': must be a positive integer"),
     ("no gpus", mutate("server/gpus", []), r"field 'server.gpus': a server needs at least one GPU"),
-    ("unknown fabric", mutate("fabric/kind", "torus"), r"field 'fabric.kind': unknown fabric 'torus' \(allowed: leaf_spine, none, single_switch\)"),
+    ("unknown fabric", mutate("fabric/kind", "torus"), r"field 'fabric.kind': unknown fabric 'torus' \(allowed: leaf_spine, none, rail_optimized, single_switch\)"),
     ("missing fabric", mutate("fabric", DELETE), r"field 'fabric': missing"),
     ("bad pinned nic", mutate("server/gpus/0", {"name": "gpu0", "nic": "nic7"}), r"field 'server.gpus\[0\].nic': unknown NIC 'nic7'"),
 ]
@@ -192,7 +192,8 @@ def test_malformed_yaml(tmp_path: Path, text: str, pattern: str) -> None:
 def test_missing_file_and_unknown_name(tmp_path: Path) -> None:
     with pytest.raises(MoesimError, match=r"nope.yaml: cannot read the topology file"):
         get_topology(str(tmp_path / "nope.yaml"))
-    with pytest.raises(MoesimError, match=r"unknown topology '7' \(allowed: 1, 2, 3, 4, 5, 6, star:N, or a path"):
+    with pytest.raises(MoesimError, match=r"unknown topology '7' \(allowed: 1, 2, 3, 4, 5, 6, gb200-nvl72\[:N\[:FABRIC\]\], "
+                       r"hgx-h100\[:N\[:FABRIC\]\], mi300x\[:N\[:FABRIC\]\], star:N, or a path"):
         get_topology("7")
 
 

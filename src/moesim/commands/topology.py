@@ -16,11 +16,12 @@ EXPORT_FORMATS = ("astra-ns3", "yaml")
 
 topology_app = typer.Typer(
     name="topology",
-    help="Server topologies: the six study topologies (1..6) or a YAML file of your own.",
+    help="Server topologies: the six study topologies (1..6), server templates (hgx-h100:4, ...) or a YAML file.",
     no_args_is_help=True,
 )
 
-_T = typer.Argument(..., help="A topology name (1..6) or the path of a topology YAML file.")
+_T = typer.Argument(..., help="A topology name (1..6), a server template NAME[:SERVERS[:FABRIC]] (e.g. hgx-h100:4, "
+                               "mi300x:16:ls3; see `moesim topology list`) or the path of a topology YAML file.")
 _NETWORK = typer.Option("ib_cc0", "--network", help="Network mode; sets the NIC–switch delay (IB 0.7 µs, RoCE 1 µs).")
 _JSON = typer.Option(False, "--json", help="Print JSON instead of tables.")
 
@@ -33,27 +34,45 @@ def _nic_delay(network: str) -> float:
 
 @topology_app.command("list")
 def list_cmd(as_json: bool = _JSON) -> None:
-    """List the built-in topologies."""
-    from moesim.topology import TOPOLOGIES, NodeKind, get_topology
+    """List the built-in topologies, the server templates (NAME[:SERVERS[:FABRIC]]) and the fabrics."""
+    from moesim.topology import FABRICS, TOPOLOGIES, NodeKind, get_topology
+    from moesim.topology.templates import FABRIC_FORMS, SERVER_TEMPLATES
 
     rows: list[dict[str, Any]] = []
     for entry in TOPOLOGIES:
         topo = get_topology(entry.name)
-        rows.append({"name": entry.name, "servers": topo.num_servers, "gpus": topo.num_gpus,
+        rows.append({"name": entry.name, "kind": "study", "servers": topo.num_servers, "gpus": topo.num_gpus,
                      "nics": len(topo.nodes_of_kind(NodeKind.NIC)), "description": entry.description,
                      "reference": entry.reference})
+    for tmpl in SERVER_TEMPLATES:
+        server = tmpl.obj.server
+        rows.append({"name": tmpl.name, "kind": "template", "servers": 1, "gpus": len(server.gpus),
+                     "nics": len(server.nics), "description": tmpl.description, "reference": tmpl.reference})
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="Built-in topologies (or pass the path of a YAML file)")
-    for col in ("name", "servers", "GPUs", "NICs", "description", "reference"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r["name"], str(r["servers"]), str(r["gpus"]), str(r["nics"]), r["description"], r["reference"])
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    titles = {"study": "Study topologies (docs/study.md §4; or pass the path of a YAML file)",
+              "template": f"Server templates: NAME[:SERVERS[:FABRIC]], FABRIC one of {', '.join(FABRIC_FORMS)} "
+                          "(default rail); counts per server"}
+    for kind, title in titles.items():
+        table = Table(title=title)
+        for col in ("name", "servers", "GPUs", "NICs", "description", "reference"):
+            table.add_column(col)
+        for r in rows:
+            if r["kind"] == kind:
+                table.add_row(r["name"], str(r["servers"]), str(r["gpus"]), str(r["nics"]), r["description"],
+                              r["reference"])
+        console.print(table)
+    fabrics = Table(title="Fabrics (YAML fabric.kind)")
+    for col in ("kind", "description", "reference"):
+        fabrics.add_column(col)
+    for fabric in FABRICS:
+        fabrics.add_row(fabric.name, fabric.description, fabric.reference)
+    console.print(fabrics)
 
 
 def _summary(topology: str, network: str, gpus_shown: int = 0) -> dict[str, Any]:
@@ -70,7 +89,7 @@ def _summary(topology: str, network: str, gpus_shown: int = 0) -> dict[str, Any]
     rows = range(topo.num_gpus) if gpus_shown == 0 or gpus_shown >= last else [*range(gpus_shown), last]
     return {
         "name": topo.name, "description": topo.description, "source": topo.meta_value("source"),
-        "fabric": topo.meta_value("fabric_description"),
+        "fabric": topo.meta_value("fabric_description"), "gpu_domain": topo.meta_value("gpu_domain"),
         "devices": {k.value: counts[k] for k in NodeKind},
         "links": [{"kind": kind, "count": n, "bandwidth_bps": bw, "delay_s": delay}
                   for (kind, bw, delay), n in sorted(groups.items())],
@@ -98,7 +117,10 @@ def show_cmd(topology: str = _T, network: str = _NETWORK, as_json: bool = _JSON,
     console = Console()
     console.print(f"[bold]Topology {info['name']}[/bold]: {info['description']}")
     console.print(f"source: {info['source']}; fabric: {info['fabric']}")
-    console.print("devices: " + ", ".join(f"{n} {kind}" for kind, n in info["devices"].items()))
+    if info["gpu_domain"]:
+        console.print(f"GPU domain (per server): {info['gpu_domain']}")
+    console.print("devices: " + ", ".join(f"{n} {kind}" for kind, n in info["devices"].items()
+                                          if n or kind != "nvswitch"))
     links = Table(title="Links (directed; a cable is two)")
     for col in ("kind", "count", "bandwidth", "delay"):
         links.add_column(col)

@@ -46,8 +46,9 @@ def allowed_levels(factor: str) -> list[str]:
         return [*model_keys(), "a path to a model .yaml or a Hugging Face config.json"]
     if factor == "topology":
         from moesim.topology import TOPOLOGIES
+        from moesim.topology.templates import template_names
 
-        return [*TOPOLOGIES.names(), "star:N", "a path to a topology .yaml"]
+        return [*TOPOLOGIES.names(), *template_names(), "star:N", "a path to a topology .yaml"]
     if factor == "strategy":
         return ["TP<n>EP<m>, e.g. TP2EP16"]
     if factor == "algorithm":
@@ -91,11 +92,12 @@ def _model_level(value: str, source: str, base_dir: Path | None) -> str:
 def _topology_level(value: str, source: str, base_dir: Path | None) -> str:
     from moesim.topology import TOPOLOGIES, get_cluster_spec
     from moesim.topology.catalog import star_hosts
+    from moesim.topology.templates import template_spec
 
     if value in TOPOLOGIES:
         return value
     try:
-        if star_hosts(value) is not None:
+        if star_hosts(value) is not None or template_spec(value) is not None:  # hgx-h100:4 (templates.py)
             return value
     except MoesimError as e:
         raise input_error(source, "topology", str(e), allowed_levels("topology")) from None

@@ -22,11 +22,15 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from moesim.errors import MoesimError, input_error
 from moesim.topology.fabrics import Fabric
 from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
 from moesim.topology.units import DELAY_RANGE_S, DELAY_RANGE_TEXT, check_bandwidth_bps, check_delay_s
+
+if TYPE_CHECKING:
+    from moesim.topology.domains import GpuDomain
 
 LINK_KINDS = ("pcie", "upi", "p2p", "fabric", "nvlink")
 MAX_DEVICES = 2_000_000
@@ -37,6 +41,8 @@ _ID = re.compile(r"[A-Za-z0-9_\-]+")
 def infer_link_kind(a: NodeKind, b: NodeKind) -> str:
     """The link kind implied by its end devices (used when a cable's kind is left empty)."""
     ends = {a, b}
+    if NodeKind.NVSWITCH in ends:
+        return "nvlink"
     if NodeKind.SWITCH in ends:
         return "fabric"
     if ends == {NodeKind.CPU}:
@@ -69,13 +75,18 @@ class GpuSpec:
 
 @dataclass(frozen=True)
 class ServerTemplate:
-    """The devices and intra-server cables of one server. GPU order = local rank order."""
+    """The devices and intra-server cables of one server. GPU order = local rank order.
+
+    ``domain``: the GPUs' interconnect (NVSwitch, full mesh; ``domains/``), expanded into devices and
+    ``nvlink`` cables on top of ``cables``; None: only the listed cables join the GPUs.
+    """
 
     cpus: tuple[str, ...] = ()
     pcie_switches: tuple[str, ...] = ()
     gpus: tuple[GpuSpec, ...] = ()
     nics: tuple[str, ...] = ()
     cables: tuple[CableSpec, ...] = ()
+    domain: GpuDomain | None = None
 
     def device_kinds(self) -> dict[str, NodeKind]:
         out: dict[str, NodeKind] = {}
@@ -83,7 +94,17 @@ class ServerTemplate:
                             (NodeKind.GPU, [g.name for g in self.gpus]), (NodeKind.NIC, self.nics)):
             for name in names:
                 out.setdefault(name, kind)
+        if self.domain is not None:
+            for name, kind in self.domain.devices().items():
+                out.setdefault(name, kind)
         return out
+
+    def all_cables(self) -> tuple[tuple[str, CableSpec], ...]:
+        """(where, cable) for every cable of the server: the listed ones, then the domain's."""
+        listed = tuple((f"server.links[{i}]", c) for i, c in enumerate(self.cables))
+        if self.domain is None:
+            return listed
+        return listed + tuple(("server.gpu_domain", c) for c in self.domain.cables(tuple(g.name for g in self.gpus)))
 
 
 @dataclass(frozen=True)
@@ -212,6 +233,11 @@ def check_template(template: ServerTemplate, source: str) -> None:
             seen[name] = where
     if not template.gpus:
         raise input_error(source, "server.gpus", "a server needs at least one GPU")
+    if template.domain is not None:
+        for name in template.domain.devices():
+            if name in seen:
+                raise input_error(source, seen[name], f"id '{name}' is taken by the {template.domain.kind} "
+                                  "GPU domain's device; rename it")
     for i, gpu in enumerate(template.gpus):
         if gpu.nic is not None and gpu.nic not in template.nics:
             raise input_error(source, f"server.gpus[{i}].nic", f"unknown NIC '{gpu.nic}'", template.nics)
@@ -242,7 +268,7 @@ def check_cluster(spec: ClusterSpec) -> None:
     t = spec.server
     check_template(t, source)
     switches, fabric_cables = spec.fabric.size(n, len(t.nics))
-    devices, cables = n * len(t.device_kinds()) + switches, n * len(t.cables) + fabric_cables
+    devices, cables = n * len(t.device_kinds()) + switches, n * len(t.all_cables()) + fabric_cables
     for what, count, limit in (("devices", devices, MAX_DEVICES), ("cables", cables, MAX_CABLES)):
         if count > limit:
             raise input_error(source, "servers", f"{n} servers and the fabric make {count:,} {what}, more than "
@@ -282,15 +308,16 @@ def build_topology(spec: ClusterSpec, nic_switch_delay_s: float = 0.7e-6) -> Top
         ("fabric", spec.fabric.kind),
         ("fabric_description", spec.fabric.describe()),
         ("nic_switch_delay_s", repr(nic_switch_delay_s if fabric_delay is None else fabric_delay)),
-    )
+    ) + ((("gpu_domain", t.domain.describe()),) if t.domain is not None else ())
     server_nics: list[list[str]] = []
+    cables = t.all_cables()
     with _collector_paused():
         for s in range(spec.num_servers):
             p = f"s{s}."
             for name, kind in kinds.items():
                 b.add_node(p + name, kind, s, where="server")
-            for i, c in enumerate(t.cables):
-                b.add_cable(p + c.a, p + c.b, c.bandwidth_bps, c.delay_s, c.kind, where=f"server.links[{i}]")
+            for where, c in cables:
+                b.add_cable(p + c.a, p + c.b, c.bandwidth_bps, c.delay_s, c.kind, where=where)
             for i, g in enumerate(t.gpus):
                 if g.nic is not None:
                     b.set_gpu_nic(p + g.name, p + g.nic, where=f"server.gpus[{i}].nic")

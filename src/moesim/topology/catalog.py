@@ -1,4 +1,5 @@
-"""Look up a topology by registry name ("1".."6"), ``star:N``, or the path of a YAML file, and build it.
+"""Look up a topology by registry name ("1".."6"), a server template (``hgx-h100:4``, templates.py),
+``star:N``, or the path of a YAML file, and build it.
 
 Specs and built topologies are cached per process: a built-in by name, a YAML file by its resolved
 path, re-read when its modification time or size changes (one entry per path, so editing a file in
@@ -14,6 +15,7 @@ from moesim.errors import MoesimError
 from moesim.topology.builder import ClusterSpec, build_topology
 from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
 from moesim.topology.study import TOPOLOGIES
+from moesim.topology.templates import template_names, template_spec
 from moesim.topology.yaml_io import load_cluster_yaml
 
 _Stamp = tuple[int, int]
@@ -57,11 +59,11 @@ def is_yaml_path(name_or_path: str) -> bool:
 
 def _resolve(name_or_path: str) -> tuple[str, _Stamp]:
     """(cache key, stamp) of a built-in name or a YAML file; raises the unknown-name or read error."""
-    if name_or_path in TOPOLOGIES:
+    if name_or_path in TOPOLOGIES or template_spec(name_or_path) is not None:
         return name_or_path, _BUILTIN
     if not is_yaml_path(name_or_path):
-        raise MoesimError(f"unknown topology '{name_or_path}' "
-                          f"(allowed: {', '.join(TOPOLOGIES.names())}, star:N, or a path to a .yaml file)")
+        raise MoesimError(f"unknown topology '{name_or_path}' (allowed: {', '.join(TOPOLOGIES.names())}, "
+                          f"{', '.join(template_names())}, star:N, or a path to a .yaml file)")
     path = Path(name_or_path)
     try:
         st = path.stat()
@@ -71,13 +73,20 @@ def _resolve(name_or_path: str) -> tuple[str, _Stamp]:
         raise MoesimError(f"{path}: cannot read the topology file") from None
 
 
+def _builtin_spec(name: str) -> ClusterSpec:
+    """A study topology ("1".."6") or a server template cluster (``hgx-h100:4``)."""
+    spec = TOPOLOGIES.get(name) if name in TOPOLOGIES else template_spec(name)
+    assert spec is not None  # _resolve accepted the name
+    return spec
+
+
 def get_cluster_spec(name_or_path: str) -> ClusterSpec:
     """The spec of a registered topology, or the validated spec of a YAML file (cached)."""
     name_or_path = str(name_or_path)
     key, stamp = _resolve(name_or_path)
     hit = _SPECS.get(key)
     if hit is None or hit[0] != stamp:
-        spec = TOPOLOGIES.get(name_or_path) if stamp == _BUILTIN else load_cluster_yaml(name_or_path)
+        spec = _builtin_spec(name_or_path) if stamp == _BUILTIN else load_cluster_yaml(name_or_path)
         hit = _SPECS[key] = (stamp, spec)
     return hit[1]
 

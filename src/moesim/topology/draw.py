@@ -1,8 +1,8 @@
 """Topology diagrams: one server drawn in full and the cluster around it (docs/study.md §7).
 
 The detailed server shows its CPUs, PCIe switches, GPUs and NICs in tiers (each device under the
-PCIe switch or CPU it hangs from), switch–switch and UPI links as arcs, and its NICs' cables to the
-external fabric. Every other server is a compact box naming its GPUs and cabled to its fabric
+PCIe switch or CPU it hangs from), switch–switch, UPI and GPU-mesh links as arcs, an NVSwitch as a
+bar under its GPUs, and its NICs' cables to the external fabric. Every other server is a compact box naming its GPUs and cabled to its fabric
 switch (at most ``MAX_COMPACT_SERVERS`` boxes; larger clusters end with a "… more" box). A legend
 gives each link kind's bandwidth and delay. Output is SVG or PNG by file suffix, byte-identical for
 the same input (fixed SVG hash salt, no dates); SVG text stays text, so every GPU name is searchable.
@@ -32,16 +32,16 @@ FORMATS = ("svg", "png")
 
 NODE_COLOURS = {
     NodeKind.GPU: "#cfe8b0", NodeKind.CPU: "#cdd9f2", NodeKind.PCIE_SWITCH: "#f6d7b0",
-    NodeKind.NIC: "#f4c2c2", NodeKind.SWITCH: "#d9d9d9",
+    NodeKind.NIC: "#f4c2c2", NodeKind.SWITCH: "#d9d9d9", NodeKind.NVSWITCH: "#d7cdee",
 }
 NODE_LABELS = {
     NodeKind.GPU: "GPU", NodeKind.CPU: "CPU", NodeKind.PCIE_SWITCH: "PCIe switch",
-    NodeKind.NIC: "NIC", NodeKind.SWITCH: "external switch",
+    NodeKind.NIC: "NIC", NodeKind.SWITCH: "external switch", NodeKind.NVSWITCH: "NVSwitch (GPU interconnect)",
 }
 LINK_COLOURS = {"pcie": "#4C72B0", "p2p": "#DD8452", "upi": "#C44E52", "fabric": "#55A868", "nvlink": "#8172B3"}
 LINK_LABELS = {
     "pcie": "PCIe (GPU/NIC ↔ CPU or PCIe switch)", "p2p": "PCIe switch ↔ PCIe switch", "upi": "UPI (CPU ↔ CPU)",
-    "fabric": "NIC ↔ switch, switch ↔ switch", "nvlink": "GPU ↔ GPU",
+    "fabric": "NIC ↔ switch, switch ↔ switch", "nvlink": "GPU ↔ GPU or NVSwitch (NVLink, Infinity Fabric)",
 }
 _DEV_W, _DEV_H = 0.8, 1.5      # GPU / NIC boxes (names written vertically)
 _SW_H, _CPU_W = 0.8, 2.2
@@ -99,7 +99,9 @@ def _server_layout(topo: Topology, server: int) -> dict[str, _Box]:
         if xs and g != prev:
             x += 0.5
         xs[d], prev, x = x, g, x + 1.0
-    y_psw = _DEV_H / 2 + 1.6
+    gpu_arcs = max((_arc_height(abs(xs[a] - xs[b])) for a in xs for b in nbrs[a]
+                    if b in xs and kind[a] == kind[b] == NodeKind.GPU), default=0.0)  # a GPU mesh's arcs
+    y_psw = _DEV_H / 2 + 1.6 + gpu_arcs + (0.4 if gpu_arcs else 0.0)
     boxes = {d: _Box(xs[d], 0.0, _DEV_W, _DEV_H) for d in order}
 
     def centre(children: list[str], default: float) -> tuple[float, float]:
@@ -121,6 +123,10 @@ def _server_layout(topo: Topology, server: int) -> dict[str, _Box]:
             x += 2.5
         xs[cpu] = cx
         boxes[cpu] = _Box(cx, y_cpu, _CPU_W, _SW_H)
+    gpu_x = [xs[d] for d in order if kind[d] == NodeKind.GPU]
+    for i, nvs in enumerate(n.name for n in nodes if n.kind == NodeKind.NVSWITCH):  # a bar under the GPUs
+        boxes[nvs] = _Box((min(gpu_x) + max(gpu_x)) / 2, -_DEV_H / 2 - 1.0 - 1.2 * i,
+                          max(1.6, max(gpu_x) - min(gpu_x) + _DEV_W), _SW_H)
     row = sorted((boxes[c] for c in cpus), key=lambda b: b.x)
     for a, b in zip(row, row[1:], strict=False):  # narrow, then push apart, CPUs that would overlap
         a.w = b.w = max(1.5, min(a.w, b.w, b.x - a.x - 0.3))
@@ -181,7 +187,7 @@ def render_topology(topo: Topology, fmt: str, server: int = 0) -> bytes:
     left = min(b.x - b.w / 2 for b in boxes.values()) - 0.6
     right = max(b.x + b.w / 2 for b in boxes.values()) + 0.6
     top = max(b.y + b.h / 2 for b in boxes.values()) + 0.9
-    bottom = -_DEV_H / 2 - 0.5
+    bottom = min(-_DEV_H / 2, min(b.y - b.h / 2 for b in boxes.values())) - 0.5
 
     cpu_boxes = [boxes[n] for n in boxes if kind[n] == NodeKind.CPU]
     top += max((_arc_height(abs(a.x - b.x)) for a in cpu_boxes for b in cpu_boxes), default=0.0)
@@ -260,7 +266,7 @@ def render_topology(topo: Topology, fmt: str, server: int = 0) -> bytes:
             mx, my = pa.x, (pa.y - pa.h / 2 + yb) / 2
         elif abs(pa.y - pb.y) < 1e-9 and kind[a] != NodeKind.SWITCH:
             (a, b, pa, pb) = (a, b, pa, pb) if pa.x < pb.x else (b, a, pb, pa)
-            tier = sorted((n for n in boxes if kind[n] == kind[a] and abs(boxes[n].y - pa.y) < 1e-9),
+            tier = sorted((n for n in boxes if abs(boxes[n].y - pa.y) < 1e-9),
                           key=lambda n: boxes[n].x)
             ia, ib = tier.index(a), tier.index(b)
             spread = 0.35 / max(1, len(tier) - 1)
@@ -285,13 +291,14 @@ def render_topology(topo: Topology, fmt: str, server: int = 0) -> bytes:
         link = topo.links[fwd]
         if link.src in boxes and link.dst in boxes:
             edge(link.src, link.dst, link.kind)
-    psws = sorted((n for n in boxes if kind[n] == NodeKind.PCIE_SWITCH), key=lambda n: boxes[n].x)
-    p2p = sum(1 for lk in topo.links if lk.src in psws and lk.dst in psws) // 2
-    if len(psws) >= 3 and p2p == len(psws) * (len(psws) - 1) // 2:
-        b0, b1 = boxes[psws[0]], boxes[psws[-1]]
-        ax.text((b0.x + b1.x) / 2, b0.y + b0.h / 2 + _arc_height(b1.x - b0.x) + 0.1,
-                f"full mesh K{len(psws)}: {p2p} direct PCIe switch links", ha="center", va="bottom", fontsize=6.5,
-                color=LINK_COLOURS["p2p"], zorder=4)
+    for k, what, colour in ((NodeKind.PCIE_SWITCH, "PCIe switch", "p2p"), (NodeKind.GPU, "GPU", "nvlink")):
+        tier = sorted((n for n in boxes if kind[n] == k), key=lambda n: boxes[n].x)
+        direct = sum(1 for lk in topo.links if lk.src in tier and lk.dst in tier and kind[lk.dst] == k) // 2
+        if len(tier) >= 3 and direct == len(tier) * (len(tier) - 1) // 2:
+            b0, b1 = boxes[tier[0]], boxes[tier[-1]]
+            ax.text((b0.x + b1.x) / 2, b0.y + b0.h / 2 + _arc_height(b1.x - b0.x) + 0.1,
+                    f"full mesh K{len(tier)}: {direct} direct {what} links", ha="center", va="bottom", fontsize=6.5,
+                    color=LINK_COLOURS[colour], zorder=4)
 
     # compact servers and their cables to the fabric
     nic_switches: dict[int | None, list[str]] = defaultdict(list)

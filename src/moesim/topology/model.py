@@ -6,7 +6,8 @@ results are reproducible across runs and processes. A route between GPUs on diff
 leaves through the source GPU's NIC affinity and enters through the destination GPU's NIC
 (docs/study.md §4); its three segments are GPU → own NIC inside the server, NIC → NIC across the
 external fabric (switches only), NIC → GPU inside the destination server. A route between GPUs of
-one server stays inside it whenever the server's own links connect them.
+one server takes the server's GPU interconnect (``nvlink`` links: NVLink/NVSwitch, Infinity Fabric)
+when it joins them, else stays on the server's own links whenever they connect the two GPUs.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class NodeKind(StrEnum):
     PCIE_SWITCH = "pcie_switch"
     NIC = "nic"
     SWITCH = "switch"
+    NVSWITCH = "nvswitch"  # a GPU interconnect switch inside a server (domains/nvswitch.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +70,7 @@ class GpuInfo:
 # Path cost = hops · _HOP_PS + Σ delay in picoseconds: integers, so equal-cost paths tie exactly, and
 # one hop outweighs the delay of any path shorter than 1000 s (hop count first, then delay).
 _HOP_PS = 10**15
-_ALL, _SERVER, _FABRIC = "all", "server", "fabric"
+_ALL, _SERVER, _FABRIC, _NVLINK = "all", "server", "fabric", "nvlink"
 # Shortest-path DAGs kept in the cache: at least this many entries, or a few per node; the oldest DAGs are
 # dropped beyond that, so memory stays linear in the topology's size (routes never depend on the cache).
 _DAG_CACHE_MIN_ENTRIES = 100_000
@@ -186,6 +188,16 @@ class Topology:
         return tuple(tuple(a) for a in out)
 
     @cached_property
+    def _nvlink_adj(self) -> Edges:
+        """``_adj`` restricted to ``nvlink`` links (empty tuples when the topology has none)."""
+        kinds = [link.kind == "nvlink" for link in self.links]
+        return tuple(tuple(e for e in edges if kinds[e[1]]) for edges in self._adj)
+
+    @cached_property
+    def _has_nvlink(self) -> bool:
+        return any(link.kind == "nvlink" for link in self.links)
+
+    @cached_property
     def _radj(self) -> Edges:
         """Node index → ((predecessor index, link id, cost), ...): the links into each node."""
         out: list[list[tuple[int, int, int]]] = [[] for _ in self.nodes]
@@ -201,15 +213,17 @@ class Topology:
     def _dag(self, src: int, scope: str) -> dict[int, tuple[tuple[int, int], ...]]:
         """Shortest-path predecessor DAG from node ``src``: reached node → ((previous node, link id), ...).
 
-        Scopes: ``all`` (whole graph), ``server`` (nodes of ``src``'s server only). Cached as tuples of
+        Scopes: ``all`` (whole graph), ``server`` (nodes of ``src``'s server only), ``nvlink`` (``nvlink``
+        links between nodes of ``src``'s server only). Cached as tuples of
         ints, which the garbage collector stops scanning: many cached DAGs then cost it nothing.
         """
         key = (src, scope)
         dags = self._cache["dag"]
         if key in dags:
             return dags[key]
-        adj, node_server = self._adj, self._node_server
+        adj, node_server = (self._nvlink_adj if scope == _NVLINK else self._adj), self._node_server
         home = node_server[src]
+        local = scope in (_SERVER, _NVLINK)
         dist = {src: 0}
         preds: dict[int, list[tuple[int, int]]] = {src: []}
         heap = [(0, src)]
@@ -218,7 +232,7 @@ class Topology:
             if d > dist[u]:
                 continue
             for v, lid, cost in adj[u]:
-                if scope == _SERVER and node_server[v] != home:
+                if local and node_server[v] != home:
                     continue
                 nd = d + cost
                 old = dist.get(v)
@@ -322,7 +336,8 @@ class Topology:
         if src_gpu == dst_gpu:
             paths: list[tuple[int, ...]] = [()]
         elif s.server == d.server:
-            paths = list(self._paths(si, di, _SERVER) or self._paths(si, di, _ALL))
+            paths = list((self._has_nvlink and self._paths(si, di, _NVLINK)) or self._paths(si, di, _SERVER)
+                         or self._paths(si, di, _ALL))
         elif s.nic is not None and d.nic is not None:
             sn, dn = self._index[s.nic], self._index[d.nic]
             out, across, into = self._paths(si, sn, _SERVER), self._paths(sn, dn, _FABRIC), self._paths(dn, di, _SERVER)

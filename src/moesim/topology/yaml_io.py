@@ -8,6 +8,7 @@
       pcie_switches: [psw0, psw1]
       gpus: [gpu0, gpu1, gpu2, gpu3, gpu4, gpu5, gpu6, gpu7]   # or {name: gpu0, nic: nic1}
       nics: [nic0, nic1]
+      gpu_domain: {kind: nvswitch, bandwidth: 3600Gbps, delay: 0.1us}   # optional: or kind: mesh
       links:                          # full-duplex cables; kind is inferred when omitted
         - {a: gpu0, b: psw0, bandwidth: 512Gbps, delay: 0.2us}
         ...
@@ -40,13 +41,14 @@ from moesim.topology.builder import (
     check_cluster,
     check_template,
 )
+from moesim.topology.domains import GPU_DOMAINS, GpuDomain
 from moesim.topology.fabrics import FABRICS
 from moesim.topology.fabrics.base import check_keys
 from moesim.topology.output import write_output
 from moesim.topology.units import format_bandwidth, format_delay, parse_bandwidth_bps, parse_delay_s
 
 _TOP_KEYS = ("name", "description", "servers", "server", "fabric")
-_SERVER_KEYS = ("cpus", "pcie_switches", "gpus", "nics", "links")
+_SERVER_KEYS = ("cpus", "pcie_switches", "gpus", "nics", "gpu_domain", "links")
 _LINK_KEYS = ("a", "b", "bandwidth", "delay", "kind")
 _GPU_KEYS = ("name", "nic")
 
@@ -97,6 +99,16 @@ def _link(item: Any, source: str, field: str) -> CableSpec:
                      parse_delay_s(m["delay"], source, f"{field}.delay"), kind)
 
 
+def _domain(value: Any, source: str) -> GpuDomain | None:
+    if value is None:
+        return None
+    m = _mapping(value, source, "server.gpu_domain")
+    kind = m.get("kind")
+    if not isinstance(kind, str) or kind not in GPU_DOMAINS:
+        raise input_error(source, "server.gpu_domain.kind", f"unknown GPU domain {kind!r}", GPU_DOMAINS.names())
+    return GPU_DOMAINS.get(kind).from_dict(m, source)
+
+
 def cluster_from_dict(data: Any, source: str, default_name: str = "custom") -> ClusterSpec:
     """Turn a parsed YAML document into a validated ``ClusterSpec`` (``source`` names it in errors)."""
     top = _mapping(data, source, "(top level)")
@@ -126,6 +138,7 @@ def cluster_from_dict(data: Any, source: str, default_name: str = "custom") -> C
         gpus=tuple(_gpu(g, source, f"server.gpus[{i}]") for i, g in enumerate(gpus_raw)),
         nics=_names(srv.get("nics"), source, "server.nics"),
         cables=tuple(_link(c, source, f"server.links[{i}]") for i, c in enumerate(links_raw)),
+        domain=_domain(srv.get("gpu_domain"), source),
     )
     check_template(template, source)
     fab = _mapping(top["fabric"], source, "fabric")
@@ -163,6 +176,8 @@ def cluster_to_dict(spec: ClusterSpec) -> dict[str, Any]:
     server["gpus"] = [g.name if g.nic is None else {"name": g.name, "nic": g.nic} for g in t.gpus]
     if t.nics:
         server["nics"] = list(t.nics)
+    if t.domain is not None:
+        server["gpu_domain"] = t.domain.to_dict()
     links = []
     for c in t.cables:
         link = {"a": c.a, "b": c.b, "bandwidth": format_bandwidth(c.bandwidth_bps), "delay": format_delay(c.delay_s)}
@@ -182,7 +197,8 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _represent_dict(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
-    flow = "a" in data or set(data) == {"name", "nic"}  # one link, or one GPU with a pinned NIC
+    flow = "a" in data or set(data) == {"name", "nic"} or set(data) == {"kind", "bandwidth", "delay"}  # one link,
+    # one GPU with a pinned NIC, or the GPU domain
     return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=flow)
 
 
