@@ -153,7 +153,7 @@ def test_plugins_json_lists_every_registry() -> None:
     assert names["topologies"] == TOPOLOGIES.names() and set(names["topologies"]) == {"1", "2", "3", "4", "5", "6"}
     assert names["fabrics"] == FABRICS.names() and {"none", "single_switch", "leaf_spine"} <= set(names["fabrics"])
     assert names["executors"] == EXECUTORS.names() and {"local", "ray", "dask"} <= set(names["executors"])
-    assert {"generators", "hf-families", "progress"} <= set(data)
+    assert {"generators", "hf-families", "progress", "server-templates", "gpu-domains", "placement-rules"} <= set(data)
     for kind, rows in data.items():
         assert all(set(e) == {"name", "description", "reference"} and e["description"] for e in rows), kind
 

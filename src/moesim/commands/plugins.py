@@ -17,7 +17,10 @@ KINDS: tuple[tuple[str, str, str], ...] = (
     ("cc", "moesim.network.cc", "CC_ALGORITHMS"),
     ("collectives", "moesim.system.collectives", "COLLECTIVES"),
     ("topologies", "moesim.topology", "TOPOLOGIES"),
+    ("server-templates", "moesim.topology", "SERVER_TEMPLATES"),
+    ("gpu-domains", "moesim.topology.domains", "GPU_DOMAINS"),
     ("fabrics", "moesim.topology.fabrics", "FABRICS"),
+    ("placement-rules", "moesim.topology.placement", "PLACEMENT_RULES"),
     ("generators", "moesim.workload.generator", "GENERATORS"),
     ("hf-families", "moesim.models.hf_families", "HF_FAMILIES"),
     ("executors", "moesim.experiments.executors", "EXECUTORS"),
@@ -46,8 +49,9 @@ def plugins_cmd(
         help=f"kinds to list (default: all): {', '.join(k for k, _, _ in KINDS)}", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: kind → [{name, description, reference}].")] = False,
 ) -> None:
-    """List every registered plug-in: network backends, congestion control, collectives, topologies, fabrics,
-    workload generators, Hugging Face families, executors and progress displays."""
+    """List every registered plug-in: network backends, congestion control, collectives, topologies, server
+    templates, GPU domains, fabrics, placement rules, workload generators, Hugging Face families, executors and
+    progress displays."""
     data = registered(kinds)
     if as_json:
         typer.echo(json.dumps(data, indent=1))
