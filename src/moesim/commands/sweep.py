@@ -127,6 +127,25 @@ def study_cmd(
     _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json)
 
 
+@sweep_app.command("modern")
+def modern_cmd(
+    out: Out, models: Models = None, topologies: Topologies = None, strategies: Strategies = None,
+    algorithms: Algorithms = None, networks: Networks = None, backend: Backends = None, set_: SetOpt = None,
+    preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
+    diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
+    rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
+    as_json: Json = False,
+) -> None:
+    """The modern study (216 runs, docs/study.md): NVSwitch and mesh servers, rail and leaf/spine fabrics,
+    prefill and decode."""
+    from moesim.experiments.matrix import modern_matrix
+
+    opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
+            "network": networks, "backend": backend}
+    matrix = _apply_options(modern_matrix(), preset, opts, set_, seeds, jitter_s)
+    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json)
+
+
 @sweep_app.command("run")
 def run_cmd(
     matrix_file: Annotated[Path, typer.Argument(help="a matrix YAML (see docs/experiments.md)")],

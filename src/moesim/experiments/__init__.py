@@ -18,7 +18,7 @@ from moesim.experiments.inputs import (
     run_label,
     work_units,
 )
-from moesim.experiments.matrix import Matrix, Preset, load_matrix, parse_matrix, study_matrix
+from moesim.experiments.matrix import Matrix, Preset, load_matrix, modern_matrix, parse_matrix, study_matrix
 from moesim.experiments.runner import SweepSummary, run_matrix, run_sweep
 from moesim.experiments.store import ResultsStore, export_results, query_results
 from moesim.experiments.store_schema import DB_NAME
@@ -28,5 +28,5 @@ __all__ = [
     "DB_NAME", "EXECUTORS", "SPEC_FACTORS", "Executor", "Matrix", "PlannedRun", "Preset", "ResultsStore",
     "RunOutcome", "SweepSummary", "canonical_level", "export_results", "input_hash", "level_label",
     "load_matrix", "parse_matrix", "plan_runs", "query_results", "resolved_inputs", "run_label", "run_matrix",
-    "run_sweep", "run_unit", "study_matrix", "WorkUnit", "work_units",
+    "modern_matrix", "run_sweep", "run_unit", "study_matrix", "WorkUnit", "work_units",
 ]

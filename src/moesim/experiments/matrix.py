@@ -41,6 +41,7 @@ Levels = tuple[tuple[str, tuple[Level, ...]], ...]
 TOP_KEYS = ("name", "description", "factors", "include", "exclude", "presets", "diagnostics")
 PRESET_KEYS = ("description", "factors", "include", "exclude")
 STUDY_SOURCE = "moesim/experiments/study.yaml"
+MODERN_SOURCE = "moesim/experiments/modern.yaml"
 
 
 @dataclass(frozen=True)
@@ -309,7 +310,18 @@ def load_matrix(path: str | Path) -> Matrix:
     return parse_matrix(load_yaml_strict(text, str(p)), str(p), base_dir=p.resolve().parent, default_name=p.stem)
 
 
+def _builtin(source: str) -> Matrix:
+    name = Path(source).stem
+    text = (resources.files("moesim.experiments") / f"{name}.yaml").read_text(encoding="utf-8")
+    return parse_matrix(load_yaml_strict(text, source), source, default_name=name)
+
+
 def study_matrix() -> Matrix:
     """The built-in study matrix (docs/study.md §1): 4 models × 6 topologies × 4 strategies × 2 × 4."""
-    text = (resources.files("moesim.experiments") / "study.yaml").read_text(encoding="utf-8")
-    return parse_matrix(load_yaml_strict(text, STUDY_SOURCE), STUDY_SOURCE, default_name="study")
+    return _builtin(STUDY_SOURCE)
+
+
+def modern_matrix() -> Matrix:
+    """The modern study (docs/study.md, "The modern study"): the study models on current servers and fabrics,
+    prefill and decode (216 runs)."""
+    return _builtin(MODERN_SOURCE)
