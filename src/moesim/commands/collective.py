@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         algorithm: str = typer.Option("", "--algorithm", help="ring | dbt | direct | halving_doubling (or ASTRA-sim "
                                                                "names); default ring, direct for all_to_all"),
         network: str = typer.Option("none", "--network", help="network mode (ib_cc0, ib_hpcc, roce_hpcc, roce_dcqcn) "
-                                                              "or reference preset (none, dcqcn, hpcc)"),
+                                                              "or reference preset (none, dcqcn, hpcc; astra: ASTRA-sim's analytical network)"),
         backend: str = typer.Option("fluid", "--backend", help="fluid | packet | flow | analytical"),
         begin: str = typer.Option("32M", "-b", "--minbytes", help="first size (nccl-tests' size; K, M, G = 1024^k)"),
         end: str = typer.Option("32M", "-e", "--maxbytes", help="last size"),
