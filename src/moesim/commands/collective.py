@@ -23,6 +23,16 @@ def parse_size(text: str, option: str) -> int:
     return int(m.group(1)) * SIZE_UNITS[m.group(2).upper()]
 
 
+def parse_dims(text: str) -> tuple[int, ...]:
+    """``8,2`` → (8, 2); empty → ()."""
+    if not text.strip():
+        return ()
+    try:
+        return tuple(int(d) for d in text.split(","))
+    except ValueError:
+        raise MoesimError(f"collective: option '--dims': {text!r} is not a list of integers (e.g. 8,2)") from None
+
+
 def register(app: typer.Typer) -> None:
     """Add ``moesim collective``."""
 
@@ -32,10 +42,13 @@ def register(app: typer.Typer) -> None:
         topology: str = typer.Option(..., "--topology", help="study topology 1..6, star:N (N hosts on one "
                                                               "400 Gb/s switch) or a topology YAML path"),
         ranks: int = typer.Option(0, "--ranks", min=0, help="the first N GPUs take part (0: all)"),
+        dims: str = typer.Option("", "--dims", help="logical dimensions, fastest first (e.g. 8,2): one phase per "
+                                                    "dimension; their product of GPUs take part"),
         algorithm: str = typer.Option("", "--algorithm", help="ring | dbt | direct | halving_doubling (or ASTRA-sim "
-                                                               "names); default ring, direct for all_to_all"),
+                                                               "names), or one per dimension (ring,dbt); default "
+                                                               "ring, direct for all_to_all"),
         network: str = typer.Option("none", "--network", help="network mode (ib_cc0, ib_hpcc, roce_hpcc, roce_dcqcn) "
-                                                              "or reference preset (none, dcqcn, hpcc)"),
+                                                              "or reference preset (none, dcqcn, hpcc; astra: ASTRA-sim's analytical network)"),
         backend: str = typer.Option("fluid", "--backend", help="fluid | packet | flow | analytical"),
         begin: str = typer.Option("32M", "-b", "--minbytes", help="first size (nccl-tests' size; K, M, G = 1024^k)"),
         end: str = typer.Option("32M", "-e", "--maxbytes", help="last size"),
@@ -51,7 +64,7 @@ def register(app: typer.Typer) -> None:
         if as_json and as_csv:
             raise MoesimError("collective: options '--json' and '--csv': choose one")
         overrides = parse_set(set_)
-        spec = CollectiveSpec(name, topology, ranks, algorithm, network, backend, overrides)
+        spec = CollectiveSpec(name, topology, ranks, algorithm, network, backend, overrides, parse_dims(dims))
         bench = prepare_collective(spec)
         rows = []
         for size in sizes(parse_size(begin, "-b"), parse_size(end, "-e"), factor):
@@ -61,12 +74,13 @@ def register(app: typer.Typer) -> None:
                          **r.counters})
             if not (as_json or as_csv):
                 if len(rows) == 1:
-                    typer.echo(f"# {name} over {bench.ranks} ranks of topology {topology}: {bench.algorithm}, "
+                    shape = f" as dims {list(spec.dims)}" if spec.dims else ""
+                    typer.echo(f"# {name} over {bench.ranks} ranks{shape} of topology {topology}: {bench.algorithm}, "
                                f"network {network}, backend {backend}")
                     typer.echo("# time: the last rank done; algbw, busbw: GB/s (1e9 B/s) as nccl-tests")
                 _print_row(rows[-1], header=len(rows) == 1)
         if as_json:
-            head = {"collective": name, "topology": topology, "ranks": bench.ranks,
+            head = {"collective": name, "topology": topology, "ranks": bench.ranks, "dims": list(spec.dims),
                     "algorithm": bench.algorithm, "network": network, "backend": backend,
                     "overrides": dict(overrides)}
             typer.echo(json.dumps({**head, "sizes": rows}, sort_keys=True))

@@ -1,7 +1,10 @@
 """Analytical backend ("analytical"): no contention, each flow alone at its path's bottleneck rate.
 
 Instant screening: a flow completes its path's fixed latency plus size × overhead / bottleneck bandwidth
-after it starts (``moesim.network.paths``).
+after it starts (``moesim.network.paths``). With ``analytical_model = "astra"`` it is ASTRA-sim 2.0's
+congestion-unaware analytical network instead: the route's link latencies plus size / bottleneck
+bandwidth, no headers, no ACKs, truncated to whole ns as ASTRA-sim schedules it
+(``astra-sim/network_frontend/analytical``, congestion_unaware).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class AnalyticalBackend(NetworkBackend):
     def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None) -> None:
         super().__init__(topology, params)
         self._paths = PathModel(topology, params)
+        self._astra = params.analytical.analytical_model == "astra"
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
         self.link_bytes = np.zeros(len(topology.links))
@@ -40,9 +44,13 @@ class AnalyticalBackend(NetworkBackend):
 
     def start_flow(self, flow: Flow, now_s: float) -> None:
         fwd, rev, dc, ac, lat, row, coef_row = self._paths.describe(flow)
-        self.link_bytes[row] += flow.size_bytes * coef_row
         bw = float(self._paths.bw_Bps[list(fwd)].min()) if fwd else math.inf
-        t = now_s + lat + flow.size_bytes * dc / bw
+        if self._astra:
+            self.link_bytes[list(fwd)] += flow.size_bytes
+            t = now_s + _whole_ns(float(self._paths.delay_s[list(fwd)].sum()) + flow.size_bytes / bw)
+        else:
+            self.link_bytes[row] += flow.size_bytes * coef_row
+            t = now_s + lat + flow.size_bytes * dc / bw
         heapq.heappush(self._done, (t, self._seq, flow.flow_id))
         self._seq += 1
 
@@ -63,3 +71,8 @@ class AnalyticalBackend(NetworkBackend):
 
     def diagnostics(self) -> dict[str, object]:
         return {"link_bytes": self.link_bytes.copy()}
+
+
+def _whole_ns(delay_s: float) -> float:
+    """A delay truncated to whole ns (ASTRA-sim's integer tick), robust to the float error of s → ns."""
+    return math.floor(delay_s * 1e9 + 1e-6) * 1e-9

@@ -35,6 +35,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "fluid_rtt": ("auto", "data", "round_trip"),
     "fluid_window": ("rate", "bytes"),
     "ecn_unmapped_rate": ("scale", "zero"),
+    "analytical_model": ("rdma", "astra"),
 }
 """Fields whose value is one of a few names."""
 
@@ -106,8 +107,20 @@ class FluidOptions:
     fluid_window: str = "rate"
 
 
+@dataclass(frozen=True)
+class AnalyticalOptions:
+    """Options of the analytical backend only (docs/network.md); no other backend reads them."""
+
+    # "rdma": a flow costs the RDMA path model's latency (propagation both ways, store-and-forward of the
+    # last packet and its ACK) plus its wire bytes at the bottleneck; "astra": ASTRA-sim 2.0's
+    # congestion-unaware analytical network, the route's link latencies plus payload / bottleneck
+    # bandwidth, truncated to whole ns, no headers, no ACKs
+    analytical_model: str = "rdma"
+
+
 SECTIONS: dict[str, type] = {
     "transport": TransportParams, "switch": SwitchParams, "rate": RateParams, "fluid": FluidOptions,
+    "analytical": AnalyticalOptions,
 }
 """The fixed sections of ``NetworkParams``, by attribute name."""
 
@@ -138,6 +151,7 @@ class NetworkParams:
     switch: SwitchParams = SwitchParams()
     rate: RateParams = RateParams()
     fluid: FluidOptions = FluidOptions()
+    analytical: AnalyticalOptions = AnalyticalOptions()
     algorithms: tuple[Any, ...] = DEFAULT_ALGORITHM_PARAMS
     """The registered algorithms' own parameters (``cc_params`` finds one by its type)."""
 
@@ -265,8 +279,9 @@ NETWORK_MODES: dict[str, NetworkParams] = {
 }
 """The study's four network modes (docs/study.md §5): CC_MODE 0/3/3/1, ENABLE_QCN 0/0/1/1."""
 
-# The per-mode presets of the reference runs (docs/reference-runs.md, S1/S3): the shipped file as is
-# (CC_MODE 12 = no CC), and the HPCC authors' DCQCN / HPCC run settings.
+# The per-mode presets of the reference runs (docs/reference-runs.md): the shipped file as is (CC_MODE 12
+# = no CC), the HPCC authors' DCQCN / HPCC run settings (S1/S3), and ASTRA-sim's congestion-unaware
+# analytical network for the analytical backend (S5/S6).
 REFERENCE_PRESETS: dict[str, NetworkParams] = {
     "none": _STUDY_BASE.with_overrides(dict(name="none", cc_mode=_cc("none"), enable_qcn=True)),
     "dcqcn": _STUDY_BASE.with_overrides(dict(
@@ -277,6 +292,8 @@ REFERENCE_PRESETS: dict[str, NetworkParams] = {
         name="hpcc", cc_mode=_cc("hpcc"), has_win=True, var_win=True,
         rate_ai_bps=160 * MBPS, rate_hai_bps=1600 * MBPS,
     )),
+    "astra": _STUDY_BASE.with_overrides(dict(name="astra", cc_mode=_cc("none"), enable_qcn=False,
+                                             analytical_model="astra")),
 }
 
 

@@ -4,7 +4,8 @@ Semantics follow ASTRA-sim 2.0's system layer (docs/system.md): a node runs once
 completed; per rank at most one GPU compute and one collective are in flight, and ready nodes are
 examined in ascending id order; compute time is a roofline; a collective is cut into chunks that run
 one after another per rank (``active_chunks`` at a time), each chunk expanded
-by its algorithm into point-to-point transfers that become network flows.
+by its algorithm into point-to-point transfers that become network flows. A collective over several
+logical dimensions runs each chunk as phases, one dimension at a time (``phases.py``).
 
 Besides ``run``, a ``Simulation`` offers what tools built on it need: ``hooks`` (callbacks when a node
 or flow starts or finishes, and after every step), ``snapshot`` (its state as plain values) and
@@ -27,6 +28,7 @@ from moesim.system.collectives import Plan, StepTiming, chunk_sizes, plan_for
 from moesim.system.compute import roofline_time_s
 from moesim.system.events import EventQueue
 from moesim.system.fast_forward import FastForward
+from moesim.system.phases import Phases, StreamQueues, build_phases, draws_trees, refine_dims
 from moesim.system.settings import SystemSettings
 from moesim.system.spec import RankTimes
 from moesim.system.state import CollectiveState, EventKind, InFlight, PendingEvent, RankState, SimState
@@ -62,6 +64,11 @@ class _Instance:
     node_of: dict[int, int] = field(default_factory=dict)
     finished: int = 0
     flows_started: int = 0
+    phases: Phases | None = None
+    """Over several dimensions: every chunk's phases; None: one flat phase over the members (chunk key c)."""
+    queues: StreamQueues | None = None
+    trees: dict[Any, int] = field(default_factory=dict)
+    """The Double Binary Tree counter of each dimension key when the collective was created."""
 
 
 class _Rank:
@@ -86,6 +93,7 @@ class _Rank:
         self.comm_s = 0.0
         self.wall_s = 0.0
         self.group_seq: dict[tuple[int, ...], int] = defaultdict(int)
+        self.trees: dict[Any, int] = defaultdict(int)  # per dimension: DBT trees drawn so far
 
 
 @dataclass
@@ -114,6 +122,8 @@ class Simulation:
                 f"workload {workload.name}: {workload.num_ranks} ranks do not fit topology {topology.name} "
                 f"with {topology.num_gpus} GPUs"
             )
+        if settings.logical_dims:
+            workload = refine_dims(workload, settings.logical_dims)
         self.workload = workload
         self.topology = topology
         self.backend = backend
@@ -130,7 +140,9 @@ class Simulation:
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self.now = 0.0
         self.hooks = Hooks()
-        self.fast_forward = FastForward(self) if settings.fast_forward else None
+        phased = any(len(self._active_dims(n)) > 1 for g in workload.graphs for n in g.nodes
+                     if n.kind is NodeKind.COLLECTIVE and n.group == 0)
+        self.fast_forward = FastForward(self) if settings.fast_forward and not phased else None
 
     @property
     def fast_forward_mode(self) -> str:
@@ -289,11 +301,7 @@ class Simulation:
         st.group_seq[members] = seq + 1
         inst = self.instances.get((members, seq))
         if inst is None:
-            subgroup = node.group != 0 and len(members) < self.total_nodes
-            impl = self.settings.implementation(node.collective, node.involved_dims, subgroup)
-            sizes = chunk_sizes(node.collective, node.size_bytes, self.settings.dataset_splits, self.total_nodes)
-            inst = _Instance(members, seq, node.collective, node.size_bytes, impl, sizes,
-                             next_chunk=[0] * len(members), exited=[0] * len(members))
+            inst = self._new_instance(r, node, members, seq)
             self.instances[(members, seq)] = inst
         elif inst.ctype is not node.collective or inst.size_bytes != node.size_bytes:
             raise MoesimError(
@@ -303,17 +311,77 @@ class Simulation:
         m = members.index(r)
         inst.issue_time[m] = self.now
         inst.node_of[m] = i
+        for key, count in self._trees_drawn(inst, node).items():
+            st.trees[key] += count
         if len(members) == 1 or not inst.chunk_bytes:
             self._member_finished(inst, m)
+            return
+        if inst.queues is not None:
+            assert inst.phases is not None
+            first = inst.phases.phases[0].dim
+            for c in range(len(inst.chunk_bytes)):
+                inst.queues.enqueue(m, first, c, 0)
+            self._admit(inst, m, first)
             return
         for _ in range(min(self.settings.active_chunks, len(inst.chunk_bytes))):
             self._start_stream(inst, m)
 
-    def _plan(self, inst: _Instance, c: int) -> Plan:
-        key = (inst.impl, inst.ctype, len(inst.members), inst.chunk_bytes[c], c % 2)
+    def _active_dims(self, node: Node) -> list[int]:
+        """The logical dimensions (of more than one rank) a global-group collective spans."""
+        dims = self.workload.logical_dims
+        involved = node.involved_dims or (True,) * len(dims)
+        return [d for d, on in enumerate(involved[:len(dims)]) if on and dims[d] > 1]
+
+    def _new_instance(self, r: int, node: Node, members: tuple[int, ...], seq: int) -> _Instance:
+        assert node.collective is not None
+        ctype, settings = node.collective, self.settings
+        sizes = chunk_sizes(ctype, node.size_bytes, settings.dataset_splits, self.total_nodes)
+        dims = self._active_dims(node) if node.group == 0 else []
+        if len(dims) > 1:
+            impls = {t: settings.implementations(t) for t in CollectiveType}
+            phases = Phases(build_phases(ctype, members, self.workload.logical_dims, dims, impls,
+                                         settings.collective_optimization, sizes[0] if sizes else 0), len(members))
+            return _Instance(members, seq, ctype, node.size_bytes, phases.phases[0].impl, sizes,
+                             next_chunk=[0] * len(members), exited=[0] * len(members), phases=phases,
+                             queues=StreamQueues(settings.active_chunks),
+                             trees={d: self.ranks[r].trees[d] for d in dims})
+        subgroup = node.group != 0 and len(members) < self.total_nodes
+        impl = settings.implementation(ctype, node.involved_dims, subgroup)
+        inst = _Instance(members, seq, ctype, node.size_bytes, impl, sizes,
+                         next_chunk=[0] * len(members), exited=[0] * len(members))
+        key = self._flat_key(inst, node)
+        inst.trees = {key: self.ranks[r].trees[key]}
+        return inst
+
+    def _flat_key(self, inst: _Instance, node: Node) -> Any:
+        """The dimension whose tree counter a one-phase collective draws on (a sub-group: its own)."""
+        if node.group != 0:
+            return inst.members
+        return (self._active_dims(node) or [0])[0]
+
+    def _trees_drawn(self, inst: _Instance, node: Node) -> dict[Any, int]:
+        """How many trees each dimension's counter advances for this collective (one per chunk and DBT phase)."""
+        chunks = len(inst.chunk_bytes)
+        if inst.phases is None:
+            return {self._flat_key(inst, node): chunks} if draws_trees(inst.impl) else {}
+        return {d: chunks * t for d, t in inst.phases.trees_per_chunk().items()}
+
+    def _member(self, inst: _Instance, k: int, pos: int) -> int:
+        """The member at plan position ``pos`` of chunk key ``k``."""
+        return pos if inst.phases is None else inst.phases.member(k, pos)
+
+    def _plan(self, inst: _Instance, k: int) -> Plan:
+        if inst.phases is not None:
+            ph = inst.phases.phases[inst.phases.decode(k)[1]]
+            tree = inst.phases.tree_index(k, inst.trees)
+            impl, ctype, n, size = ph.impl, ph.ctype, ph.n, ph.size_bytes
+        else:
+            tree = next(iter(inst.trees.values()), 0) + k
+            impl, ctype, n, size = inst.impl, inst.ctype, len(inst.members), inst.chunk_bytes[k]
+        key = (impl, ctype, n, size, tree % 2)
         plan = self._plans.get(key)
         if plan is None:
-            plan = plan_for(inst.impl, inst.ctype, len(inst.members), inst.chunk_bytes[c], self.timing, c)
+            plan = plan_for(impl, ctype, n, size, self.timing, tree)
             self._plans[key] = plan
         return plan
 
@@ -328,10 +396,21 @@ class Simulation:
     def _start_stream(self, inst: _Instance, m: int) -> None:
         c = inst.next_chunk[m]
         inst.next_chunk[m] += 1
-        ch = self._chunk(inst, c)
-        for j in ch.plan.by_src[m]:
-            self._release_transfer(inst, c, ch, j)
-        self._release_exit(inst, c, ch, m)
+        self._run_stream(inst, c, m)
+
+    def _run_stream(self, inst: _Instance, k: int, pos: int) -> None:
+        """The member at ``pos`` starts its part of chunk key ``k``."""
+        ch = self._chunk(inst, k)
+        for j in ch.plan.by_src[pos]:
+            self._release_transfer(inst, k, ch, j)
+        self._release_exit(inst, k, ch, pos)
+
+    def _admit(self, inst: _Instance, m: int, dim: int) -> None:
+        """Start the phases member ``m``'s queue of dimension ``dim`` admits."""
+        assert inst.queues is not None and inst.phases is not None
+        for c, p in inst.queues.admit(m, dim):
+            g, pos = inst.phases.phases[p].where[m]
+            self._run_stream(inst, inst.phases.key(c, p, g), pos)
 
     def _release_transfer(self, inst: _Instance, c: int, ch: _Chunk, j: int) -> None:
         ch.deps_left[j] -= 1
@@ -345,7 +424,8 @@ class Simulation:
 
     def _start_transfer(self, inst: _Instance, c: int, j: int) -> None:
         t = inst.chunks[c].plan.transfers[j]
-        src, dst = self.placement[inst.members[t.src]], self.placement[inst.members[t.dst]]
+        src = self.placement[inst.members[self._member(inst, c, t.src)]]
+        dst = self.placement[inst.members[self._member(inst, c, t.dst)]]
         fid = self._next_flow
         self._next_flow += 1
         self.flows[fid] = (inst, c, j)
@@ -367,10 +447,30 @@ class Simulation:
             self._release_exit(inst, c, ch, m)
 
     def _stream_exit(self, inst: _Instance, c: int, m: int) -> None:
+        if inst.queues is not None:
+            self._phase_exit(inst, c, m)
+            return
         inst.exited[m] += 1
         if inst.next_chunk[m] < len(inst.chunk_bytes):
             self._start_stream(inst, m)
         elif inst.exited[m] == len(inst.chunk_bytes):
+            self._member_finished(inst, m)
+
+    def _phase_exit(self, inst: _Instance, k: int, pos: int) -> None:
+        """A member ends a phase: it leaves that dimension's queue and joins the next phase's."""
+        assert inst.queues is not None and inst.phases is not None
+        c, p, _ = inst.phases.decode(k)
+        m, dim = inst.phases.member(k, pos), inst.phases.phases[p].dim
+        inst.queues.leave(m, dim)
+        if p + 1 < len(inst.phases.phases):
+            nxt = inst.phases.phases[p + 1].dim
+            inst.queues.enqueue(m, nxt, c, p + 1)
+            self._admit(inst, m, nxt)
+            self._admit(inst, m, dim)
+            return
+        inst.exited[m] += 1
+        self._admit(inst, m, dim)
+        if inst.exited[m] == len(inst.chunk_bytes):
             self._member_finished(inst, m)
 
     def _member_finished(self, inst: _Instance, m: int) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from moesim.fileio import atomic_write
 from moesim.network.params import NetworkParams
+from moesim.system.phases import refine_dims
 from moesim.system.run import prepare
 from moesim.system.settings import SystemSettings
 from moesim.system.spec import RunSpec
@@ -26,8 +27,9 @@ _ASTRA_IMPL = {"ring": "ring", "dbt": "doubleBinaryTree", "doubleBinaryTree": "d
 
 def system_json(settings: SystemSettings) -> dict[str, object]:
     """ASTRA-sim ``--system-configuration`` (B.1); every key the reference needs is set explicitly."""
-    def impl(names: tuple[str, ...]) -> list[str]:
-        return [_ASTRA_IMPL.get(n, n) for n in names]
+    def impl(names: tuple[str, ...]) -> list[str]:  # one entry per logical dimension when they are set
+        padded = names + names[-1:] * (len(settings.logical_dims) - len(names))
+        return [_ASTRA_IMPL.get(n, n) for n in padded]
 
     return {
         "scheduling-policy": settings.scheduling_policy,
@@ -38,7 +40,7 @@ def system_json(settings: SystemSettings) -> dict[str, object]:
         "reduce-scatter-implementation": impl(settings.reduce_scatter),
         "all-gather-implementation": impl(settings.all_gather),
         "all-to-all-implementation": impl(settings.all_to_all),
-        "collective-optimization": "localBWAware",
+        "collective-optimization": settings.collective_optimization,
         "local-mem-bw": settings.mem_bw_bytes_per_s / 1e9,
         "peak-perf": settings.peak_flops / 1e12,
         "roofline-enabled": 1 if settings.roofline else 0,
@@ -104,6 +106,8 @@ def export_run(spec: RunSpec, out_dir: str | Path, prefix: str = "workload") -> 
     out = Path(out_dir)
     prepared = prepare(spec)
     params, topology, settings, workload = prepared.params, prepared.topology, prepared.settings, prepared.workload()
+    if settings.logical_dims:
+        workload = refine_dims(workload, settings.logical_dims)
     written = list(write_et(workload, out / "workload", prefix))
     comm_groups = {str(g): list(m) for g, m in workload.comm_groups}
     files = {

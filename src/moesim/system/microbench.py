@@ -11,6 +11,7 @@ the all-reduce buffer, the all-gather output, the reduce-scatter input, the all-
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,9 @@ class CollectiveSpec:
     backend: str = "fluid"
     """As ``moesim collective``: fluid by default; ``packet`` for the reference scenarios."""
     overrides: tuple[tuple[str, Any], ...] = ()
+    dims: tuple[int, ...] = ()
+    """Logical dimensions, fastest-varying first (e.g. (8, 2)): the collective runs as one phase per
+    dimension (docs/system.md); their product is the rank count. Empty: one dimension of ``ranks``."""
 
 
 @dataclass(frozen=True)
@@ -93,25 +97,32 @@ def prepare_collective(spec: CollectiveSpec) -> PreparedBench:
                           f"(allowed: {', '.join(COLLECTIVE_TYPES)})")
     ctype = COLLECTIVE_TYPES[spec.collective]
     algorithm = spec.algorithm or DEFAULT_ALGORITHM[spec.collective]
-    name, _ = resolve(algorithm)
-    if ctype not in COLLECTIVES.get(name).supports:
-        allowed = sorted(e.name for e in COLLECTIVES if ctype in e.obj.supports)
-        raise MoesimError(f"{source}: field 'algorithm': {algorithm} does not run {spec.collective} "
-                          f"(allowed: {', '.join(allowed)})")
+    impls = tuple(a.strip() for a in algorithm.split(","))
+    for impl in impls:
+        name, _ = resolve(impl)
+        if ctype not in COLLECTIVES.get(name).supports:
+            allowed = sorted(e.name for e in COLLECTIVES if ctype in e.obj.supports)
+            raise MoesimError(f"{source}: field 'algorithm': {impl} does not run {spec.collective} "
+                              f"(allowed: {', '.join(allowed)})")
     wl_over, sys_over, net_over, link_bw = split_overrides(dict(spec.overrides), source)
     if wl_over:
         raise MoesimError(f"{source}: field '{next(iter(wl_over))}': a workload parameter; a collective "
                           "benchmark has no workload options (use -b/-e/-f for sizes)")
     params = network_mode(spec.network).with_overrides(net_over)
     gpus = topology_gpu_count(spec.topology)
-    ranks = spec.ranks or gpus
+    if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in spec.dims):
+        raise MoesimError(f"{source}: field 'dims': {list(spec.dims)} is not allowed (positive integers)")
+    if spec.dims and spec.ranks and spec.ranks != math.prod(spec.dims):
+        raise MoesimError(f"{source}: field 'ranks': {spec.ranks} is not the product of dims {list(spec.dims)} "
+                          f"(allowed: {math.prod(spec.dims)} or 0)")
+    ranks = math.prod(spec.dims) if spec.dims else spec.ranks or gpus
     if not 2 <= ranks <= gpus:
-        raise MoesimError(f"{source}: field 'ranks': {ranks} is not allowed (topology {spec.topology} has "
-                          f"{gpus} GPUs; allowed 2..{gpus})")
+        field = "dims" if spec.dims else "ranks"
+        raise MoesimError(f"{source}: field '{field}': {ranks} ranks are not allowed (topology {spec.topology} "
+                          f"has {gpus} GPUs; allowed 2..{gpus})")
     topology = get_topology(spec.topology, nic_switch_delay_s=params.transport.nic_switch_delay_s)
     if link_bw:
         topology = topology.with_link_bandwidths(link_bw)
-    impls = (algorithm,)
     settings = SystemSettings(roofline=False, all_reduce=impls, all_gather=impls, reduce_scatter=impls,
                               all_to_all=impls, intra_server_cc=params.transport.intra_server_cc)
     settings = dataclasses.replace(settings, **sys_over)
@@ -133,7 +144,7 @@ def run_collective(bench: PreparedBench, size_bytes: int) -> CollectiveResult:
     node_bytes = node_size_bytes(bench.spec.collective, size_bytes, n)
     graphs = tuple(RankGraph(r, (Node(0, bench.spec.collective, NodeKind.COLLECTIVE, collective=bench.ctype,
                                       size_bytes=node_bytes),)) for r in range(n))
-    workload = Workload(f"{bench.spec.collective}_{n}", graphs, (n,))
+    workload = Workload(f"{bench.spec.collective}_{n}", graphs, bench.spec.dims or (n,))
     backend = bench.make_backend()
     times = simulate(workload, bench.topology, backend, bench.settings)
     last = max(t.wall_s for t in times)

@@ -33,6 +33,12 @@ class SystemSettings:
     all_to_all: tuple[str, ...] = ("direct", "direct")
     all_gather: tuple[str, ...] = ("ring", "ring")
     reduce_scatter: tuple[str, ...] = ("ring", "ring")
+    # a collective over several logical dimensions (docs/system.md): all-reduce as reduce-scatter,
+    # all-reduce, all-gather phases ("localBWAware") or an all-reduce per dimension ("baseline")
+    collective_optimization: str = "localBWAware"
+    # logical dimensions finer than the workload's, fastest first (docs/system.md): each of its
+    # dimensions ([TP, EP]) is the product of consecutive entries, e.g. [8, 2, 2] for TP16EP2; empty: its own
+    logical_dims: tuple[int, ...] = ()
     intra_server_cc: bool = False
     fast_forward: bool = True
     fast_forward_tolerance: float = 2e-3
@@ -44,6 +50,12 @@ class SystemSettings:
     def __post_init__(self) -> None:
         if self.scheduling_policy not in ("LIFO", "FIFO"):
             raise input_error("system settings", "scheduling_policy", f"got {self.scheduling_policy!r}", ("LIFO", "FIFO"))
+        if self.collective_optimization not in ("localBWAware", "baseline"):
+            raise input_error("system settings", "collective_optimization", f"got {self.collective_optimization!r}",
+                              ("localBWAware", "baseline"))
+        dims = self.logical_dims
+        if not isinstance(dims, tuple) or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+            raise input_error("system settings", "logical_dims", f"must be a list of positive integers, got {dims!r}")
         for name in ("dataset_splits", "active_chunks"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -58,6 +70,11 @@ class SystemSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise input_error("system settings", name, f"must be a number >= 0, got {value!r}")
+
+    def implementations(self, ctype: CollectiveType) -> tuple[str, ...]:
+        """The per-dimension implementations of one collective type."""
+        impls: tuple[str, ...] = getattr(self, _IMPL_FIELD[ctype])
+        return impls
 
     def implementation(self, ctype: CollectiveType, dims: tuple[bool, ...], subgroup: bool) -> str:
         """Per-dimension implementation; a communicator sub-group uses a 1-D ring unless exactly one

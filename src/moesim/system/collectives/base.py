@@ -84,7 +84,9 @@ class StepTiming:
 
 @dataclass(frozen=True)
 class Algorithm:
-    """A registered collective algorithm: ``plan(ctype, n, chunk_bytes, timing, chunk_index, window)``."""
+    """A registered collective algorithm: ``plan(ctype, n, chunk_bytes, timing, chunk_index, window)``;
+    ``chunk_index`` counts the chunks its dimension ran so far, across collectives (DBT alternates its
+    trees on it)."""
 
     supports: frozenset[CollectiveType]
     plan: Callable[[CollectiveType, int, int, StepTiming, int, int], Plan]

@@ -1,6 +1,7 @@
 """Double Binary Tree all-reduce with ASTRA-sim's semantics (``DoubleBinaryTreeAllReduce.cc``; B.3).
 
-Two in-order-numbered trees alternate per chunk (DBMAX: root = largest id, DBMIN: root = smallest id).
+Two in-order-numbered trees alternate per chunk (DBMAX: root = largest id, DBMIN: root = smallest id),
+on a count of chunks per rank and dimension that carries over between collectives.
 Every tree edge carries the *whole* chunk, up (reduced at each parent) and back down. That is what makes
 it slower than Ring here. N must be a power of two, as in the reference.
 """
