@@ -136,7 +136,7 @@ def modern_cmd(
     rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
     as_json: Json = False,
 ) -> None:
-    """The modern study (216 runs, docs/study.md): NVSwitch and mesh servers, rail and leaf/spine fabrics,
+    """The modern study (216 runs, docs/modern-study.md): NVSwitch and mesh servers, rail and leaf/spine fabrics,
     prefill and decode."""
     from moesim.experiments.matrix import modern_matrix
 

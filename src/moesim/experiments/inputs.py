@@ -107,14 +107,18 @@ def _simulated_fields(spec: Any) -> dict[str, Any]:
     return data
 
 
-def _workload_options(options: Any) -> dict[str, Any]:
-    """The workload options as data; a prefill leaves the decode knobs out, so its key is what it was before
-    the knobs existed (stores made then resume without re-simulating)."""
-    data = dataclasses.asdict(options)
-    if data.get("phase") == "prefill":
-        for name in ("phase", "batch", "context_tokens", "decode_steps"):
-            data.pop(name, None)
-    return data
+KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
+    "workload_options": {"phase": "prefill", "batch": None, "context_tokens": None, "decode_steps": None},
+    "system": {"collective_optimization": "localBWAware", "logical_dims": ()},
+    "network": {"analytical_model": "rdma"},
+}
+"""Parameters whose default is the simulation without them (prefill, the [TP, EP] dimensions, the RDMA
+analytical model): left out of the key at that default, so existing stores keep their keys."""
+
+
+def _keyed(section: str, data: dict[str, Any]) -> dict[str, Any]:
+    neutral = KEYED_WHEN_SET[section]
+    return {k: v for k, v in data.items() if not (k in neutral and v == neutral[k])}
 
 
 def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
@@ -131,12 +135,12 @@ def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
         "version": __version__,
         "model": _simulated_fields(p.model),
         "layout": dataclasses.asdict(p.layout),
-        "network": effective_params(p.params, cc_flows),
+        "network": _keyed("network", effective_params(p.params, cc_flows)),
         "topology": _topology_hash(p.topology),
-        "system": dataclasses.asdict(p.settings),
+        "system": _keyed("system", dataclasses.asdict(p.settings)),
         "backend": f"{p.backend_cls.__module__}.{p.backend_cls.__qualname__}",
         "tokens": p.tokens,
-        "workload_options": _workload_options(p.workload_options),
+        "workload_options": _keyed("workload_options", dataclasses.asdict(p.workload_options)),
         "diagnostics": diagnostics,
     }
     if not p.placement.is_contiguous():  # the default placement leaves the keys of existing stores as they were

@@ -322,6 +322,6 @@ def study_matrix() -> Matrix:
 
 
 def modern_matrix() -> Matrix:
-    """The modern study (docs/study.md, "The modern study"): the study models on current servers and fabrics,
+    """The modern study (docs/modern-study.md): the study models on current servers and fabrics,
     prefill and decode (216 runs)."""
     return _builtin(MODERN_SOURCE)
