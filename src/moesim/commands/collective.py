@@ -40,7 +40,8 @@ def register(app: typer.Typer) -> None:
     def collective(
         name: str = typer.Argument(..., help="all_reduce | all_gather | reduce_scatter | all_to_all"),
         topology: str = typer.Option(..., "--topology", help="study topology 1..6, star:N (N hosts on one "
-                                                              "400 Gb/s switch) or a topology YAML path"),
+                                                              "400 Gb/s switch), a server template (hgx-h100:4) "
+                                                              "or a topology YAML path"),
         ranks: int = typer.Option(0, "--ranks", min=0, help="the first N GPUs take part (0: all)"),
         dims: str = typer.Option("", "--dims", help="logical dimensions, fastest first (e.g. 8,2): one phase per "
                                                     "dimension; their product of GPUs take part"),

@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
     @app.command("place")
     def place(
         model: str = typer.Option(..., "--model", help="model key (moesim models list) or a YAML/config.json path"),
-        topology: str = typer.Option(..., "--topology", help="a built-in topology or a topology YAML path"),
+        topology: str = typer.Option(..., "--topology", help="study topology 1..6, a server template (hgx-h100:4, mi300x:4:ls3, gb200-nvl72) or a topology YAML path"),
         strategy: str = typer.Option(..., "--strategy", help="TP<n>EP<m>, e.g. TP16EP2"),
         algorithm: str = typer.Option("ring_direct", "--algorithm", help="ring_direct | dbt_direct"),
         network: str = typer.Option("ib_cc0", "--network", help="ib_cc0 | ib_hpcc | roce_hpcc | roce_dcqcn"),

@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
         model: str = typer.Option(..., "--model", help="model key (moesim models list) or a YAML/config.json path"),
-        topology: str = typer.Option(..., "--topology", help="study topology 1..6 or a topology YAML path"),
+        topology: str = typer.Option(..., "--topology", help="study topology 1..6, a server template (hgx-h100:4, mi300x:4:ls3, gb200-nvl72) or a topology YAML path"),
         strategy: str = typer.Option(..., "--strategy", help="TP<n>EP<m>, e.g. TP2EP16"),
         algorithm: str = typer.Option("ring_direct", "--algorithm", help="ring_direct | dbt_direct"),
         network: str = typer.Option("ib_cc0", "--network", help="ib_cc0 | ib_hpcc | roce_hpcc | roce_dcqcn"),
@@ -159,7 +159,7 @@ def register(app: typer.Typer) -> None:
     @app.command("export")
     def export(
         model: str = typer.Option(..., "--model"),
-        topology: str = typer.Option(..., "--topology"),
+        topology: str = typer.Option(..., "--topology", help="study topology 1..6, a server template (hgx-h100:4, mi300x:4:ls3, gb200-nvl72) or a topology YAML path"),
         strategy: str = typer.Option(..., "--strategy"),
         algorithm: str = typer.Option("ring_direct", "--algorithm"),
         network: str = typer.Option("ib_cc0", "--network"),
