@@ -1,9 +1,10 @@
 """Time the README's study command (`moesim sweep study`, default backend) from a cold process into a
 fresh store: wall time, CPU time of the process and its workers, peak memory of the largest process.
 
-    python benchmarks/bench_study.py [--repeat 1] [--workers 2] [--backend fluid] [--models a,b]
+    python benchmarks/bench_study.py [--repeat 1] [--workers 2] [--backend fluid] [--models a,b] [--study modern]
 
-Extra arguments after ``--`` go to ``moesim sweep study`` unchanged. Prints one line per repetition
+``--study modern`` times `moesim sweep modern` (docs/modern-study.md) instead. Extra arguments after ``--``
+go to the sweep command unchanged. Prints one line per repetition
 and the medians; writes nothing outside a temporary folder.
 """
 
@@ -20,7 +21,7 @@ import time
 
 def one(args: argparse.Namespace, extra: list[str]) -> tuple[float, float, float, str]:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "moesim", "sweep", "study", "--out", tmp, "--workers", str(args.workers),
+        cmd = [sys.executable, "-m", "moesim", "sweep", args.study, "--out", tmp, "--workers", str(args.workers),
                "--progress", "none"]
         if args.backend:
             cmd += ["--backend", args.backend]
@@ -44,6 +45,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--backend", default="", help="default: the study's default backend")
     ap.add_argument("--models", default="", help="comma-separated model keys (default: the four study models)")
+    ap.add_argument("--study", default="study", choices=("study", "modern"), help="which built-in sweep to time")
     args, extra = ap.parse_known_args()
     extra = [a for a in extra if a != "--"]
     walls, cpus = [], []
