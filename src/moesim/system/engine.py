@@ -23,7 +23,8 @@ import numpy as np
 
 from moesim.errors import MoesimError
 from moesim.network.base import Flow, NetworkBackend
-from moesim.system.collectives import Plan, StepTiming, chunk_sizes, plan_for
+from moesim.system.collectives import Plan, StepTiming, chunk_sizes, plan_for, resolve
+from moesim.system.collectives.direct import direct_pair_plan, pair_chunk
 from moesim.system.compute import roofline_time_s
 from moesim.system.events import EventQueue
 from moesim.system.fast_forward import FastForward
@@ -62,6 +63,7 @@ class _Instance:
     node_of: dict[int, int] = field(default_factory=dict)
     finished: int = 0
     flows_started: int = 0
+    pair_bytes: tuple[int, ...] = ()  # a skewed all-to-all: bytes per (sender, receiver) member pair
 
 
 class _Rank:
@@ -202,7 +204,7 @@ class Simulation:
             tuple(inst.node_of.items()), tuple(inst.issue_time.items()), tuple(inst.next_chunk), tuple(inst.exited),
             inst.finished, inst.flows_started,
             tuple((c, tuple(ch.deps_left), tuple(ch.exit_left)) for c, ch in inst.chunks.items()),
-            retired=k >= len(self.instances)) for k, inst in enumerate(live))
+            retired=k >= len(self.instances), pair_bytes=inst.pair_bytes) for k, inst in enumerate(live))
         events = tuple(PendingEvent(t, prio, seq, kind, (position[id(a[0])], *a[1:]) if kind.on_collective else a)
                        for t, prio, seq, kind, a in queued)
         flows = tuple(InFlight(fid, position[id(inst)], c, j) for fid, (inst, c, j) in self.flows.items())
@@ -221,7 +223,7 @@ class Simulation:
             inst = _Instance(cs.members, cs.seq, cs.ctype, cs.size_bytes, cs.impl, list(cs.chunk_bytes),
                              next_chunk=list(cs.next_chunk), exited=list(cs.exited),
                              issue_time={m: t + shift_s for m, t in cs.issue_s}, node_of=dict(cs.node_of),
-                             finished=cs.finished, flows_started=cs.flows_started)
+                             finished=cs.finished, flows_started=cs.flows_started, pair_bytes=cs.pair_bytes)
             inst.chunks = {c: _Chunk(self._plan(inst, c), list(deps), list(exits)) for c, deps, exits in cs.chunks}
             live.append(inst)
         self.instances = {(inst.members, inst.seq): inst
@@ -292,10 +294,13 @@ class Simulation:
             subgroup = node.group != 0 and len(members) < self.total_nodes
             impl = self.settings.implementation(node.collective, node.involved_dims, subgroup)
             sizes = chunk_sizes(node.collective, node.size_bytes, self.settings.dataset_splits, self.total_nodes)
+            if node.pair_bytes:  # per-pair sizes: the members' totals differ, the chunk count may not
+                sizes = [0] * self.settings.dataset_splits
             inst = _Instance(members, seq, node.collective, node.size_bytes, impl, sizes,
-                             next_chunk=[0] * len(members), exited=[0] * len(members))
+                             next_chunk=[0] * len(members), exited=[0] * len(members), pair_bytes=node.pair_bytes)
             self.instances[(members, seq)] = inst
-        elif inst.ctype is not node.collective or inst.size_bytes != node.size_bytes:
+        elif inst.ctype is not node.collective or inst.pair_bytes != node.pair_bytes or (
+                not node.pair_bytes and inst.size_bytes != node.size_bytes):
             raise MoesimError(
                 f"rank {r} node {node.id}: collective #{seq} on ranks {list(members)} is {node.collective.name} of "
                 f"{node.size_bytes} B here but {inst.ctype.name} of {inst.size_bytes} B on another rank"
@@ -310,9 +315,15 @@ class Simulation:
             self._start_stream(inst, m)
 
     def _plan(self, inst: _Instance, c: int) -> Plan:
-        key = (inst.impl, inst.ctype, len(inst.members), inst.chunk_bytes[c], c % 2)
+        pairs = pair_chunk(inst.pair_bytes, len(inst.chunk_bytes), c) if inst.pair_bytes else ()
+        key = (inst.impl, inst.ctype, len(inst.members), inst.chunk_bytes[c], c % 2, pairs)
         plan = self._plans.get(key)
-        if plan is None:
+        if plan is None and pairs:
+            name, window = resolve(inst.impl)
+            if name != "direct":
+                raise MoesimError(f"skewed all-to-all (per-pair sizes) needs the direct algorithm, not '{inst.impl}'")
+            plan = self._plans[key] = direct_pair_plan(len(inst.members), pairs, self.timing, window)
+        elif plan is None:
             plan = plan_for(inst.impl, inst.ctype, len(inst.members), inst.chunk_bytes[c], self.timing, c)
             self._plans[key] = plan
         return plan
