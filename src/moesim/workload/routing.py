@@ -103,8 +103,8 @@ def expert_counts(weights: list[Fraction], experts: int, layers: int, tokens: in
 
 
 def scale_counts(row: tuple[int, ...], tokens: int, top_k: int) -> tuple[int, ...]:
-    """A table row as is when it sums to T·k, else rescaled to T·k (largest remainder, ties to the lower
-    expert id) and capped at T per expert."""
+    """A table row as is when it sums to T·k (none above T), else its shares capped at 1/k and rounded to
+    T·k rows by cumulative flooring, hottest first (ties: lower expert id first)."""
     rows, total = tokens * top_k, sum(row)
     if total == rows and max(row) <= tokens:
         return row
