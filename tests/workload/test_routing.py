@@ -186,3 +186,23 @@ def test_imbalance_summary_and_placement_file(tmp_path):
 def test_capped_shares_respect_one_over_k():
     counts = popularity_counts([Fraction(1000)] + [Fraction(1)] * 15, 100, 4)
     assert counts[0] == 100 and sum(counts) == 400
+
+
+def test_decode_steps_route_the_batch(tmp_path):
+    """Decode: each step routes the B new tokens; an EP rank reads each replica's weights with probability
+    1 − (1 − x/B)^B for its x expected rows (closed form), and every step repeats the same routing."""
+    b = 4
+    row = [3, 1, 0, 0, 0, 0, 0, 0, 2, 1, 1, 0, 0, 0, 0, 0]  # 8 = B·k rows
+    path = _table(tmp_path / "d.csv", [row])
+    layout = ParallelLayout(tp=1, ep=4)
+    opts = WorkloadOptions(phase="decode", batch=b, context_tokens=16, decode_steps=2, routing="table",
+                           routing_table=path)
+    wl = generate(TINY, layout, 1, opts)
+    h, w = TINY.comm_dim, TINY.expert_ffn_width
+    per_expert = Fraction(3 * h * w) * Fraction(1, 2)  # expert_bytes_per_param 0.5
+    for ep_index, block in ((0, row[0:4]), (2, row[8:12])):
+        nodes = [n for n in wl.graphs[ep_index].nodes if n.name == "routed_experts"]
+        read = sum(1 - (1 - Fraction(x, b)) ** b for x in block)
+        assert [n.bytes_moved for n in nodes] == [int(per_expert * read)] * 4  # 2 MoE layers × 2 steps
+        assert {n.flops for n in nodes} == {sum(block) * 6 * h * w}
+    assert not [n for n in wl.graphs[1].nodes if n.name == "routed_experts"]  # rank 1 receives nothing
