@@ -127,3 +127,26 @@ def test_skewed_all_to_all_needs_the_direct_algorithm():
                      settings)
     with pytest.raises(MoesimError, match="needs the direct algorithm"):
         sim.run()
+
+
+def test_input_keys_uniform_unchanged_table_keyed_by_contents(tmp_path):
+    """Uniform runs (and Zipf 0) keep their simulation key without the routing fields; a routing table's
+    key follows its contents, so an edited file is simulated anew."""
+    from moesim.experiments.inputs import input_hash, resolved_inputs
+
+    assert not {"routing", "expert_placement", "expert_slots"} & set(resolved_inputs(spec())["workload_options"])
+    assert input_hash(spec()) == input_hash(spec(routing="zipf", routing_zipf_exponent=0.0))
+    path = _table(tmp_path / "t.csv", 256, 256, 6)
+    first = input_hash(spec(routing="table", routing_table=path))
+    (tmp_path / "t.csv").write_text(",".join(["6"] * 256) + "\n")
+    assert input_hash(spec(routing="table", routing_table=path)) != first
+
+
+def test_matrix_levels_make_routing_files_absolute(tmp_path):
+    from moesim.experiments.factors import canonical_level
+
+    (tmp_path / "t.csv").write_text("1,2\n")
+    assert canonical_level("routing_table", "t.csv", "matrix", tmp_path) == str(tmp_path / "t.csv")
+    assert canonical_level("expert_placement", "eplb", "matrix", tmp_path) == "eplb"
+    with pytest.raises(MoesimError, match="expert_placement.*'nope.txt' not found"):
+        canonical_level("expert_placement", "nope.txt", "matrix", tmp_path)

@@ -107,6 +107,10 @@ def _simulated_fields(spec: Any) -> dict[str, Any]:
     return data
 
 
+ROUTING_FIELDS = ("routing", "routing_zipf_exponent", "routing_hot_fraction", "routing_hot_share", "routing_table",
+                  "routing_seed", "expert_placement", "expert_slots")
+
+
 def _workload_options(options: Any) -> dict[str, Any]:
     """The workload options as data; a prefill leaves the decode knobs out, so its key is what it was before
     the knobs existed (stores made then resume without re-simulating)."""
@@ -114,6 +118,14 @@ def _workload_options(options: Any) -> dict[str, Any]:
     if data.get("phase") == "prefill":
         for name in ("phase", "batch", "context_tokens", "decode_steps"):
             data.pop(name, None)
+    if not options.skewed:  # uniform routing (Zipf 0 included) keeps the key it had before skew existed
+        for name in ROUTING_FIELDS:
+            data.pop(name, None)
+    else:  # a routing table or placement file is keyed by its contents
+        for name in ("routing_table", "expert_placement"):
+            path = Path(str(data.get(name) or ""))
+            if path.is_file():
+                data[f"{name}_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     return data
 
 
