@@ -506,15 +506,14 @@ Templates = tuple[tuple[_Op, ...], tuple[tuple[_Op, ...], ...]]
 
 def _passes(
     model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions, tp_group: int, ep_group: int,
-    ep_index: int = 0,
+    routing: tuple[LayerRouting, ...] | None = None, ep_index: int = 0,
 ) -> list[Templates]:
     """The layer templates of each forward pass: the prefill, or each decode step (step s reads a
-    cache of ``context_tokens`` + s tokens: the tokens of the earlier steps join it)."""
+    cache of ``context_tokens`` + s tokens: the tokens of the earlier steps join it). ``routing``: the
+    skewed routing of one pass (``moe_routing``), the same in every decode step."""
     if options.phase == "prefill":
-        routing = moe_routing(model, layout, tokens, options)
         return [_layer_templates(model, layout, tokens, options, tp_group, ep_group, None, routing, ep_index)]
     assert options.batch is not None and options.context_tokens is not None and options.decode_steps is not None
-    routing = moe_routing(model, layout, options.batch, options)
     return [
         _layer_templates(model, layout, options.batch, options, tp_group, ep_group, options.context_tokens + step,
                          routing, ep_index)
@@ -587,12 +586,14 @@ def generate(
     tp_of, ep_of, table = _comm_groups(layout)
     by_groups = options.collective_addressing == "groups"
     cache: dict[tuple[int, int, int], tuple[Node, ...]] = {}
+    routing = moe_routing(model, layout, options.batch if options.phase == "decode" else tokens, options)  # type: ignore[arg-type]
     graphs = []
     for rank in range(layout.num_ranks):
         key = (tp_of[rank], ep_of[rank]) if by_groups else (0, 0)
         ep_index = layout.ep_index(rank) if options.skewed else 0
         if (*key, ep_index) not in cache:  # ranks with the same groups and load share one node tuple
-            cache[(*key, ep_index)] = _instantiate(model, _passes(model, layout, tokens, options, *key, ep_index))
+            passes = _passes(model, layout, tokens, options, *key, routing, ep_index)
+            cache[(*key, ep_index)] = _instantiate(model, passes)
         graphs.append(RankGraph(rank=rank, nodes=cache[(*key, ep_index)]))
     name = f"{model.key}_{layout.name}_T{tokens}"
     if options.phase == "decode":
