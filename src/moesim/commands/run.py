@@ -151,6 +151,10 @@ def register(app: typer.Typer) -> None:
                    f"   (bottleneck rank {result.bottleneck_rank})")
         if "step_s" in record:
             typer.echo(f"  decode: {record['step_s'] * 1e3:.6f} ms per step   {record['tokens_per_s']:.1f} tokens/s")
+        if "ep_imbalance" in record:
+            rule = result.spec.override_dict().get("expert_placement", "contiguous")
+            after = "" if rule == "contiguous" else f" (after {rule}: {record['ep_imbalance']:.4f})"
+            typer.echo(f"  EP imbalance max/mean tokens per rank: {record['ep_imbalance_before']:.4f}{after}")
         typer.echo(f"  backend {result.backend}; congestion control: {result.cc_model}; policy: {result.cc_policy}")
         typer.echo(f"  simulated in {result.sim_wallclock_s:.2f} s (moesim {result.version})")
         if caveat:

@@ -144,6 +144,22 @@ def _placement_level(value: Any, source: str, base_dir: Path | None) -> str:
                       [*PLACEMENT_RULES.names(), "a comma-separated GPU list", "a path to a .yaml/.json rank → GPU file"])
 
 
+def _routing_file_level(factor: str, value: Any, source: str, base_dir: Path | None) -> str:
+    """``routing_table`` (a path) or ``expert_placement`` (a rule name or a path): a file becomes an absolute
+    path, so every worker finds it (it is read when the run is planned)."""
+    from moesim.workload.routing import PLACEMENT_RULES
+
+    text = str(_overrides()[factor].check(value, source)).strip()
+    if factor == "expert_placement" and text in PLACEMENT_RULES:
+        return text
+    path = _resolve_path(text, base_dir)
+    if not path.is_file():
+        allowed = ["a path to a CSV/Parquet routing table"] if factor == "routing_table" else [
+            *PLACEMENT_RULES, "a path to an expert placement file"]
+        raise input_error(source, factor, f"file '{text}' not found", allowed)
+    return str(path)
+
+
 def canonical_level(factor: str, value: Any, source: str, base_dir: Path | None = None) -> Level:
     """Validate one level of ``factor`` and return its canonical form.
 
@@ -163,6 +179,8 @@ def canonical_level(factor: str, value: Any, source: str, base_dir: Path | None 
         return _named_level(factor, text, source)
     if factor == "placement":
         return _placement_level(value, source, base_dir)
+    if factor in ("routing_table", "expert_placement"):
+        return _routing_file_level(factor, value, source, base_dir)
     return _overrides()[factor].check(value, source) if factor in _overrides() else value
 
 

@@ -121,6 +121,25 @@ def _keyed(section: str, data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if not (k in neutral and v == neutral[k])}
 
 
+ROUTING_FIELDS = ("routing", "routing_zipf_exponent", "routing_hot_fraction", "routing_hot_share", "routing_table",
+                  "routing_seed", "expert_placement", "expert_slots")
+
+
+def _workload_options(options: Any) -> dict[str, Any]:
+    """The workload options as data: decode knobs only in decode; routing fields only for skewed routing
+    (uniform, Zipf 0 included, keeps its key), with a routing table or placement file keyed by its contents."""
+    data = _keyed("workload_options", dataclasses.asdict(options))
+    if not options.skewed:
+        for name in ROUTING_FIELDS:
+            data.pop(name, None)
+    else:
+        for name in ("routing_table", "expert_placement"):
+            path = Path(str(data.get(name) or ""))
+            if path.is_file():
+                data[f"{name}_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return data
+
+
 def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
     """Everything a run's simulation reads, as JSON-able data, and nothing that only labels it (the
     network mode's name, CC parameters when no flow carries CC): runs with equal inputs are one

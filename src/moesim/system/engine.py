@@ -24,7 +24,8 @@ import numpy as np
 
 from moesim.errors import MoesimError
 from moesim.network.base import Flow, NetworkBackend
-from moesim.system.collectives import Plan, StepTiming, chunk_sizes, plan_for
+from moesim.system.collectives import Plan, StepTiming, chunk_sizes, plan_for, resolve
+from moesim.system.collectives.direct import direct_pair_plan, pair_chunk
 from moesim.system.compute import roofline_time_s
 from moesim.system.events import EventQueue
 from moesim.system.fast_forward import FastForward
@@ -69,6 +70,7 @@ class _Instance:
     queues: StreamQueues | None = None
     trees: dict[Any, int] = field(default_factory=dict)
     """The Double Binary Tree counter of each dimension key when the collective was created."""
+    pair_bytes: tuple[int, ...] = ()  # a skewed all-to-all: bytes per (sender, receiver) member pair
 
 
 class _Rank:
@@ -214,7 +216,7 @@ class Simulation:
             tuple(inst.node_of.items()), tuple(inst.issue_time.items()), tuple(inst.next_chunk), tuple(inst.exited),
             inst.finished, inst.flows_started,
             tuple((c, tuple(ch.deps_left), tuple(ch.exit_left)) for c, ch in inst.chunks.items()),
-            retired=k >= len(self.instances)) for k, inst in enumerate(live))
+            retired=k >= len(self.instances), pair_bytes=inst.pair_bytes) for k, inst in enumerate(live))
         events = tuple(PendingEvent(t, prio, seq, kind, (position[id(a[0])], *a[1:]) if kind.on_collective else a)
                        for t, prio, seq, kind, a in queued)
         flows = tuple(InFlight(fid, position[id(inst)], c, j) for fid, (inst, c, j) in self.flows.items())
@@ -233,7 +235,7 @@ class Simulation:
             inst = _Instance(cs.members, cs.seq, cs.ctype, cs.size_bytes, cs.impl, list(cs.chunk_bytes),
                              next_chunk=list(cs.next_chunk), exited=list(cs.exited),
                              issue_time={m: t + shift_s for m, t in cs.issue_s}, node_of=dict(cs.node_of),
-                             finished=cs.finished, flows_started=cs.flows_started)
+                             finished=cs.finished, flows_started=cs.flows_started, pair_bytes=cs.pair_bytes)
             inst.chunks = {c: _Chunk(self._plan(inst, c), list(deps), list(exits)) for c, deps, exits in cs.chunks}
             live.append(inst)
         self.instances = {(inst.members, inst.seq): inst
@@ -303,7 +305,8 @@ class Simulation:
         if inst is None:
             inst = self._new_instance(r, node, members, seq)
             self.instances[(members, seq)] = inst
-        elif inst.ctype is not node.collective or inst.size_bytes != node.size_bytes:
+        elif inst.ctype is not node.collective or inst.pair_bytes != node.pair_bytes or (
+                not node.pair_bytes and inst.size_bytes != node.size_bytes):
             raise MoesimError(
                 f"rank {r} node {node.id}: collective #{seq} on ranks {list(members)} is {node.collective.name} of "
                 f"{node.size_bytes} B here but {inst.ctype.name} of {inst.size_bytes} B on another rank"
@@ -337,6 +340,11 @@ class Simulation:
         ctype, settings = node.collective, self.settings
         sizes = chunk_sizes(ctype, node.size_bytes, settings.dataset_splits, self.total_nodes)
         dims = self._active_dims(node) if node.group == 0 else []
+        if node.pair_bytes:  # per-pair sizes: the members' totals differ, the chunk count does not
+            if len(dims) > 1:
+                raise MoesimError(f"rank {r} node {node.id}: a skewed all-to-all over {len(dims)} logical dimensions "
+                                  "is not supported (it runs over one dimension)")
+            sizes = [0] * settings.dataset_splits
         if len(dims) > 1:
             impls = {t: settings.implementations(t) for t in CollectiveType}
             phases = Phases(build_phases(ctype, members, self.workload.logical_dims, dims, impls,
@@ -348,7 +356,7 @@ class Simulation:
         subgroup = node.group != 0 and len(members) < self.total_nodes
         impl = settings.implementation(ctype, node.involved_dims, subgroup)
         inst = _Instance(members, seq, ctype, node.size_bytes, impl, sizes,
-                         next_chunk=[0] * len(members), exited=[0] * len(members))
+                         next_chunk=[0] * len(members), exited=[0] * len(members), pair_bytes=node.pair_bytes)
         key = self._flat_key(inst, node)
         inst.trees = {key: self.ranks[r].trees[key]}
         return inst
@@ -375,13 +383,21 @@ class Simulation:
             ph = inst.phases.phases[inst.phases.decode(k)[1]]
             tree = inst.phases.tree_index(k, inst.trees)
             impl, ctype, n, size = ph.impl, ph.ctype, ph.n, ph.size_bytes
+            pairs: tuple[int, ...] = ()
         else:
             tree = next(iter(inst.trees.values()), 0) + k
             impl, ctype, n, size = inst.impl, inst.ctype, len(inst.members), inst.chunk_bytes[k]
-        key = (impl, ctype, n, size, tree % 2)
+            pairs = pair_chunk(inst.pair_bytes, len(inst.chunk_bytes), k) if inst.pair_bytes else ()
+        key = (impl, ctype, n, size, tree % 2, pairs)
         plan = self._plans.get(key)
         if plan is None:
-            plan = plan_for(impl, ctype, n, size, self.timing, tree)
+            if pairs:
+                name, window = resolve(impl)
+                if name != "direct":
+                    raise MoesimError(f"skewed all-to-all (per-pair sizes) needs the direct algorithm, not '{impl}'")
+                plan = direct_pair_plan(n, pairs, self.timing, window)
+            else:
+                plan = plan_for(impl, ctype, n, size, self.timing, tree)
             self._plans[key] = plan
         return plan
 

@@ -92,7 +92,7 @@ class FastForward:
             self.layer_first.append(first)
             self.layer_sig.append([tuple(
                 (n.kind, n.flops, n.bytes_moved, n.duration_ns, n.collective, n.size_bytes, n.group,
-                 n.involved_dims, tuple(self.index[r].get(d, -1) - first[L] for d in n.deps))
+                 n.involved_dims, n.pair_bytes, tuple(self.index[r].get(d, -1) - first[L] for d in n.deps))
                 for n in nodes[first[L]:first[L + 1]]) for L in range(len(first) - 1)])
         sim.hooks.node_started.append(self.node_started)
         sim.hooks.step_finished.append(self.observe)

@@ -24,7 +24,7 @@ from moesim.topology.catalog import get_topology, topology_gpu_count
 from moesim.topology.model import Topology
 from moesim.topology.placement import DEFAULT_PLACEMENT, PLACEMENT_RULES, Placement, resolve_placement
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
-from moesim.workload.generator import WorkloadOptions, generate
+from moesim.workload.generator import WorkloadOptions, generate, routing_imbalance
 from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
 
@@ -99,6 +99,8 @@ class PreparedRun:
     workload_options: WorkloadOptions
     placement: Placement
     """Rank → GPU (``placement`` override: a rule of ``PLACEMENT_RULES`` or a file; default contiguous)."""
+    ep_imbalance: tuple[float, float] | None = None
+    """Skewed routing only: (after, before expert balancing) max/mean token rows per EP rank."""
 
     def workload(self) -> Workload:
         """The per-rank execution graphs (built anew on each call)."""
@@ -150,7 +152,9 @@ def prepare(spec: RunSpec) -> PreparedRun:
     settings = dataclasses.replace(settings, **sys_over)
     backend_cls = BACKENDS.get(spec.backend)
     placement = resolve_placement(placement_value, topology, layout.tp, layout.ep, source)
-    return PreparedRun(spec, model, layout, params, topology, settings, backend_cls, tokens, options, placement)
+    imbalance = routing_imbalance(model, layout, tokens, options)  # reads a routing table / placement file
+    return PreparedRun(spec, model, layout, params, topology, settings, backend_cls, tokens, options, placement,
+                       imbalance)
 
 
 @dataclass(frozen=True)
@@ -274,6 +278,9 @@ def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
     if options.phase == "decode":
         parameters["decode"] = {"batch": options.batch, "context_tokens": options.context_tokens,
                                 "decode_steps": options.decode_steps}
+    if prepared.ep_imbalance is not None:  # skewed routing only: uniform records keep their keys
+        parameters["routing"] = {"ep_imbalance": prepared.ep_imbalance[0],
+                                 "ep_imbalance_before": prepared.ep_imbalance[1]}
     return RunResult(
         spec=spec, ranks=ranks, bottleneck_rank=bottleneck, backend=spec.backend, cc_model=cc_model,
         cc_policy=policy, version=__version__, parameters=parameters, diagnostics=simulated.diagnostics,

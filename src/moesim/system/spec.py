@@ -105,4 +105,8 @@ class RunResult:
         if decode:  # decode runs only: prefill records keep their keys
             record["step_s"] = self.wall_s / decode["decode_steps"]
             record["tokens_per_s"] = decode["batch"] * decode["decode_steps"] / self.wall_s
+        routing = self.parameters.get("routing")
+        if routing:  # skewed routing only
+            record["ep_imbalance"] = routing["ep_imbalance"]
+            record["ep_imbalance_before"] = routing["ep_imbalance_before"]
         return record

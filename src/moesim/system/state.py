@@ -58,6 +58,7 @@ class CollectiveState:
     flows_started: int
     chunks: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]  # (chunk, transfers' deps left, exits' deps left)
     retired: bool = False  # every member finished; only its events or flows remain
+    pair_bytes: tuple[int, ...] = ()  # a skewed all-to-all's bytes per member pair (Node.pair_bytes)
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,9 @@ def write_et(workload: Workload, out_dir: str | Path, prefix: str) -> list[Path]
     """
     if not prefix or "/" in prefix or os.sep in prefix:
         raise MoesimError(f"chakra export: field 'prefix': must be a plain file-name prefix, got {prefix!r}")
+    if any(n.pair_bytes for g in workload.graphs for n in g.nodes):
+        raise MoesimError(f"chakra export: {workload.name}: skewed routing gives all-to-alls per-pair sizes, "
+                          "which Chakra ET cannot express (allowed: routing=uniform)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for g in workload.graphs:

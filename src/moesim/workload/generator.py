@@ -8,9 +8,10 @@ Per layer the critical path is a chain (no compute–communication overlap):
 * dense layer: attention → TP all-reduce → dense FFN → TP output all-reduce.
 
 Collective volumes follow docs/study.md §3 exactly (V_TP = T·h·2, V_EP = T·h·k·2/EP with h = ``comm_dim``).
-Compute nodes carry FLOPs and bytes for a roofline; the formulas are in docs/workload.md. Routing is
-uniform, so every rank's graph is the same and every MoE layer repeats the same node sequence (the
-engine's fast-forward relies on this).
+Compute nodes carry FLOPs and bytes for a roofline; the formulas are in docs/workload.md. Under uniform
+routing every rank's graph is the same and every MoE layer repeats the same node sequence (the engine's
+fast-forward exploits this). Skewed routing (``routing.py``) gives each MoE layer its own all-to-all
+matrix and each EP rank its own expert work.
 """
 
 from __future__ import annotations
@@ -27,6 +28,19 @@ from moesim.registry import Registry
 from moesim.schema import constraint
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.routing import (
+    PLACEMENT_RULES,
+    ROUTINGS,
+    LayerRouting,
+    ep_imbalance,
+    expert_counts,
+    hot_weights,
+    layer_routing,
+    read_placement,
+    read_table,
+    scale_counts,
+    zipf_weights,
+)
 
 STUDY_TOKENS = 4096
 STUDY_STRATEGIES = ("TP2EP16", "TP4EP8", "TP8EP4", "TP16EP2")
@@ -47,6 +61,14 @@ DECODE_KNOBS = {
     "decode_steps": (1, 1, MAX_DECODE_STEPS),
 }
 """Decode knob → (its value when a decode run leaves it unset, smallest, largest allowed)."""
+ROUTING_KNOBS = {
+    "routing_zipf_exponent": ("zipf", 1.0),
+    "routing_hot_fraction": ("hot", 0.1),
+    "routing_hot_share": ("hot", 0.5),
+    "routing_table": ("table", None),
+}
+"""Routing knob → (the routing it belongs to, its value when that routing leaves it unset)."""
+MAX_EXPERT_SLOTS = 64
 
 GeneratorFn = Callable[..., Workload]
 GENERATORS: Registry[GeneratorFn] = Registry("workload generator")
@@ -65,6 +87,12 @@ class WorkloadOptions:
     steps of ``batch`` sequences, one new token each, whose KV cache holds ``context_tokens`` tokens
     at the first step. The decode knobs are refused in prefill; in decode an unset one takes its
     ``DECODE_KNOBS`` default.
+    ``routing``: token-to-expert routing, ``"uniform"`` or skewed (``routing.py``): ``"zipf"`` (share
+    ∝ 1/(i+1)^``routing_zipf_exponent``), ``"hot"`` (``routing_hot_fraction`` of the experts get
+    ``routing_hot_share`` of the rows), ``"table"`` (``routing_table``: a CSV/Parquet file of tokens per
+    MoE layer × expert); ``routing_seed`` picks which experts are hot in each layer.
+    ``expert_placement``: ``"contiguous"`` (E/EP experts per EP rank), ``"eplb"`` (balanced, with
+    ``expert_slots`` redundant replicas per rank) or a placement file (one line of expert ids per EP rank).
     """
 
     weight_bytes_per_param: float = 1.0
@@ -75,9 +103,18 @@ class WorkloadOptions:
     batch: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_TOKENS))
     context_tokens: int | None = field(default=None, metadata=constraint(low=0, high=MAX_DECODE_TOKENS))
     decode_steps: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_STEPS))
+    routing: str = field(default="uniform", metadata=constraint(choices=ROUTINGS))
+    routing_zipf_exponent: float | None = field(default=None, metadata=constraint(low=0, high=16))
+    routing_hot_fraction: float | None = field(default=None, metadata=constraint(low=0, high=1, low_open=True))
+    routing_hot_share: float | None = field(default=None, metadata=constraint(low=0, high=1))
+    routing_table: str | None = None
+    routing_seed: int = field(default=0, metadata=constraint(low=0, high=2**32 - 1))
+    expert_placement: str = "contiguous"
+    expert_slots: int = field(default=1, metadata=constraint(low=0, high=MAX_EXPERT_SLOTS))
 
     def __post_init__(self) -> None:
         self._check_phase()
+        self._check_routing()
         for name in ("weight_bytes_per_param", "expert_bytes_per_param"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
@@ -93,6 +130,26 @@ class WorkloadOptions:
                 f"unknown value {self.collective_addressing!r}",
                 COLLECTIVE_ADDRESSING,
             )
+
+    @property
+    def skewed(self) -> bool:
+        """Routing other than uniform (Zipf with exponent 0 is uniform)."""
+        return self.routing != "uniform" and not (self.routing == "zipf" and self.routing_zipf_exponent == 0)
+
+    def _check_routing(self) -> None:
+        if self.routing not in ROUTINGS:
+            raise input_error("workload options", "routing", f"unknown value {self.routing!r}", ROUTINGS)
+        for name, (routing, default) in ROUTING_KNOBS.items():
+            if getattr(self, name) is not None and routing != self.routing:
+                raise input_error("workload options", name, f"applies only with routing={routing}")
+            if routing == self.routing and getattr(self, name) is None:
+                if default is None:
+                    raise input_error("workload options", name, f"routing={routing} needs a file path")
+                object.__setattr__(self, name, default)
+        if self.expert_placement not in PLACEMENT_RULES and not self.expert_placement.strip():
+            raise input_error("workload options", "expert_placement", "is empty", PLACEMENT_RULES)
+        if not isinstance(self.expert_slots, int) or not 0 <= self.expert_slots <= MAX_EXPERT_SLOTS:
+            raise input_error("workload options", "expert_slots", f"must be an integer in [0, {MAX_EXPERT_SLOTS}]")
 
     def _check_phase(self) -> None:
         if self.phase not in PHASES:
@@ -310,6 +367,7 @@ class _Op:
     size_bytes: int = 0
     group: int = 0
     involved_dims: tuple[bool, ...] = ()
+    pair_bytes: tuple[int, ...] = ()
 
 
 def _validate(model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions) -> None:
@@ -328,6 +386,57 @@ def _validate(model: ModelSpec, layout: ParallelLayout, tokens: int, options: Wo
     layout.validate(num_ranks=options.num_ranks, routed_experts=model.routed_experts, source=src)
 
 
+def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
+                options: WorkloadOptions) -> tuple[LayerRouting, ...] | None:
+    """Per MoE layer, the skewed routing of ``tokens`` tokens (one decode step: the batch) and its
+    placement on the EP ranks; None under uniform routing."""
+    if not options.skewed:
+        return None
+    experts, k = model.routed_experts, model.top_k
+    layers = model.num_layers - model.first_dense_layers
+    if options.routing == "table":
+        assert options.routing_table is not None
+        counts = tuple(scale_counts(row, tokens, k) for row in read_table(options.routing_table, experts, layers))
+    else:
+        if options.routing == "zipf":
+            assert options.routing_zipf_exponent is not None
+            weights = zipf_weights(experts, options.routing_zipf_exponent)
+        else:
+            assert options.routing_hot_fraction is not None and options.routing_hot_share is not None
+            weights = hot_weights(experts, options.routing_hot_fraction, options.routing_hot_share)
+        counts = expert_counts(weights, experts, layers, tokens, k, options.routing_seed)
+    rule = options.expert_placement
+    fixed = None if rule in PLACEMENT_RULES else read_placement(rule, experts, layout.ep)
+    return tuple(layer_routing(c, layout.ep, rule, options.expert_slots, fixed) for c in counts)
+
+
+def routing_imbalance(model: ModelSpec, layout: ParallelLayout, tokens: int,
+                      options: WorkloadOptions) -> tuple[float, float] | None:
+    """(after, before balancing) EP imbalance, max/mean rows per EP rank summed over the MoE layers
+    (``routing.ep_imbalance``) of one pass (prefill, or one decode step); None under uniform routing."""
+    _validate(model, layout, tokens, options)
+    per_pass = options.batch if options.phase == "decode" and options.batch is not None else tokens
+    layers = moe_routing(model, layout, per_pass, options)
+    return None if not layers else ep_imbalance(layers)
+
+
+def _skewed_expert_work(model: ModelSpec, layout: ParallelLayout, tokens: int, routing: LayerRouting,
+                        ep_index: int, expert_bytes_per_param: float, decode: bool) -> Work:
+    """Routed experts of EP rank ``ep_index`` under skewed routing: its R rows, R·6·h·w/TP FLOPs, and the
+    weights of the replicas it holds (decode: each replica read with probability 1 − (1 − x/B)^B for its
+    x expected rows of B tokens; every replica with rows above ``EXACT_MISS_BATCH``)."""
+    h, w = model.comm_dim, model.expert_ffn_width
+    per_expert = Fraction(3 * h * w, layout.tp) * Fraction(expert_bytes_per_param)
+    replicas = routing.replica_rows[ep_index]
+    if not decode:
+        read = Fraction(len(replicas))
+    elif tokens > EXACT_MISS_BATCH:
+        read = Fraction(sum(1 for x in replicas if x))
+    else:
+        read = sum((1 - (1 - Fraction(min(x, tokens), tokens)) ** tokens for x in replicas), Fraction(0))
+    return _work(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read)
+
+
 def _layer_templates(
     model: ModelSpec,
     layout: ParallelLayout,
@@ -336,9 +445,12 @@ def _layer_templates(
     tp_group: int,
     ep_group: int,
     context_tokens: int | None = None,
-) -> tuple[tuple[_Op, ...], tuple[_Op, ...]]:
-    """The (dense layer, MoE layer) node sequences of one rank: a prefill of ``tokens`` tokens, or
-    with ``context_tokens`` one decode step of ``tokens`` sequences over a cache that long."""
+    routing: tuple[LayerRouting, ...] | None = None,
+    ep_index: int = 0,
+) -> Templates:
+    """The (dense layer, MoE layers) node sequences of one rank: a prefill of ``tokens`` tokens, or
+    with ``context_tokens`` one decode step of ``tokens`` sequences over a cache that long. The MoE
+    layers are one sequence for all under uniform routing, else one per MoE layer."""
     tp_kw: dict[str, Any] = {"group": tp_group} if tp_group else {"involved_dims": (True, False)}
     ep_kw: dict[str, Any] = {"group": ep_group} if ep_group else {"involved_dims": (False, True)}
     v_tp = tp_allreduce_bytes(model, tokens)
@@ -355,12 +467,16 @@ def _layer_templates(
             _Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_REDUCE, size_bytes=v_tp, **tp_kw)
         ]
 
-    def ep_a2a(name: str) -> list[_Op]:
+    def ep_a2a(name: str, pairs: tuple[int, ...] = ()) -> list[_Op]:
         if layout.ep == 1:
             return []
-        return [
-            _Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL, size_bytes=v_ep, **ep_kw)
-        ]
+        if not pairs:
+            return [_Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL, size_bytes=v_ep, **ep_kw)]
+        row_bytes = model.comm_dim * model.bytes_per_activation
+        pair_bytes = tuple(p * row_bytes for p in pairs)
+        own = sum(pair_bytes[ep_index * layout.ep:(ep_index + 1) * layout.ep])
+        return [_Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL, size_bytes=own,
+                    pair_bytes=pair_bytes, **ep_kw)]
 
     if context_tokens is None:
         attention = attention_work(model, layout.tp, tokens, wb)
@@ -370,30 +486,37 @@ def _layer_templates(
         experts = decode_routed_expert_work(model, layout, tokens, eb)
     head = comp("attention", attention) + tp_ar("tp_allreduce_attn")
     dense = head + comp("dense_ffn", dense_ffn_work(model, layout.tp, tokens, wb)) + tp_ar("tp_allreduce_out")
-    moe = (
-        head
-        + ep_a2a("ep_dispatch")
-        + comp("routed_experts", experts)
-        + ep_a2a("ep_combine")
-        + comp("shared_ffn", shared_ffn_work(model, tokens, wb))
-        + tp_ar("tp_allreduce_out")
-    )
-    return tuple(dense), tuple(moe)
+    tail = comp("shared_ffn", shared_ffn_work(model, tokens, wb)) + tp_ar("tp_allreduce_out")
+    if routing is None:
+        moe = head + ep_a2a("ep_dispatch") + comp("routed_experts", experts) + ep_a2a("ep_combine") + tail
+        return tuple(dense), (tuple(moe),)
+    layers = []
+    for lr in routing:
+        pairs = lr.pairs()
+        ep = layout.ep
+        back = tuple(pairs[s * ep + d] for d in range(ep) for s in range(ep))  # combine: each receiver returns its rows
+        work = _skewed_expert_work(model, layout, tokens, lr, ep_index, eb, context_tokens is not None)
+        layers.append(tuple(head + ep_a2a("ep_dispatch", pairs) + comp("routed_experts", work)
+                            + ep_a2a("ep_combine", back) + tail))
+    return tuple(dense), tuple(layers)
 
 
-Templates = tuple[tuple[_Op, ...], tuple[_Op, ...]]
+Templates = tuple[tuple[_Op, ...], tuple[tuple[_Op, ...], ...]]
 
 
 def _passes(
-    model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions, tp_group: int, ep_group: int
+    model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions, tp_group: int, ep_group: int,
+    routing: tuple[LayerRouting, ...] | None = None, ep_index: int = 0,
 ) -> list[Templates]:
     """The layer templates of each forward pass: the prefill, or each decode step (step s reads a
-    cache of ``context_tokens`` + s tokens: the tokens of the earlier steps join it)."""
+    cache of ``context_tokens`` + s tokens: the tokens of the earlier steps join it). ``routing``: the
+    skewed routing of one pass (``moe_routing``), the same in every decode step."""
     if options.phase == "prefill":
-        return [_layer_templates(model, layout, tokens, options, tp_group, ep_group)]
+        return [_layer_templates(model, layout, tokens, options, tp_group, ep_group, None, routing, ep_index)]
     assert options.batch is not None and options.context_tokens is not None and options.decode_steps is not None
     return [
-        _layer_templates(model, layout, options.batch, options, tp_group, ep_group, options.context_tokens + step)
+        _layer_templates(model, layout, options.batch, options, tp_group, ep_group, options.context_tokens + step,
+                         routing, ep_index)
         for step in range(options.decode_steps)
     ]
 
@@ -405,7 +528,8 @@ def _instantiate(model: ModelSpec, passes: list[Templates]) -> tuple[Node, ...]:
     for index in range(len(passes) * model.num_layers):
         step, layer = divmod(index, model.num_layers)
         dense, moe = passes[step]
-        for op in dense if layer < model.first_dense_layers else moe:
+        moe_layer = (layer - model.first_dense_layers) % len(moe)
+        for op in dense if layer < model.first_dense_layers else moe[moe_layer]:
             nid = len(nodes)
             nodes.append(
                 Node(
@@ -420,6 +544,7 @@ def _instantiate(model: ModelSpec, passes: list[Templates]) -> tuple[Node, ...]:
                     group=op.group,
                     involved_dims=op.involved_dims,
                     layer=index,
+                    pair_bytes=op.pair_bytes,
                 )
             )
     return tuple(nodes)
@@ -446,7 +571,7 @@ def _comm_groups(
     return tp_of, ep_of, tuple(table)
 
 
-@GENERATORS.register("moe_prefill", "serial MoE prefill forward pass (or decode steps), uniform routing",
+@GENERATORS.register("moe_prefill", "serial MoE prefill forward pass (or decode steps), uniform or skewed routing",
                      "docs/study.md §3")
 def generate(
     model: ModelSpec,
@@ -460,13 +585,16 @@ def generate(
     _validate(model, layout, tokens, options)
     tp_of, ep_of, table = _comm_groups(layout)
     by_groups = options.collective_addressing == "groups"
-    cache: dict[tuple[int, int], tuple[Node, ...]] = {}
+    cache: dict[tuple[int, int, int], tuple[Node, ...]] = {}
+    routing = moe_routing(model, layout, options.batch if options.phase == "decode" else tokens, options)  # type: ignore[arg-type]
     graphs = []
     for rank in range(layout.num_ranks):
         key = (tp_of[rank], ep_of[rank]) if by_groups else (0, 0)
-        if key not in cache:  # ranks with the same groups share one (immutable) node tuple
-            cache[key] = _instantiate(model, _passes(model, layout, tokens, options, *key))
-        graphs.append(RankGraph(rank=rank, nodes=cache[key]))
+        ep_index = layout.ep_index(rank) if options.skewed else 0
+        if (*key, ep_index) not in cache:  # ranks with the same groups and load share one node tuple
+            passes = _passes(model, layout, tokens, options, *key, routing, ep_index)
+            cache[(*key, ep_index)] = _instantiate(model, passes)
+        graphs.append(RankGraph(rank=rank, nodes=cache[(*key, ep_index)]))
     name = f"{model.key}_{layout.name}_T{tokens}"
     if options.phase == "decode":
         name = f"{model.key}_{layout.name}_decode_B{options.batch}_C{options.context_tokens}_S{options.decode_steps}"

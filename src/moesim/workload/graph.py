@@ -36,6 +36,9 @@ class Node:
     total over all peers; all-gather: the per-rank input). ``group`` is a communicator-group id (0 =
     the global group); ``involved_dims`` selects logical dimensions of the global group (empty = all).
     ``layer`` is the model layer the node belongs to (-1 = none); the engine's fast-forward uses it.
+    ``pair_bytes`` (all-to-all only, empty = ``size_bytes``/n to every peer): the bytes every member
+    sends every member, an n×n matrix flattened row by row (row = sender, members in ring order, the
+    diagonal stays local); every member's node carries the same matrix.
     """
 
     id: int
@@ -50,6 +53,7 @@ class Node:
     group: int = 0
     involved_dims: tuple[bool, ...] = ()
     layer: int = -1
+    pair_bytes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from moesim.workload.graph import CollectiveType
 
 
 def _a2a_round(n: int, msg: int, d: float, base: int, after_all: list[tuple[int, ...]], window: int,
-               extra_delay: float) -> list[Transfer]:
+               extra_delay: float, pairs: tuple[int, ...] = ()) -> list[Transfer]:
     """One round: member i sends to i+1, i+2, …; with a window K, send j>=K waits for receive j-K."""
     out: list[Transfer] = []
     k = n - 1 if window <= 0 else min(window, n - 1)
@@ -26,7 +26,7 @@ def _a2a_round(n: int, msg: int, d: float, base: int, after_all: list[tuple[int,
                 sender = (i - 1 - (j - k)) % n
                 idx = base + sender * (n - 1) + ((i - sender - 1) % n)
                 after, delay = after_all[i] + (idx,), d
-            out.append(Transfer(i, dst, msg, after, delay))
+            out.append(Transfer(i, dst, pairs[i * n + dst] if pairs else msg, after, delay))
     return out
 
 
@@ -52,6 +52,19 @@ def direct_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, ch
     ag = _a2a_round(n, msg, d, len(rs), rs_in, window, red)
     exits = tuple(_received_by(n, len(rs), i) for i in range(n))
     return Plan(n, tuple(rs + ag), exits, (d,) * n)
+
+
+def pair_chunk(pair_bytes: tuple[int, ...], chunks: int, c: int) -> tuple[int, ...]:
+    """Chunk ``c`` of ``chunks`` of a per-pair all-to-all: every pair split evenly, the first
+    ``size mod chunks`` chunks one byte more."""
+    return tuple(p // chunks + (1 if c < p % chunks else 0) for p in pair_bytes)
+
+
+def direct_pair_plan(n: int, pairs: tuple[int, ...], timing: StepTiming, window: int = 0) -> Plan:
+    """A direct all-to-all whose member i sends ``pairs[i·n + j]`` bytes to member j (skewed routing)."""
+    d = timing.endpoint_delay_s
+    transfers = _a2a_round(n, 0, d, 0, [()] * n, window, 0.0, pairs)
+    return Plan(n, tuple(transfers), tuple(_received_by(n, 0, i) for i in range(n)), (d,) * n)
 
 
 COLLECTIVES.register(
