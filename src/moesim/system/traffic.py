@@ -4,7 +4,7 @@ Every collective of a layer is turned into the point-to-point volumes its algori
 a ring all-reduce sends 2(n−1)/n of the buffer from each member to the next (Patarasuk & Yuan 2009; a
 double binary tree moves the same volume per member and is counted as a ring here), a ring reduce-scatter
 (n−1)/n of it, a ring all-gather (n−1) times the input, and a direct all-to-all 1/n of the buffer to every
-other member. Volumes follow the routes (spread evenly over equal-cost routes). The *balance bound* of a
+other member (a skewed one: its per-pair sizes). Volumes follow the routes (spread evenly over equal-cost routes). The *balance bound* of a
 layer is Σ over its collectives of max over links of bytes / bandwidth: the time those collectives need if
 they run one after another and each is limited only by its busiest link. It is cheap and blind to latency,
 overlap and congestion control, so it ranks placements for a search and prunes hopeless ones; it is not a
@@ -21,12 +21,15 @@ from moesim.topology.model import NodeKind, Topology
 from moesim.workload.graph import CollectiveType, Node, Workload
 
 
-def _sends(ctype: CollectiveType, size_bytes: int, group: tuple[int, ...], rank: int) -> list[tuple[int, float]]:
-    """(destination rank, bytes) that ``rank`` sends in one collective over ``group`` (ring order)."""
-    n = len(group)
+def _sends(node: Node, group: tuple[int, ...], rank: int) -> list[tuple[int, float]]:
+    """(destination rank, bytes) that ``rank`` sends in collective ``node`` over ``group`` (ring order). A skewed
+    all-to-all sends its row of the per-pair matrix (every EP group is taken to route as rank 0's does)."""
+    ctype, size_bytes, n = node.collective, node.size_bytes, len(group)
     if n < 2:
         return []
     pos = group.index(rank)
+    if node.pair_bytes:
+        return [(m, float(node.pair_bytes[pos * n + j])) for j, m in enumerate(group) if m != rank]
     nxt = group[(pos + 1) % n]
     if ctype == CollectiveType.ALL_REDUCE:
         return [(nxt, 2 * (n - 1) / n * size_bytes)]
@@ -86,7 +89,7 @@ class TrafficModel:
                 by_layer.setdefault(node.layer, []).append(node)
         distinct: dict[tuple[object, ...], tuple[int, list[Node]]] = {}
         for nodes in (by_layer[k] for k in sorted(by_layer)):
-            key = tuple((n.collective, n.size_bytes, n.involved_dims, n.group) for n in nodes)
+            key = tuple((n.collective, n.size_bytes, n.involved_dims, n.group, n.pair_bytes) for n in nodes)
             count, _ = distinct.get(key, (0, nodes))
             distinct[key] = (count + 1, nodes)
         self.layers: list[tuple[int, list[list[tuple[int, int, float]]]]] = []
@@ -95,8 +98,7 @@ class TrafficModel:
             for node in nodes:
                 assert node.collective is not None
                 phases.append([(rank, dst, nbytes) for rank in range(workload.num_ranks)
-                               for dst, nbytes in _sends(node.collective, node.size_bytes,
-                                                         workload.collective_ranks(rank, node), rank)])
+                               for dst, nbytes in _sends(node, workload.collective_ranks(rank, node), rank)])
             self.layers.append((count, phases))
         self._routes: dict[tuple[int, int], tuple[list[int], float]] = {}
 
