@@ -17,7 +17,7 @@ import pyarrow as pa
 from matplotlib.figure import Figure
 
 from moesim.analysis import figures as figs
-from moesim.analysis.results import MODEL, natural_key
+from moesim.analysis.results import DEFAULT_LEVEL, MODEL, natural_key
 
 DEFAULT_PLACEMENT = "contiguous"
 CONFIG = (MODEL, "topology", "strategy", "algorithm", "network", "backend")
@@ -49,7 +49,7 @@ def placement_table(t: pa.Table) -> pa.Table | None:
     best: dict[tuple[str, ...], tuple[float, str]] = {}
     for r in rows:
         key = _key(r, CONFIG + extra)
-        if r["placement"] in (None, DEFAULT_PLACEMENT):
+        if r["placement"] in (None, DEFAULT_LEVEL, DEFAULT_PLACEMENT):
             default[key] = r["wall_s"]
         elif key not in best or (r["wall_s"], r["placement"]) < best[key]:
             best[key] = (r["wall_s"], str(r["placement"]))

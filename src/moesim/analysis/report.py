@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from matplotlib.figure import Figure
 
+from moesim.analysis import beyond, seeds
 from moesim.analysis import figures as figs
-from moesim.analysis import seeds
 from moesim.analysis.diagnostics import name_links, read_diagnostics
 from moesim.analysis.findings import Finding, findings
 from moesim.analysis.labels import topology_table_rows
@@ -29,7 +29,7 @@ from moesim.analysis.provenance import Provenance, provenance
 from moesim.analysis.results import MODEL, levels, load_results, load_store_meta
 from moesim.analysis.stats import SUBSETS, GridView, RatioView
 from moesim.analysis.study import Analysis, analyse
-from moesim.analysis.tables import NUMBER, SECONDS, format_seconds, to_html, write_table
+from moesim.analysis.tables import NUMBER, PERCENT, SECONDS, format_seconds, to_html, write_table
 from moesim.errors import MoesimError
 from moesim.fileio import atomic_write
 
@@ -392,11 +392,25 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
         figure_paths += [atomic_write(out / "figures" / f"{item.name}.png", png),
                          atomic_write(out / "figures" / f"{item.name}.svg", figs.render(fig, "svg"))]
         items.append(Item(item.section, item.name, item.caption, png=png))
+    extra_sections = []
+    for part in beyond.parts(table):
+        if (part.section, dict(beyond.SECTIONS)[part.section]) not in extra_sections:
+            extra_sections.append((part.section, dict(beyond.SECTIONS)[part.section]))
+        if part.table is not None:
+            kinds = {c: NUMBER for c in part.table.column_names if c.endswith("tokens_per_s")} | {"gain": PERCENT}
+            table_paths += write_table(part.table, out / "tables", part.name, part.caption, kinds)
+            items.append(Item(part.section, part.name, part.caption, part.table, kinds=kinds))
+        elif part.figure is not None:
+            png = figs.render(part.figure, "png")
+            figure_paths += [atomic_write(out / "figures" / f"{part.name}.png", png),
+                             atomic_write(out / "figures" / f"{part.name}.svg", figs.render(part.figure, "svg"))]
+            items.append(Item(part.section, part.name, part.caption, png=png))
+    sections = SECTIONS[:-2] + tuple(extra_sections) + SECTIONS[-2:]  # before "All runs" and "Diagnostics"
     notes = _notes(a, failed)
     if not any(i.section == "diagnostics" for i in items):
         notes["diagnostics"].append("No run in these results has diagnostics side files.")
     title = f"moesim report: {src.resolve().name}"
     atomic_write(out / "findings.md", "# Findings\n\n" + "".join(f"- [{f.backend}] {f.text}\n" for f in fs))
-    page = atomic_write(out / "report.html", render_html(title, fs, items, notes, provenance_lines=prov.items()))
+    page = atomic_write(out / "report.html", render_html(title, fs, items, notes, sections, provenance_lines=prov.items()))
     return ReportFiles(page, tuple(table_paths), tuple(figure_paths), tuple(fs))
 

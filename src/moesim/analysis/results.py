@@ -79,11 +79,16 @@ def models(table: pa.Table) -> tuple[str, ...]:
     return levels(table, MODEL)
 
 
+DEFAULT_LEVEL = "default"
+"""The level of an override factor in the runs that do not set it (e.g. ``batch`` of a prefill run)."""
+
+
 def as_table(data: Any, source: str = "results") -> pa.Table:
     """Normalise a results table: accept a pyarrow Table, a DuckDB relation or a list of dicts.
 
     Keeps rows whose status is 'ok' (when there is a status column), casts factor columns to
-    strings and sorts rows by model and factors (deterministic summation order).
+    strings (a run that does not set an override factor gets ``DEFAULT_LEVEL``) and sorts rows by model and
+    factors (deterministic summation order).
     """
     if isinstance(data, pa.Table):
         table = data
@@ -103,8 +108,10 @@ def as_table(data: Any, source: str = "results") -> pa.Table:
     for name in (MODEL, *candidate_factors(table)):
         col = table.column(name)
         if not pa.types.is_string(col.type):
-            idx = table.column_names.index(name)
-            table = table.set_column(idx, name, pc.cast(col, pa.string()))
+            col = pc.cast(col, pa.string())
+        if col.null_count:  # an override factor that some runs do not set: those runs have its default
+            col = pc.fill_null(col, DEFAULT_LEVEL)
+        table = table.set_column(table.column_names.index(name), name, col)
     for name in METRICS:
         col = table.column(name)
         if col.type != pa.float64():
