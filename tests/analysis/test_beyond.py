@@ -4,10 +4,13 @@ that show them only when the runs carry those factors."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from analysis_data import write_store
+from test_report import chromium, console_lines, needs_chromium
 
 from moesim.analysis import beyond
 from moesim.analysis.report import build_report
@@ -60,3 +63,18 @@ def test_report_shows_a_section_only_for_its_runs(tmp_path: Path) -> None:
     plain = [_run("1", "TP4EP8", 0.3), _run("2", "TP4EP8", 0.4)]
     page = build_report(write_store(tmp_path / "s", plain), tmp_path / "so").html.read_text()
     assert '<section id="placement">' not in page and '<section id="phases">' not in page
+
+
+@needs_chromium
+def test_modern_smoke_sweep_report_renders_in_chromium(tmp_path: Path) -> None:
+    """``moesim sweep modern --preset smoke`` end to end on the default backend, then its report in a browser."""
+    out = tmp_path / "modern"
+    proc = subprocess.run([sys.executable, "-m", "moesim", "sweep", "modern", "--preset", "smoke", "--out", str(out),
+                           "--workers", "1", "--progress", "none"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    page = build_report(out).html
+    text = page.read_text()
+    assert '<section id="phases">' in text and 'id="f-phases"' in text and "decode_b256_tokens_per_s" in text
+    shown = chromium(tmp_path, page.as_uri(), "--dump-dom")
+    assert shown.returncode == 0 and console_lines(shown) == []
+    assert f'data-sortable-tables="{text.count(chr(34) + "sortable" + chr(34))}"' in shown.stdout
