@@ -14,7 +14,7 @@ from moesim.network.analytical import AnalyticalBackend
 from moesim.network.params import network_mode
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.export import export_run
-from moesim.system.microbench import CollectiveSpec, prepare_collective
+from moesim.system.microbench import CollectiveSpec, prepare_collective, run_collective
 from moesim.system.phases import phase_types
 from moesim.system.run import prepare, simulate_run
 from moesim.system.spec import RunSpec
@@ -119,3 +119,29 @@ def test_matrix_levels_are_lists(tmp_path) -> None:
                     "  logical_dims: [[2, 2, 8], [4, 8]]\n")
     dims = [prepare(s).settings.logical_dims for s in load_matrix(path).runs()]
     assert sorted(dims) == [(2, 2, 8), (4, 8)]
+
+
+TWO_LEAVES = """\
+name: two-16-gpu-switches
+servers: 32
+server:
+  gpus: [gpu0]
+  nics: [nic0]
+  links:
+    - {a: gpu0, b: nic0, bandwidth: 512Gbps, delay: 0.2us}
+fabric: {kind: leaf_spine, servers_per_leaf: 16, spines: 1, nic_bandwidth: 400Gbps, uplink_delay: 0.5us}
+"""
+
+
+def test_two_dimensions_on_two_switches_joined_by_a_third_packet(tmp_path) -> None:
+    """[16, 2] on two 16-GPU leaves under one spine, packet backend: localBWAware (reduce-scatter on the leaf,
+    all-reduce of 1/16 of the data across the spine, all-gather back) beats baseline (a full all-reduce per
+    dimension), which sends the whole buffer across the spine."""
+    path = tmp_path / "two16.yaml"
+    path.write_text(TWO_LEAVES)
+    times = {}
+    for opt in ("localBWAware", "baseline"):
+        spec = CollectiveSpec("all_reduce", str(path), 0, "ring", "none", "packet",
+                              (("collective_optimization", opt),), (16, 2))
+        times[opt] = run_collective(prepare_collective(spec), 4 << 20).time_s
+    assert times["localBWAware"] < times["baseline"]
