@@ -42,13 +42,14 @@ def test_fast_forwarded_layers_are_copied_as_full_simulation_runs_them(case):
     full = simulate_prepared(_prepared(*case, fast_forward=False), breakdown="nodes")
     assert fast.fast_forward_mode == "exact" and full.fast_forward_mode == "off"
     assert fast.breakdown is not None and full.breakdown is not None
-    ref = {(n.rank, n.index): n for n in full.breakdown.nodes}
-    assert len(ref) == len(fast.breakdown.nodes) and not any(n.copied for n in full.breakdown.nodes)
-    assert sum(n.copied for n in fast.breakdown.nodes) > len(ref) // 2
+    ref = {(n.rank, n.node_id): n for n in full.breakdown.records()}
+    fast_nodes = fast.breakdown.records()
+    assert len(ref) == len(fast_nodes) and not any(n.copied for n in ref.values())
+    assert sum(n.copied for n in fast_nodes) > len(ref) // 2
     wall = max(r.wall_s for r in full.ranks)
-    for n in fast.breakdown.nodes:
-        m = ref[(n.rank, n.index)]
-        assert (n.node_id, n.kind, n.size_bytes) == (m.node_id, m.kind, m.size_bytes)
+    for n in fast_nodes:
+        m = ref[(n.rank, n.node_id)]
+        assert (n.layer, n.kind, n.size_bytes) == (m.layer, m.kind, m.size_bytes)
         for x, y in ((n.start_s, m.start_s), (n.end_s, m.end_s), (n.wait_s, m.wait_s)):
             assert abs(x - y) <= 1e-9 * wall
 
@@ -60,10 +61,11 @@ def test_rows_add_up_to_the_engine_figures(case):
     result = result_of(p, sim)
     workload = p.workload()
     assert sim.breakdown is not None
-    nodes = sim.breakdown.nodes
-    assert [(n.rank, n.index) for n in nodes] == [(r, i) for r, g in enumerate(workload.graphs) for i in range(len(g.nodes))]
+    nodes = sim.breakdown.records()
+    assert [(n.rank, n.node_id) for n in nodes] == [(r, x.id) for r, g in enumerate(workload.graphs) for x in g.nodes]
+    by_id = [{x.id: x for x in g.nodes} for g in workload.graphs]
     for n in nodes:
-        node = workload.graphs[n.rank].nodes[n.index]
+        node = by_id[n.rank][n.node_id]
         assert n.kind in KINDS and n.kind == kind_of(node)
         assert n.size_bytes == node.size_bytes and n.layer == node.layer
         assert 0.0 <= n.start_s <= n.end_s and n.wait_s >= 0.0
@@ -86,6 +88,7 @@ def test_rows_add_up_to_the_engine_figures(case):
         assert row["size_bytes"] == sum(n.size_bytes for n in nodes
                                         if (n.rank, n.layer, n.kind) == (row["rank"], row["layer"], row["kind"]))
     assert simulate_prepared(p, breakdown="nodes").breakdown.table("nodes").schema.names == list(NODE_COLUMNS)
+    assert table.equals(sim.breakdown.table("layers"))  # deterministic order
 
 
 def test_wait_is_the_last_members_issue_time_minus_ones_own():
@@ -98,10 +101,10 @@ def test_wait_is_the_last_members_issue_time_minus_ones_own():
     sim.run()
     offsets = sim.start_times_s()
     assert len(set(offsets)) == len(offsets)
-    nodes = recorder.result().nodes
+    nodes = recorder.result().records()
     for r, graph in enumerate(workload.graphs):
         first = next(n for n in nodes if n.rank == r and n.kind != "compute")
-        members = workload.collective_ranks(r, graph.nodes[first.index])
+        members = workload.collective_ranks(r, next(x for x in graph.nodes if x.id == first.node_id))
         assert first.wait_s == pytest.approx(max(offsets[m] for m in members) - offsets[r], abs=1e-15)
     assert np.mean([n.wait_s > 0 for n in nodes if n.kind != "compute"]) > 0.1
 

@@ -96,7 +96,7 @@ def test_the_event_bound_drops_detail_then_summarises_per_layer(full):
     everything = chrome_trace(result, breakdown, links=True)["traceEvents"]
     assert any(e["ph"] == "C" for e in everything)
     assert all(e["args"]["Gbit/s"] >= 0 for e in everything if e["ph"] == "C")
-    nodes = len(breakdown.nodes)
+    nodes = breakdown.nodes.num_rows
     bound = sum(e["ph"] != "M" for e in everything) - 1  # metadata events do not count
     no_counters = chrome_trace(result, breakdown, links=True, max_events=bound)["traceEvents"]
     assert not any(e["ph"] == "C" for e in no_counters) and any(e.get("cat") == "chunk" for e in no_counters)

@@ -13,9 +13,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from moesim.workload.graph import CollectiveType, Node, NodeKind
 
@@ -41,17 +43,15 @@ def kind_of(node: Node) -> str:
     return node.collective.name.lower()
 
 
-@dataclass(frozen=True)
-class NodeRecord:
-    """One node of one rank: ``index`` in its graph, interval, wait on the other ranks; ``copied``: not
-    simulated but copied from an earlier layer (fast-forward)."""
+class NodeRecord(NamedTuple):
+    """One node of one rank (a row of ``Breakdown.nodes``): interval, wait on the other ranks; ``copied``:
+    not simulated but copied from an earlier layer (fast-forward)."""
 
     rank: int
-    index: int
-    node_id: int
-    name: str
     layer: int
     kind: str
+    node_id: int
+    name: str
     size_bytes: int
     start_s: float
     end_s: float
@@ -59,20 +59,18 @@ class NodeRecord:
     copied: bool
 
 
-@dataclass(frozen=True)
-class ChunkSpan:
+class ChunkSpan(NamedTuple):
     """One chunk of a collective on one rank: from its first flow to or from the rank starting to its last
-    one ending (``index``: the collective's node)."""
+    one ending (``node_id``: the collective's node)."""
 
     rank: int
-    index: int
+    node_id: int
     chunk: int
     start_s: float
     end_s: float
 
 
-@dataclass(frozen=True)
-class FlowSpan:
+class FlowSpan(NamedTuple):
     """One transfer between two ranks."""
 
     src: int
@@ -95,36 +93,32 @@ first start, last end, summed durations and waits, and whether any node was copi
 
 @dataclass(frozen=True)
 class Breakdown:
-    """What a recorder saw: every node (ordered by rank and index), and chunks and flows if asked for."""
+    """What a recorder saw: every node (``NODE_COLUMNS``, ordered by rank and position in its graph), and
+    chunks and flows if asked for."""
 
-    nodes: tuple[NodeRecord, ...]
+    nodes: pa.Table
     chunks: tuple[ChunkSpan, ...] = ()
     flows: tuple[FlowSpan, ...] = ()
 
+    def records(self) -> list[NodeRecord]:
+        """The nodes as records."""
+        return [NodeRecord(*row) for row in zip(*(self.nodes.column(c).to_pylist() for c in NODE_COLUMNS),
+                                                strict=True)]
+
     def table(self, level: str = "layers") -> pa.Table:
-        """The breakdown as an Arrow table at ``level`` (``LEVELS``; ``none`` gives an empty table)."""
+        """The breakdown as an Arrow table at ``level`` (``LEVELS``; ``none`` gives an empty table); per layer,
+        each rank's kinds in the order they first ran."""
         if level == "nodes":
-            cols = {c: [getattr(n, c) for n in self.nodes] for c in NODE_COLUMNS}
-            return pa.table({c: pa.array(v, t) for (c, t), v in zip(NODE_COLUMNS.items(), cols.values(), strict=True)})
-        rows: dict[tuple[int, int, str], list[float]] = {}
-        for n in self.nodes if level == "layers" else ():
-            acc = rows.get((n.rank, n.layer, n.kind))
-            if acc is None:
-                rows[(n.rank, n.layer, n.kind)] = [1, n.size_bytes, n.start_s, n.end_s, n.end_s - n.start_s,
-                                                   n.wait_s, n.copied]
-            else:
-                acc[0] += 1
-                acc[1] += n.size_bytes
-                acc[2], acc[3] = min(acc[2], n.start_s), max(acc[3], n.end_s)
-                acc[4] += n.end_s - n.start_s
-                acc[5] += n.wait_s
-                acc[6] = acc[6] or n.copied
-        keys = list(rows)
-        data: dict[str, list[object]] = {"rank": [k[0] for k in keys], "layer": [k[1] for k in keys],
-                                         "kind": [k[2] for k in keys]}
-        for j, c in enumerate(list(LAYER_COLUMNS)[3:]):
-            data[c] = [rows[k][j] for k in keys]
-        return pa.table({c: pa.array(data[c], t) for c, t in LAYER_COLUMNS.items()})
+            return self.nodes
+        nodes = self.nodes if level == "layers" else self.nodes.slice(0, 0)
+        nodes = nodes.append_column("busy_s", pc.subtract(nodes.column("end_s"), nodes.column("start_s")))
+        agg = nodes.group_by(["rank", "layer", "kind"], use_threads=False).aggregate([
+            ("node_id", "count"), ("size_bytes", "sum"), ("start_s", "min"), ("end_s", "max"), ("busy_s", "sum"),
+            ("wait_s", "sum"), ("copied", "any")])
+        agg = agg.sort_by([("rank", "ascending"), ("layer", "ascending"), ("start_s_min", "ascending")])
+        names = ["rank", "layer", "kind", "node_id_count", "size_bytes_sum", "start_s_min", "end_s_max", "busy_s_sum",
+                 "wait_s_sum", "copied_any"]
+        return pa.table({c: agg.column(n).cast(t) for (c, t), n in zip(LAYER_COLUMNS.items(), names, strict=True)})
 
 
 class Recorder:
@@ -144,27 +138,29 @@ class Recorder:
         self.flows_open: dict[int, tuple[tuple[int, ...], dict[int, int], int, int, int, int, float]] = {}
         self.chunk_spans: dict[tuple[int, int, int], list[float]] = {}
         self.flow_spans: list[FlowSpan] = []
+        self.jumps = sim.fast_forward.jumps if sim.fast_forward is not None else []
         sim.hooks.node_started.append(self._started)
         sim.hooks.node_finished.append(self._finished)
-        if sim.fast_forward is not None:
-            sim.hooks.step_finished.append(self._after_step)
         if detail:
             sim.hooks.flow_started.append(self._flow_started)
             sim.hooks.flow_finished.append(self._flow_finished)
 
     def _started(self, r: int, i: int) -> None:
+        if len(self.jumps) != self.jumps_seen:
+            self._after_jumps()
         self.running[(r, i)] = self.sim.now
 
     def _finished(self, r: int, i: int) -> None:
+        if len(self.jumps) != self.jumps_seen:
+            self._after_jumps()
         self.start[r][i] = self.running.pop((r, i), self.sim.now)
         self.end[r][i] = self.sim.now
 
-    def _after_step(self) -> None:
-        """After a fast-forward jump (its hook runs before this one): move what was in flight to its image
-        and copy the nodes of the jumped window that had finished."""
+    def _after_jumps(self) -> None:
+        """At the first node event after a fast-forward jump: move what was in flight to its image and copy
+        the nodes of the jumped window that had finished."""
         ff = self.sim.fast_forward
-        if ff is None or len(ff.jumps) == self.jumps_seen:
-            return
+        assert ff is not None
         for jump in ff.jumps[self.jumps_seen:]:
             for r, (layer, s) in enumerate(zip(jump.layers, jump.strides, strict=True)):
                 first = ff.layer_first[r]
@@ -202,42 +198,77 @@ class Recorder:
 
     def result(self) -> Breakdown:
         """The breakdown of the finished run."""
+        if len(self.jumps) != self.jumps_seen:
+            self._after_jumps()
         for r, i, image, shift in self.backfill:
             self.end[r][i] = self.end[r][image] - shift
             self.copied[r][i] = self.copied[r][image] = True
+        starts = [np.array(x) for x in self.start]
+        ends = [np.array(x) for x in self.end]
+        copies = [np.array(x) for x in self.copied]
         for r, lo, hi, per_layer, period in self.fill:
-            start, end, copied = self.start[r], self.end[r], self.copied[r]
-            for i in range(lo, hi):
-                if math.isnan(end[i]) and i >= per_layer:
-                    start[i], end[i], copied[i] = start[i - per_layer] + period, end[i - per_layer] + period, True
-        waits = self._waits()
-        records = []
+            if lo < per_layer or (hi - lo) % per_layer:
+                continue
+            # rows: the layer before the jumped ones, then each jumped layer; a node not run takes the value of
+            # the same node in the last row that has one, one period later per row
+            rows = slice(lo - per_layer, hi)
+            todo = np.isnan(ends[r][rows]).reshape(-1, per_layer)
+            k = np.arange(len(todo))[:, None]
+            last = np.maximum.accumulate(np.where(todo, 0, k), axis=0)
+            for values in (starts[r], ends[r]):
+                grid = values[rows].reshape(-1, per_layer)
+                values[rows] = np.where(todo, np.take_along_axis(grid, last, axis=0) + (k - last) * period, grid).ravel()
+            copies[r][rows] |= todo.ravel()
+        waits = self._waits(starts, ends)
+        columns: dict[str, list[Any]] = {c: [] for c in NODE_COLUMNS}
+        kinds: dict[tuple[NodeKind, CollectiveType | None, str], str] = {}
         for r, nodes in enumerate(self.graphs):
-            start, end, copied = self.start[r], self.end[r], self.copied[r]
-            for i, n in enumerate(nodes):
-                if not math.isnan(end[i]):
-                    records.append(NodeRecord(r, i, n.id, n.name, n.layer, kind_of(n), n.size_bytes, start[i], end[i],
-                                              waits.get((r, i), 0.0), copied[i]))
-        chunks = tuple(ChunkSpan(r, i, c, max(a, self.start[r][i]), min(b, self.end[r][i]))
-                       for (r, i, c), (a, b) in sorted(self.chunk_spans.items()) if not self.copied[r][i])
-        return Breakdown(tuple(records), chunks, tuple(self.flow_spans))
+            seen = ~np.isnan(ends[r])
+            for n, ok in zip(nodes, seen.tolist(), strict=True):
+                if ok:
+                    kind = kinds.get((n.kind, n.collective, n.name))
+                    if kind is None:
+                        kind = kinds[(n.kind, n.collective, n.name)] = kind_of(n)
+                    columns["layer"].append(n.layer)
+                    columns["kind"].append(kind)
+                    columns["node_id"].append(n.id)
+                    columns["name"].append(n.name)
+                    columns["size_bytes"].append(n.size_bytes)
+            columns["rank"].append(np.full(int(seen.sum()), r, np.int32))
+            columns["start_s"].append(starts[r][seen])
+            columns["end_s"].append(ends[r][seen])
+            columns["wait_s"].append(waits[r][seen])
+            columns["copied"].append(copies[r][seen])
+        arrays = {c: pa.array(np.concatenate(v) if c in ("rank", "start_s", "end_s", "wait_s", "copied") else v, t)
+                  for (c, t), v in zip(NODE_COLUMNS.items(), columns.values(), strict=True)}
+        chunks = tuple(ChunkSpan(r, self.graphs[r][i].id, c, max(a, float(starts[r][i])), min(b, float(ends[r][i])))
+                       for (r, i, c), (a, b) in sorted(self.chunk_spans.items()) if not copies[r][i])
+        return Breakdown(pa.table(arrays), chunks, tuple(self.flow_spans))
 
-    def _waits(self) -> dict[tuple[int, int], float]:
-        """Per collective node: the last issue time of its instance's members minus its own. Instances are
-        matched as the engine matches them: by member group and per-group sequence number in issue order."""
+    def _waits(self, starts: list[np.ndarray], ends: list[np.ndarray]) -> list[np.ndarray]:
+        """Per node: for a collective, the last issue time of its instance's members minus its own (else 0).
+        Instances are matched as the engine matches them: by member group and per-group sequence number in
+        issue order."""
         workload = self.sim.workload
-        issued: dict[tuple[tuple[int, ...], int], list[tuple[int, int, float]]] = defaultdict(list)
+        waits = [np.zeros(len(s)) for s in starts]
+        issued: dict[tuple[int, ...], list[tuple[int, np.ndarray, np.ndarray]]] = defaultdict(list)
         for r, nodes in enumerate(self.graphs):
-            seq: dict[tuple[int, ...], int] = defaultdict(int)
-            order = sorted((self.start[r][i], i) for i, n in enumerate(nodes)
-                           if n.kind is NodeKind.COLLECTIVE and not math.isnan(self.end[r][i]))
-            for t, i in order:
-                members = workload.collective_ranks(r, nodes[i])
-                issued[(members, seq[members])].append((r, i, t))
-                seq[members] += 1
-        out = {}
-        for issues in issued.values():
-            last = max(t for _, _, t in issues)
-            for r, i, t in issues:
-                out[(r, i)] = max(0.0, last - t)
-        return out
+            groups: dict[tuple[int, tuple[bool, ...]], tuple[int, ...]] = {}
+            by_members: dict[tuple[int, ...], list[int]] = defaultdict(list)
+            for i, n in enumerate(nodes):
+                if n.kind is NodeKind.COLLECTIVE:
+                    members = groups.get((n.group, n.involved_dims))
+                    if members is None:
+                        members = groups[(n.group, n.involved_dims)] = workload.collective_ranks(r, n)
+                    by_members[members].append(i)
+            for members, indices in by_members.items():
+                idx = np.array(indices)
+                idx = idx[~np.isnan(ends[r][idx])]
+                idx = idx[np.lexsort((idx, starts[r][idx]))]  # issue order
+                issued[members].append((r, idx, starts[r][idx]))
+        for per_member in issued.values():
+            common = min(len(idx) for _, idx, _ in per_member)
+            last = np.max(np.vstack([t[:common] for _, _, t in per_member]), axis=0)
+            for r, idx, t in per_member:
+                waits[r][idx[:common]] = np.maximum(0.0, last - t[:common])
+        return waits

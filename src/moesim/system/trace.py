@@ -46,13 +46,13 @@ def _summary(nodes: list[NodeRecord], name: str, pid: int, tid: int) -> dict[str
                                             "wait_s": sum(n.wait_s for n in nodes)})
 
 
-def _node_events(nodes: tuple[NodeRecord, ...], per_layer: bool) -> list[dict[str, Any]]:
+def _node_events(nodes: list[NodeRecord], per_layer: bool) -> list[dict[str, Any]]:
     """Every simulated node (or one event per rank, layer and thread), and one summary per run of copied nodes."""
     out: list[dict[str, Any]] = []
     groups: dict[tuple[int, int, Any], list[NodeRecord]] = defaultdict(list)
     previous: dict[tuple[int, int], bool] = {}
     block: dict[tuple[int, int], int] = defaultdict(int)
-    for n in nodes:  # by rank and index: a thread's copied nodes form runs between simulated ones
+    for n in nodes:  # by rank and graph position: a thread's copied nodes form runs between simulated ones
         key = (n.rank, _tid(n))
         if n.copied and not previous.get(key, False):
             block[key] += 1
@@ -92,9 +92,10 @@ def chrome_trace(result: RunResult, breakdown: Breakdown, links: bool = False,
                  max_events: int = MAX_EVENTS) -> dict[str, Any]:
     """The trace of a run (``breakdown`` recorded with ``detail``) as a JSON-able object, at most
     ``max_events`` events besides the metadata."""
-    nodes = _node_events(breakdown.nodes, per_layer=False)
+    records = breakdown.records()
+    nodes = _node_events(records, per_layer=False)
     chunks = [_x(f"chunk {c.chunk}", "chunk", c.rank, CHUNK_TID + c.chunk % result.parameters["system"]["active_chunks"],
-                 c.start_s, c.end_s, {"node_index": c.index}) for c in breakdown.chunks]
+                 c.start_s, c.end_s, {"node_id": c.node_id}) for c in breakdown.chunks]
     counters = _counter_events(breakdown) if links else []
     events = nodes + chunks + counters
     if len(events) > max_events:
@@ -102,7 +103,7 @@ def chrome_trace(result: RunResult, breakdown: Breakdown, links: bool = False,
     if len(events) > max_events:
         events = nodes
     if len(events) > max_events:
-        events = _node_events(breakdown.nodes, per_layer=True)
+        events = _node_events(records, per_layer=True)
     if len(events) > max_events:
         raise MoesimError(f"trace: {len(events)} events even one per rank, layer and thread, more than the bound "
                           f"{max_events}; raise max_events")
