@@ -238,6 +238,11 @@ def _show_breakdown(directory: Path, run: str, as_json: bool) -> None:
         view.add_column(c, justify="right")
     for r in view_rows:
         view.add_row(*(_cell(r[c]) for c in columns))
+    if view_rows:
+        total = {"layer": "all", "start_s": view_rows[0]["start_s"], "end_s": view_rows[-1]["end_s"],
+                 "copied": sum(r["copied"] for r in view_rows)}
+        total.update({c: sum(r[c] for r in view_rows) for c in columns if c.endswith("_s") and c not in total})
+        view.add_row(*(_cell(total[c]) for c in columns), style="bold")
     Console(width=None if sys.stdout.isatty() else 200).print(view)
 
 
