@@ -60,3 +60,21 @@ def test_slowest_runs_without_a_stored_breakdown_are_skipped(tmp_path):
     table = pa.table({"run_id": ["a", "b"], "wall_s": [2.0, 1.0], "bottleneck_rank": [0, 0], "model": ["m", "m"]})
     assert slowest_splits(table, tmp_path, ["model"]) == []
     assert slowest_splits(table.drop_columns(["run_id"]), tmp_path, ["model"]) == []
+
+
+def test_report_of_a_seeded_sweep_shows_the_slowest_runs_not_medians(tmp_path):
+    """With start-jitter seeds the statistics use each configuration's median; the figure shows runs."""
+    import moesim
+    from moesim.analysis.report import build_report
+
+    runs = [{"model": "deepseek-v4-flash", "topology": 6, "strategy": s, "backend": "flow", "tokens": 64,
+             "jitter_seed": seed, "start_jitter_s": 1e-8} for s in ("TP2EP16", "TP4EP8") for seed in (1, 2)]
+    summary = moesim.sweep(runs, tmp_path / "store", workers=1)
+    assert summary.ran == 4 and not summary.failures
+    files = build_report(tmp_path / "store", tmp_path / "out")
+    assert any(p.name == "breakdown.png" for p in files.figures)
+    assert "The 4 slowest runs" in files.html.read_text()  # every seed's run, not 2 configurations' medians
+    slowest = slowest_splits(moesim.load_results(tmp_path / "store").pipe(pa.Table.from_pandas), tmp_path / "store",
+                             ["strategy", "jitter_seed"])
+    assert len(slowest) == 4 and len({label for label, _, _ in slowest}) == 4
+    assert [w for _, w, _ in slowest] == sorted((w for _, w, _ in slowest), reverse=True)

@@ -193,7 +193,8 @@ def _figure_items(a: Analysis, base: Path) -> Iterator[tuple[Item, Figure]]:
     for m in a.models:
         yield Item("runs", f"runs_{m}", f"{m}: every run as stacked GPU (grey) + communication time of the "
                    "bottleneck rank; bars coloured by topology, grouped by strategy"), figs.runs_figure(a.table, m)
-    slowest = slowest_splits(a.table, base, [MODEL, *a.factors])
+    runs_table = a.seed_runs if a.seed_runs is not None else a.table  # with seeds: every run, not the medians
+    slowest = slowest_splits(runs_table, base, [MODEL, *a.factors, seeds.SEED])
     if slowest:
         yield Item("breakdown", "breakdown", f"The {len(slowest)} slowest runs: time of the bottleneck rank split into "
                    "compute, each collective's own time, and its wait on other ranks (from the last member's issue "
