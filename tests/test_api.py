@@ -26,6 +26,7 @@ API_NAMES = ("RunOutput", "load_model", "load_results", "load_topology", "place"
 RANK_COLUMNS = ["rank", "wall_s", "gpu_s", "comm_s", "bottleneck"]
 NODE_COLUMNS = ["rank", "node_id", "name", "layer", "kind", "start_s", "end_s", "duration_s"]
 LAYER_COLUMNS = ["rank", "layer", "start_s", "end_s", "duration_s", "compute_s", "comm_s", "nodes"]
+BREAKDOWN_COLUMNS = ["rank", "layer", "kind", "nodes", "size_bytes", "start_s", "end_s", "busy_s", "wait_s", "copied"]
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +128,30 @@ def test_recording_the_timeline_agrees_with_fast_forward(timeline_run: moesim.Ru
     assert math.isclose(fast.wall_s, timeline_run.wall_s, rel_tol=2e-3)
 
 
+def test_breakdown_keeps_fast_forward_and_agrees_with_the_timeline(timeline_run: moesim.RunOutput) -> None:
+    """The breakdown of a fast-forwarded run copies its jumped layers; it has the timeline's nodes and kinds."""
+    fast = moesim.run(MODEL, TOPOLOGY, "TP4EP8", backend="fluid", tokens=TOKENS)
+    assert fast.result.parameters["fast_forwarded_layers"] > 0
+    layers, nodes = fast.breakdown(), fast.breakdown("nodes")
+    assert list(layers.columns) == BREAKDOWN_COLUMNS
+    assert len(nodes) == len(timeline_run.nodes) and nodes["copied"].any()
+    assert set(layers["kind"]) == {"compute", "tp_all_reduce", "ep_dispatch", "ep_combine"}
+    assert not layers.duplicated(["rank", "layer", "kind"]).any()
+    walls = fast.ranks.set_index("rank")["wall_s"]
+    assert ((nodes.groupby("rank")["end_s"].max() - walls).abs() <= 1e-12 * walls).all()
+    with pytest.raises(MoesimError, match="allowed: layers, nodes"):
+        fast.breakdown("chunks")
+
+
+def test_trace_of_a_run(flow_run: moesim.RunOutput, tmp_path: Path) -> None:
+    path = flow_run.to_chrome_trace(tmp_path / "t.json", links=True)
+    trace = json.loads(path.read_text())
+    assert trace["otherData"]["wall_s"] == flow_run.wall_s
+    assert {e["ph"] for e in trace["traceEvents"]} == {"M", "X", "C"}
+    out = moesim.run(MODEL, UNEVEN, "TP2EP16", backend="flow", tokens=TOKENS, trace=tmp_path / "u.json")
+    assert json.loads((tmp_path / "u.json").read_text())["otherData"]["wall_s"] == out.wall_s == flow_run.wall_s
+
+
 def test_strategy_names_are_normalised() -> None:
     out = moesim.run(MODEL, TOPOLOGY, "tp4ep8", backend="flow", tokens=TOKENS)
     assert out.spec.strategy == "TP4EP8" and out.to_dict()["strategy"] == "TP4EP8"
@@ -192,6 +217,15 @@ def test_sweep_again_finds_the_runs_stored(swept: Path) -> None:
     assert (summary.total, summary.cached, summary.ran) == (2, 2, 0)
 
 
+def test_sweep_stores_each_runs_breakdown(swept: Path) -> None:
+    import pyarrow.parquet as pq
+
+    df = moesim.load_results(swept, include_failed=True)
+    for run_id in df["run_id"]:
+        table = pq.read_table(swept / "breakdown" / f"{run_id}.parquet")
+        assert table.column_names == ["run_id", *BREAKDOWN_COLUMNS] and set(table.column("run_id").to_pylist()) == {run_id}
+
+
 def test_load_results_with_failed_runs_gives_every_column(swept: Path) -> None:
     df = moesim.load_results(swept, include_failed=True)
     assert len(df) == 2 and {"run_id", "status", "error", "params_json"} <= set(df.columns)
@@ -255,7 +289,8 @@ def test_docs_api_names_every_table_column() -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
     rows = {line.split("|")[1].strip(" `"): line.split("|")[2] for line in doc.splitlines()
             if line.startswith("| `") and line.count("|") >= 3}
-    for name, columns in (("ranks", RANK_COLUMNS), ("nodes", NODE_COLUMNS), ("layers", LAYER_COLUMNS)):
+    for name, columns in (("ranks", RANK_COLUMNS), ("nodes", NODE_COLUMNS), ("layers", LAYER_COLUMNS),
+                          ("breakdown()", BREAKDOWN_COLUMNS)):
         assert f"DataFrame `{', '.join(columns)}`" in rows[name], name
     for name in API_NAMES:
         assert f"`{name}`" in doc.split("\n\n")[1], name

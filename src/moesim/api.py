@@ -5,6 +5,7 @@
     out = moesim.run(model="deepseek-v4-flash", topology="1", strategy="TP2EP16", tokens=2048)
     out.wall_s, out.to_dict(), out.ranks                  # per-rank figures as a DataFrame
     out = moesim.run(..., layers=True); out.layers        # per-rank, per-layer intervals (no fast-forward)
+    out.breakdown; out.to_chrome_trace("run.json")        # per rank, layer and kind; a Perfetto timeline
     summary = moesim.sweep("matrix.yaml", out="results/mine")
     df = moesim.load_results("results/mine")
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from moesim.experiments.placement_search import SearchResult
     from moesim.experiments.runner import SweepSummary
     from moesim.models.spec import ModelSpec
+    from moesim.system.breakdown import Breakdown
     from moesim.system.run import NodeTime
     from moesim.system.spec import RunResult, RunSpec
     from moesim.topology.model import Topology
@@ -51,6 +53,8 @@ class RunOutput:
     """The library's record of the run (``moesim.system.spec.RunResult``)."""
     timeline: tuple[NodeTime, ...] = ()
     """Every node's interval, when the run was made with ``layers=True``."""
+    recording: Breakdown | None = None
+    """What the breakdown recorder saw (every node, chunk and flow; ``moesim.system.breakdown``)."""
 
     @property
     def spec(self) -> RunSpec:
@@ -125,6 +129,28 @@ class RunOutput:
         out.insert(4, "duration_s", out["end_s"] - out["start_s"])
         return out
 
+    def breakdown(self, level: str = "layers") -> pd.DataFrame:
+        """The run's breakdown (docs/system.md): ``level="layers"`` one row per rank, layer and kind (``rank, layer,
+        kind, nodes, size_bytes, start_s, end_s, busy_s, wait_s, copied``), ``"nodes"`` one row per node. Layer
+        fast-forward stays on; the layers it jumps over are copied from the layer before (``copied``)."""
+        if level not in ("layers", "nodes"):
+            raise MoesimError(f"RunOutput.breakdown: unknown level '{level}' (allowed: layers, nodes)")
+        return self._recording("breakdown").table(level).to_pandas()
+
+    def to_chrome_trace(self, path: str | Path, *, links: bool = False, max_events: int | None = None) -> Path:
+        """Write the run as a Chrome trace JSON file (Perfetto, chrome://tracing), as ``moesim run --trace``:
+        a process per rank; ``links`` adds each rank's send rate as a counter; at most ``max_events`` events
+        (default ``moesim.system.trace.MAX_EVENTS``). Returns ``path``."""
+        from moesim.system.trace import MAX_EVENTS, write_chrome_trace
+
+        return write_chrome_trace(path, self.result, self._recording("to_chrome_trace"), links,
+                                  MAX_EVENTS if max_events is None else max_events)
+
+    def _recording(self, what: str) -> Breakdown:
+        if self.recording is None:
+            raise MoesimError(f"RunOutput.{what}: this output has no recording (build it with moesim.run)")
+        return self.recording
+
     def _need_timeline(self, what: str) -> None:
         if not self.timeline:
             raise MoesimError(f"RunOutput.{what}: run with layers=True to record every node's interval "
@@ -144,23 +170,32 @@ def _strategy(strategy: str) -> str:
 
 def run(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = "ring_direct",
         network: str = "ib_cc0", backend: str = "fluid", *, layers: bool = False, diagnostics: bool = False,
-        progress: Callable[[float, int, int], None] | None = None, **overrides: Any) -> RunOutput:
+        progress: Callable[[float, int, int], None] | None = None, trace: str | Path | None = None,
+        **overrides: Any) -> RunOutput:
     """Simulate one configuration, as ``moesim run`` does.
 
     ``model``: a catalog key (``moesim models list``), a model YAML or a Hugging Face config.json;
     ``topology``: 1..6 or a topology YAML; ``strategy``: ``TP<n>EP<m>``; ``overrides``: any parameter of
     ``moesim run --set`` (``tokens=2048``, ``fabric_bandwidth_bps=800e9``, ...). ``layers=True`` records every
     node's interval (``.layers``, ``.nodes``). ``progress(simulated_s, layers_done, layers_total)`` is called
-    as the simulation advances.
+    as the simulation advances. ``trace``: also write the run as a Chrome trace to this path
+    (``RunOutput.to_chrome_trace``). Every run records its breakdown (``.breakdown()``).
     """
     from moesim.system.run import prepare, result_of, simulate_prepared
     from moesim.system.spec import RunSpec
 
     spec = RunSpec(str(model), str(topology), _strategy(strategy), algorithm, network, backend,
                    tuple(sorted(overrides.items())))
+    if trace is not None:
+        from moesim.fileio import output_file
+
+        output_file(trace, "trace")
     prepared = prepare(spec)
-    simulated = simulate_prepared(prepared, diagnostics=diagnostics, progress=progress, timeline=layers)
-    return RunOutput(result_of(prepared, simulated), simulated.timeline)
+    simulated = simulate_prepared(prepared, diagnostics=diagnostics, progress=progress, timeline=layers, detail=True)
+    out = RunOutput(result_of(prepared, simulated), simulated.timeline, simulated.breakdown)
+    if trace is not None:
+        out.to_chrome_trace(trace)
+    return out
 
 
 def place(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = "ring_direct",
@@ -222,13 +257,14 @@ def _runs(items: Iterable[Any]) -> list[RunSpec]:
 def sweep(matrix_or_specs: Matrix | str | Path | Iterable[RunSpec | dict[str, Any]], out: str | Path, *,
           preset: str | None = None, executor: str = "local", workers: int | None = None,
           address: str | None = None, diagnostics: bool = False, progress: str = "none", rerun: bool = False,
-          max_retries: int = 3) -> SweepSummary:
+          max_retries: int = 3, breakdown: str = "layers") -> SweepSummary:
     """Run a sweep into the results store ``out`` (resumable), as ``moesim sweep`` does.
 
     ``matrix_or_specs``: a ``Matrix``, the path of a matrix YAML, ``"study"`` (the built-in study), or an
     iterable of ``RunSpec`` or dicts (``{"model": ..., "topology": ..., "strategy": ..., "tokens": 2048}``:
     keys other than the RunSpec fields are parameter overrides). ``preset`` applies to a matrix.
     From a script, call it under ``if __name__ == "__main__":`` (the local pool starts its workers with spawn).
+    ``breakdown`` is how much of each run's breakdown the store keeps: ``layers``, ``nodes`` or ``none``.
     Returns the summary (``.lines()`` prints as the command does); ``load_results(out)`` reads the store.
     """
     from moesim.experiments.runner import run_sweep
@@ -243,7 +279,7 @@ def sweep(matrix_or_specs: Matrix | str | Path | Iterable[RunSpec | dict[str, An
     else:
         specs, source = _runs(matrix_or_specs), "moesim.sweep"  # type: ignore[arg-type]
     return run_sweep(specs, out, executor=executor, workers=workers, address=address, diagnostics=diagnostics,
-                     progress=progress, max_retries=max_retries, source=source, rerun=rerun)
+                     progress=progress, max_retries=max_retries, source=source, rerun=rerun, breakdown=breakdown)
 
 
 def load_results(directory: str | Path, *, include_failed: bool = False) -> pd.DataFrame:

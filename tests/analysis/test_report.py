@@ -31,6 +31,24 @@ SOURCE = "ab12" * 16
 COMMAND = "moesim sweep study --models glm-5.3,deepseek-v4-flash --backend fluid --out store"
 
 
+def write_breakdown(store: Path, row: dict, layers: int = 3) -> None:
+    """A per-layer breakdown of ``row``'s bottleneck rank, as the store keeps it: per layer, compute and
+    two collectives, each with a tenth of its time waiting on other ranks."""
+    from moesim.system.breakdown import LAYER_COLUMNS
+
+    share = {"compute": row["gpu_s"], "tp_all_reduce": 0.6 * row["comm_s"], "ep_dispatch": 0.4 * row["comm_s"]}
+    out, t = [], 0.0
+    for layer in range(layers):
+        for kind, total in share.items():
+            busy = total / layers
+            out.append({"rank": row["bottleneck_rank"], "layer": layer, "kind": kind, "nodes": 1, "size_bytes": 0,
+                        "start_s": t, "end_s": t + busy, "busy_s": busy,
+                        "wait_s": 0.0 if kind == "compute" else busy / 10, "copied": layer > 1})
+            t += busy
+    (store / "breakdown").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(out, pa.schema(LAYER_COLUMNS)), store / "breakdown" / f"{row['run_id']}.parquet")
+
+
 def _store(root: Path) -> Path:
     """A reduced study (2 models × 192 runs) with one failed run and diagnostics for two runs."""
     rows = study_rows(models=MODELS)
@@ -51,6 +69,9 @@ def _store(root: Path) -> Path:
     for i, r in enumerate(rows):  # what a sweep stores: parameters with the source hash, finishing times
         r["params_json"] = json.dumps({"source_sha256": SOURCE, "tokens": 4096, "network": {"name": r["network"]}})
         r["finished_at"] = start + dt.timedelta(seconds=10 * i)
+        r["run_id"] = f"{i:064x}"
+    for r in sorted(rows[:-1], key=lambda r: -r["wall_s"])[:3]:  # breakdowns of the three slowest runs
+        write_breakdown(root / "store", r)
     store = write_store(root / "store", rows)
     with ResultsStore(store) as s:
         s.record_command(COMMAND)
@@ -78,7 +99,7 @@ def test_report_files(built):
     figs = {p.stem for p in files.figures}
     assert {f"runs_{m}" for m in MODELS} <= figs
     assert {"interaction_topology_strategy", "interaction_dbt_ring_by_strategy", "interaction_dcqcn_hpcc_by_topology",
-            "architecture", "diagnostics_link_bytes", "diagnostics_queue", "diagnostics_pfc"} <= figs
+            "architecture", "diagnostics_link_bytes", "diagnostics_queue", "diagnostics_pfc", "breakdown"} <= figs
     assert page.count("data:image/png;base64,") == len(figs)
     assert page.count('class="sortable"') == len(names - {"provenance"})  # provenance is the page's first block
     assert "384 successful runs of 2 model(s); 1 failed run(s) left out" in page

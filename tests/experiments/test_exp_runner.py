@@ -219,12 +219,14 @@ def test_kills_at_random_moments_leave_rows_and_diagnostics_consistent(small_dir
         for r in rows:
             assert r["status"] == "ok"
             assert pq.read_table(out / r["diagnostics_path"] / "link_bytes.parquet").num_rows > 0
+            assert pq.read_table(out / "breakdown" / f"{r['run_id']}.parquet").num_rows > 0
     assert 1 <= counts[0] < 24 and counts == sorted(counts)
     summary = run_sweep(small_specs, out, workers=2, diagnostics=True, progress="none")
     assert (summary.cached, summary.failures) == (counts[-1], ())
     rows = store_rows(out)
     assert len(rows) == 24
     assert sorted(p.name for p in (out / "diagnostics").iterdir()) == sorted(r["run_id"] for r in rows)
+    assert sorted(p.name for p in (out / "breakdown").iterdir()) == sorted(f"{r['run_id']}.parquet" for r in rows)
     for r in rows[:6]:
         spec = next(s for s in small_specs if s.key() == r["spec_key"])
         alone = simulate_run(spec, diagnostics=True)

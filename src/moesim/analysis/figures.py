@@ -306,6 +306,30 @@ def timeline_figure(runs: Sequence[tuple[str, pa.Table]], value: str | None, tit
     return fig
 
 
+# --- breakdown ----------------------------------------------------------------------------------
+
+def breakdown_figure(runs: Sequence[tuple[str, float, dict[str, float]]]) -> Figure:
+    """One horizontal bar per run (slowest on top): its bottleneck rank's time split into parts, stacked,
+    with a tick at the run's wall time (the gap to it is idle time)."""
+    parts = list(dict.fromkeys(k for _, _, split in runs for k in split))
+    with _rc():
+        fig = new_figure(8.0, 1.2 + 0.35 * len(runs))
+        ax = fig.subplots()
+        y = np.arange(len(runs))[::-1]
+        scale, unit = (1e3, "ms") if max((w for _, w, _ in runs), default=0.0) < 10 else (1.0, "s")
+        left = np.zeros(len(runs))
+        for k, part in enumerate(parts):
+            width = np.array([split.get(part, 0.0) for _, _, split in runs]) * scale
+            ax.barh(y, width, 0.7, left=left, color=GPU_COLOR if part == "compute" else color(k), label=part)
+            left += width
+        ax.plot([w * scale for _, w, _ in runs], y, "k|", ms=14, label="wall time")
+        ax.set_yticks(y, [label for label, _, _ in runs])
+        ax.set_xlabel(f"time of the bottleneck rank ({unit})")
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=min(len(parts) + 1, 6))
+        ax.set_title("Where the time of the slowest runs goes")
+    return fig
+
+
 # --- comparison against a reference --------------------------------------------------------------
 
 def comparison_figure(title: str, labels: Sequence[str], ours: Sequence[float], reference: Sequence[float],

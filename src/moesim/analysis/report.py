@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 
 from moesim.analysis import beyond, seeds
 from moesim.analysis import figures as figs
+from moesim.analysis.breakdown import slowest_splits
 from moesim.analysis.diagnostics import name_links, read_diagnostics
 from moesim.analysis.findings import Finding, findings
 from moesim.analysis.labels import topology_table_rows
@@ -42,7 +43,8 @@ SECTIONS = (
     ("marginals", "Marginal means and rankings"), ("normalized", "Normalised times"),
     ("interactions", "Interactions"), ("orders", "Conditional rankings"),
     ("matched", "Matched-configuration analysis"), ("architecture", "Architecture and communication proxies"),
-    ("seeds", "Sensitivity to start jitter"), ("runs", "All runs"), ("diagnostics", "Diagnostics"),
+    ("seeds", "Sensitivity to start jitter"), ("runs", "All runs"), ("breakdown", "Where the time goes"),
+    ("diagnostics", "Diagnostics"),
 )
 
 
@@ -207,6 +209,12 @@ def _figure_items(a: Analysis, base: Path) -> Iterator[tuple[Item, Figure]]:
     for m in a.models:
         yield Item("runs", f"runs_{m}", f"{m}: every run as stacked GPU (grey) + communication time of the "
                    "bottleneck rank; bars coloured by topology, grouped by strategy"), figs.runs_figure(a.table, m)
+    runs_table = a.seed_runs if a.seed_runs is not None else a.table  # with seeds: every run, not the medians
+    slowest = slowest_splits(runs_table, base, [MODEL, *a.factors, seeds.SEED])
+    if slowest:
+        yield Item("breakdown", "breakdown", f"The {len(slowest)} slowest runs: time of the bottleneck rank split into "
+                   "compute, each collective's own time, and its wait on other ranks (from the last member's issue "
+                   "of each collective); the tick is the wall time"), figs.breakdown_figure(slowest)
     runs = _diagnostic_runs(a, base)
     for kind, value, title in (("link_bytes", None, "Bytes per link"), ("queue", "queue_bytes", "Queue length"),
                                ("pfc", None, "PFC pause events")):
@@ -342,7 +350,8 @@ def render_html(title: str, fs: list[Finding], items: list[Item], notes: dict[st
 
 
 def _notes(a: Analysis, failed: int) -> dict[str, list[str]]:
-    notes: dict[str, list[str]] = {"data": [], "interactions": [], "architecture": [], "diagnostics": []}
+    notes: dict[str, list[str]] = {"data": [], "interactions": [], "architecture": [], "diagnostics": [],
+                                   "breakdown": []}
     n_runs = a.seed_runs.num_rows if a.seed_runs is not None else a.table.num_rows
     configs = f" ({a.table.num_rows} configurations × {len(a.per_seed)} seeds)" if a.per_seed else ""
     notes["data"].append(f"{n_runs} successful runs{configs} of {len(a.models)} model(s); {failed} failed run(s) "
@@ -405,8 +414,12 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
             figure_paths += [atomic_write(out / "figures" / f"{part.name}.png", png),
                              atomic_write(out / "figures" / f"{part.name}.svg", figs.render(part.figure, "svg"))]
             items.append(Item(part.section, part.name, part.caption, png=png))
-    sections = SECTIONS[:-2] + tuple(extra_sections) + SECTIONS[-2:]  # before "All runs" and "Diagnostics"
+    at = [sid for sid, _ in SECTIONS].index("runs")
+    sections = SECTIONS[:at] + tuple(extra_sections) + SECTIONS[at:]  # before "All runs"
     notes = _notes(a, failed)
+    if not any(i.section == "breakdown" for i in items):
+        notes["breakdown"].append("No run in these results has a stored breakdown (a store from before breakdowns, "
+                                  "or swept with --breakdown none).")
     if not any(i.section == "diagnostics" for i in items):
         notes["diagnostics"].append("No run in these results has diagnostics side files.")
     title = f"moesim report: {src.resolve().name}"

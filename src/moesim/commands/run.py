@@ -112,15 +112,28 @@ def register(app: typer.Typer) -> None:
         progress: str = typer.Option("auto", "--progress",
                                      help="auto (a live line on a terminal, periodic lines otherwise) | bar | "
                                           "periodic | plain | none; on stderr"),
+        trace: str | None = typer.Option(None, "--trace", help="also write the run as a Chrome trace JSON file "
+                                                              "(Perfetto, chrome://tracing)"),
+        trace_links: bool = typer.Option(False, "--trace-links", help="with --trace: add each rank's send rate "
+                                                                      "as a counter"),
     ) -> None:
         """Simulate one configuration (one deterministic prefill pass, or decode steps with --phase decode)."""
         from moesim.experiments.inputs import run_label
         from moesim.experiments.progress import run_progress
+        from moesim.fileio import output_file
         from moesim.network.base import congestion_control_backends, models_congestion_control
         from moesim.network.params import network_mode
         from moesim.system.run import simulate_run
         from moesim.system.spec import RunSpec
 
+        if trace is not None:
+            if seeds:
+                raise typer.BadParameter("goes with one run, not --seeds", param_hint="--trace")
+            if trace == "-":
+                raise MoesimError("--trace -: name a file (the trace is JSON, often large)")
+            output_file(trace, "--trace")
+        elif trace_links:
+            raise typer.BadParameter("goes with --trace FILE", param_hint="--trace-links")
         display = run_progress(progress)
         overrides = with_flags(parse_set(set_), phase=phase, batch=batch, context_tokens=context, decode_steps=steps,
                                placement=placement)
@@ -139,7 +152,17 @@ def register(app: typer.Typer) -> None:
             _print_seeds(spec, results, jitter_s, as_json, caveat)
             return
         with display.run(run_label(spec)) as tick:
-            result = simulate_run(spec, progress=tick)
+            if trace is None:
+                result = simulate_run(spec, progress=tick)
+            else:
+                from moesim.system.run import prepare, result_of, simulate_prepared
+                from moesim.system.trace import write_chrome_trace
+
+                prepared = prepare(spec)
+                simulated = simulate_prepared(prepared, progress=tick, detail=True)
+                result = result_of(prepared, simulated)
+        if trace is not None and simulated.breakdown is not None:
+            write_chrome_trace(trace, result, simulated.breakdown, links=trace_links)
         record = result.summary()
         if as_json:
             if caveat:
@@ -157,6 +180,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  EP imbalance max/mean tokens per rank: {record['ep_imbalance_before']:.4f}{after}")
         typer.echo(f"  backend {result.backend}; congestion control: {result.cc_model}; policy: {result.cc_policy}")
         typer.echo(f"  simulated in {result.sim_wallclock_s:.2f} s (moesim {result.version})")
+        if trace is not None:
+            typer.echo(f"  trace: {trace} (open in https://ui.perfetto.dev or chrome://tracing)")
         if caveat:
             typer.echo(f"  {caveat}")
 

@@ -33,6 +33,9 @@ ExecutorOpt = Annotated[str, typer.Option("--executor", help="local (process poo
 Workers = Annotated[int | None, typer.Option("--workers", help="worker processes (local: default one per CPU)")]
 Address = Annotated[str | None, typer.Option("--address", help="cluster address for ray/dask, e.g. 10.0.0.1:6379")]
 Diagnostics = Annotated[bool, typer.Option("--diagnostics", help="keep per-link bytes etc. as Parquet (slower)")]
+BreakdownOpt = Annotated[str, typer.Option(
+    "--breakdown", help="per-run breakdown kept in DIR/breakdown: layers (per rank, layer and kind) | nodes "
+                        "(every node) | none")]
 ProgressOpt = Annotated[str, typer.Option(
     "--progress", help="auto (a bar on a terminal, a status line every 10 s otherwise) | bar | periodic | plain "
                        "(a line per run) | none; on stderr")]
@@ -83,7 +86,8 @@ def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | Non
 
 
 def _run(matrix: Any, out: Path, executor: str, workers: int | None, address: str | None, diagnostics: bool,
-         progress: str, max_retries: int, dry_run: bool, rerun: bool, as_json: bool = False) -> None:
+         progress: str, max_retries: int, dry_run: bool, rerun: bool, as_json: bool = False,
+         breakdown: str = "layers") -> None:
     from moesim.experiments.inputs import check_matrix
     from moesim.experiments.runner import run_sweep
 
@@ -102,7 +106,7 @@ def _run(matrix: Any, out: Path, executor: str, workers: int | None, address: st
     specs = matrix.runs()
     summary = run_sweep(specs, out, executor=executor, workers=workers, address=address,
                         diagnostics=diagnostics or matrix.diagnostics, progress=progress, max_retries=max_retries,
-                        source=matrix.source, rerun=rerun)
+                        source=matrix.source, rerun=rerun, breakdown=breakdown)
     for line in summary.lines():
         typer.echo(line)
     if summary.failures:
@@ -116,7 +120,7 @@ def study_cmd(
     preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
     diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
     rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
-    as_json: Json = False,
+    as_json: Json = False, breakdown: BreakdownOpt = "layers",
 ) -> None:
     """The reference study (768 runs, docs/study.md), or the part selected by the options."""
     from moesim.experiments.matrix import study_matrix
@@ -124,7 +128,8 @@ def study_cmd(
     opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
             "network": networks, "backend": backend}
     matrix = _apply_options(study_matrix(), preset, opts, set_, seeds, jitter_s)
-    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json)
+    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json,
+         breakdown)
 
 
 @sweep_app.command("modern")
@@ -154,7 +159,7 @@ def run_cmd(
     preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
     diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
     rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
-    as_json: Json = False,
+    as_json: Json = False, breakdown: BreakdownOpt = "layers",
 ) -> None:
     """Run the matrix in MATRIX_FILE."""
     from moesim.experiments.matrix import load_matrix
@@ -162,7 +167,8 @@ def run_cmd(
     opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
             "network": networks, "backend": backend}
     matrix = _apply_options(load_matrix(matrix_file), preset, opts, set_, seeds, jitter_s)
-    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json)
+    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json,
+         breakdown)
 
 
 @sweep_app.command("placement")
@@ -223,10 +229,18 @@ def results_cmd(
     export: Annotated[str | None, typer.Option("--export", help="parquet | csv: write the result to --to")] = None,
     to: Annotated[str | None, typer.Option("--to", help="the file --export writes (- for standard output)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as a JSON list (every column)")] = False,
+    breakdown: Annotated[str | None, typer.Option(
+        "--breakdown", help="show where the time of run RUN goes, per layer (a run_id prefix or 'slowest')")] = None,
 ) -> None:
     """Show or export the results store of DIR (default: the main columns of every run)."""
     from moesim.experiments.store import export_results, query_results
     from moesim.experiments.store_schema import HIDDEN, SUMMARY_COLUMNS
+
+    if breakdown is not None:
+        if sql is not None or export is not None or to is not None:
+            raise typer.BadParameter("shows one run; --sql and --export do not go with it", param_hint="--breakdown")
+        _show_breakdown(directory, breakdown, as_json)
+        return
 
     if export is not None or to is not None:
         if export is None or to is None:
@@ -253,6 +267,37 @@ def results_cmd(
     data = {c: table.column(c).to_pylist() for c in columns}
     for i in range(table.num_rows):
         view.add_row(*(_cell(data[c][i]) for c in columns))
+    Console(width=None if sys.stdout.isatty() else 200).print(view)
+
+
+def _show_breakdown(directory: Path, run: str, as_json: bool) -> None:
+    """Per layer of the run's bottleneck rank: span, busy time by kind, wait on other ranks (--json: every row)."""
+    from moesim.analysis.breakdown import layer_breakdown
+    from moesim.experiments.store import read_breakdown, resolve_run
+
+    row = resolve_run(directory, run)
+    table = read_breakdown(directory, row["run_id"])
+    if as_json:
+        typer.echo(json.dumps({"run_id": row["run_id"], "bottleneck_rank": row["bottleneck_rank"],
+                               "rows": table.to_pylist()}, indent=1))
+        return
+    view_rows, kinds = layer_breakdown(table, row["bottleneck_rank"])
+    from rich.console import Console
+    from rich.table import Table
+
+    label = "/".join(str(row[c]) for c in ("model", "topology", "strategy", "algorithm", "network", "backend"))
+    view = Table(title=f"{label} (run {row['run_id'][:12]}): wall {row['wall_s']:.6f} s, bottleneck rank "
+                       f"{row['bottleneck_rank']}; busy seconds per kind, wait on other ranks")
+    columns = ["layer", "start_s", "end_s", *[f"{k}_s" for k in kinds], "wait_s", "copied"]
+    for c in columns:
+        view.add_column(c, justify="right")
+    for r in view_rows:
+        view.add_row(*(_cell(r[c]) for c in columns))
+    if view_rows:
+        total = {"layer": "all", "start_s": view_rows[0]["start_s"], "end_s": view_rows[-1]["end_s"],
+                 "copied": sum(r["copied"] for r in view_rows)}
+        total.update({c: sum(r[c] for r in view_rows) for c in columns if c.endswith("_s") and c not in total})
+        view.add_row(*(_cell(total[c]) for c in columns), style="bold")
     Console(width=None if sys.stdout.isatty() else 200).print(view)
 
 

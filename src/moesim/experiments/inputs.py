@@ -48,6 +48,8 @@ class WorkUnit:
     The first run is the one simulated; ``run_id``/``spec`` are its (executors retry and report by them)."""
 
     runs: tuple[PlannedRun, ...]
+    breakdown: str = "layers"
+    """How much of the breakdown each run keeps (``moesim.system.breakdown.LEVELS``)."""
 
     @property
     def run_id(self) -> str:
@@ -58,12 +60,12 @@ class WorkUnit:
         return self.runs[0].spec
 
 
-def work_units(runs: Sequence[PlannedRun]) -> list[WorkUnit]:
-    """Group runs by input hash, in the order of each group's first run."""
+def work_units(runs: Sequence[PlannedRun], breakdown: str = "layers") -> list[WorkUnit]:
+    """Group runs by input hash, in the order of each group's first run; each keeps ``breakdown``."""
     groups: dict[str, list[PlannedRun]] = {}
     for run in runs:
         groups.setdefault(run.input_hash or run.run_id, []).append(run)
-    return [WorkUnit(tuple(g)) for g in groups.values()]
+    return [WorkUnit(tuple(g), breakdown) for g in groups.values()]
 
 
 @functools.cache

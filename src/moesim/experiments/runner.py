@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from moesim.errors import MoesimError
 from moesim.experiments.executors import DEFAULT_MAX_RETRIES, EXECUTORS
 from moesim.experiments.inputs import code_hash, plan_runs, run_label, work_units
 from moesim.experiments.matrix import Matrix
@@ -77,12 +78,18 @@ def run_sweep(
     stream: TextIO | None = None,
     rerun: bool = False,
     command: str | None = None,
+    breakdown: str = "layers",
 ) -> SweepSummary:
     """Run ``specs`` into the store in ``out_dir``; every run is checked before anything is simulated.
 
     Runs whose input hash is already in the store with status 'ok' are skipped, unless ``rerun``.
     ``command`` (default: this process's command line) is recorded in the store for the report's provenance.
+    ``breakdown`` is how much of each run's breakdown the store keeps (``moesim.system.breakdown.LEVELS``).
     """
+    from moesim.system.breakdown import LEVELS
+
+    if breakdown not in LEVELS:
+        raise MoesimError(f"--breakdown: unknown level '{breakdown}' (allowed: {', '.join(LEVELS)})")
     t0 = time.monotonic()
     exe = EXECUTORS.get(executor)(workers, address, max_retries)
     display = make_progress(progress, stream)
@@ -97,7 +104,7 @@ def run_sweep(
         store.remove_orphans()
         done = set() if rerun else store.completed_ids()
         todo = [p for p in planned if p.run_id not in done]
-        units = work_units(todo)
+        units = work_units(todo, breakdown)
         header = (f"sweep {source}: {len(planned)} runs, {len(planned) - len(todo)} already in {store.path}; "
                   f"{exe.describe()}")
         display.start(len(planned), len(planned) - len(todo), header)

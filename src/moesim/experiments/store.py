@@ -3,7 +3,9 @@
 Only the sweep driver writes, one transaction per finished run, so a sweep killed at any moment
 (even ``kill -9``) leaves complete rows only; DuckDB replays its write-ahead log on the next open.
 A run's diagnostics are written to ``DIR/diagnostics/<run_id>/*.parquet`` through a temporary folder
-renamed into place *before* the row that references them is committed. Rows are keyed by
+renamed into place *before* the row that references them is committed, and its breakdown to
+``DIR/breakdown/<run_id>.parquet`` the same way; files without a successful row are removed when a sweep
+starts. Rows are keyed by
 ``run_id`` (the spec and its input hash, see ``moesim.experiments.inputs``); ``spec_key`` (the canonical RunSpec)
 has one row at most: a run redone with changed inputs replaces the old row.
 
@@ -33,6 +35,7 @@ from moesim.experiments.factors import SPEC_FACTORS, level_label
 from moesim.experiments.inputs import code_hash
 from moesim.experiments.store_schema import (
     BASE_COLUMNS,
+    BREAKDOWN_DIR,
     COMMAND_KEY,
     DB_NAME,
     DEFAULT_QUERY,
@@ -184,21 +187,28 @@ class ResultsStore:
             self.con.execute("BEGIN TRANSACTION")
             self.con.executemany("DELETE FROM runs WHERE run_id = ?", [[rid] for rid, _ in stale])
             self.con.execute("COMMIT")
-            for _, diag in stale:
+            for rid, diag in stale:
                 if diag:
                     shutil.rmtree(self.directory / diag, ignore_errors=True)
+                (self.directory / BREAKDOWN_DIR / f"{rid}.parquet").unlink(missing_ok=True)
         return len(stale)
 
     def remove_orphans(self) -> None:
-        """Drop diagnostics folders no row references (left by a sweep killed between write and commit)."""
+        """Drop diagnostics folders no row references and breakdowns of no successful run (left by a sweep
+        killed between write and commit)."""
         root = self.directory / DIAGNOSTICS_DIR
-        if not root.is_dir():
-            return
-        used = {r[0] for r in self.con.execute(
-            "SELECT diagnostics_path FROM runs WHERE diagnostics_path IS NOT NULL").fetchall()}
-        for entry in root.iterdir():
-            if f"{DIAGNOSTICS_DIR}/{entry.name}" not in used:
-                shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+        if root.is_dir():
+            used = {r[0] for r in self.con.execute(
+                "SELECT diagnostics_path FROM runs WHERE diagnostics_path IS NOT NULL").fetchall()}
+            for entry in root.iterdir():
+                if f"{DIAGNOSTICS_DIR}/{entry.name}" not in used:
+                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+        root = self.directory / BREAKDOWN_DIR
+        if root.is_dir():
+            ok = self.completed_ids()
+            for entry in root.iterdir():
+                if entry.suffix != ".parquet" or entry.stem not in ok:
+                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
 
     def completed_ids(self) -> set[str]:
         """run_ids of successful runs (failed runs are tried again by the next sweep)."""
@@ -221,11 +231,23 @@ class ResultsStore:
         os.replace(tmp, final)
         return f"{DIAGNOSTICS_DIR}/{run_id}"
 
+    def _write_breakdown(self, run_id: str, table: pa.Table) -> None:
+        import pyarrow.parquet as pq
+
+        root = self.directory / BREAKDOWN_DIR
+        root.mkdir(exist_ok=True)
+        tmp = root / f".tmp-{run_id}-{uuid.uuid4().hex[:8]}"
+        table = table.add_column(0, "run_id", pa.array([run_id] * table.num_rows, pa.dictionary(pa.int8(), pa.string())))
+        pq.write_table(table, tmp)
+        os.replace(tmp, root / f"{run_id}.parquet")
+
     def record(self, outcome: RunOutcome) -> None:
-        """Write one finished run: diagnostics files first, then its row in one transaction."""
+        """Write one finished run: diagnostics and breakdown files first, then its row in one transaction."""
         diag = None
         if outcome.result is not None and outcome.result.diagnostics:
             diag = self._write_diagnostics(outcome.run_id, outcome.result.diagnostics)
+        if outcome.result is not None and outcome.result.breakdown is not None:
+            self._write_breakdown(outcome.run_id, outcome.result.breakdown)
         row = row_for(outcome, diag, dt.datetime.now(dt.UTC).replace(tzinfo=None))
         missing = [k for k in row if k not in self._columns]
         if missing:
@@ -297,6 +319,41 @@ def query_results(directory: str | Path, sql: str | None = None) -> pa.Table:
             raise MoesimError(f"--sql: {str(exc).splitlines()[0]}") from None
     finally:
         con.close()
+
+
+def resolve_run(directory: str | Path, run: str) -> dict[str, Any]:
+    """The row of the successful run ``run`` names: a run_id or a unique prefix of one (at least 4
+    characters), or ``slowest`` (the largest wall_s); a one-line error otherwise."""
+    con = _connect(store_path(directory), read_only=True, config=READ_ONLY_CONFIG)
+    try:
+        if run == "slowest":
+            rows = con.execute("SELECT * FROM runs WHERE status = 'ok' ORDER BY wall_s DESC, run_id LIMIT 1").fetchall()
+        elif len(run) >= 4 and all(c in "0123456789abcdef" for c in run):
+            rows = con.execute("SELECT * FROM runs WHERE status = 'ok' AND starts_with(run_id, ?) ORDER BY run_id",
+                               [run]).fetchall()
+        else:
+            raise MoesimError(f"--breakdown: '{run}' is not a run (allowed: a run_id or a prefix of at least 4 hex "
+                              "digits, or 'slowest'; list them with --sql 'SELECT run_id, model, wall_s FROM runs')")
+        names = [d[0] for d in con.description]
+    finally:
+        con.close()
+    if not rows:
+        raise MoesimError(f"--breakdown: no successful run '{run}' in {directory}")
+    if len(rows) > 1:
+        raise MoesimError(f"--breakdown: '{run}' names {len(rows)} runs in {directory}; give more digits of the run_id")
+    return dict(zip(names, rows[0], strict=True))
+
+
+def read_breakdown(directory: str | Path, run_id: str) -> pa.Table:
+    """The stored breakdown of ``run_id``; a one-line error if the store has none for it."""
+    import pyarrow.parquet as pq
+
+    path = Path(directory) / BREAKDOWN_DIR / f"{run_id}.parquet"
+    if not path.is_file():
+        raise MoesimError(f"{directory}: run {run_id[:12]} has no breakdown (the store predates breakdowns or was "
+                          "swept with --breakdown none); rerun the sweep with --rerun to record it")
+    table = pq.read_table(path)
+    return table.drop_columns(["run_id"]) if "run_id" in table.column_names else table
 
 
 EXPORT_FORMATS = ("parquet", "csv")

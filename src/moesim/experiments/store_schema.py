@@ -15,6 +15,11 @@ A column's role is one of:
 
 The store also adds one VARCHAR column per parameter override a sweep varies (``tokens``, ...), after
 these, so the analysis sees those as factors too.
+
+Beside table ``runs``, ``DIR/breakdown/<run_id>.parquet`` holds a run's breakdown (one file per run, all
+with the same columns, so ``DIR/breakdown/*.parquet`` reads as one table): column ``run_id``, then
+``moesim.system.breakdown.LAYER_COLUMNS`` (one row per rank, layer and kind, the default) or ``NODE_COLUMNS``
+(one row per node, ``moesim sweep --breakdown nodes``). A store written before breakdowns has none.
 """
 
 from __future__ import annotations
@@ -71,6 +76,8 @@ DB_NAME = "results.duckdb"
 PARQUET_NAME = "runs.parquet"
 """The analysis also reads a plain Parquet table of runs by this name (e.g. an export)."""
 DIAGNOSTICS_DIR = "diagnostics"
+BREAKDOWN_DIR = "breakdown"
+"""DIR-relative folder of the runs' breakdowns, ``<run_id>.parquet`` each."""
 SCHEMA_VERSION = "1"
 SCHEMA_VERSION_KEY = "schema_version"
 """store_meta key of the schema version."""

@@ -49,7 +49,7 @@ def run_unit(unit: WorkUnit, diagnostics: bool = False) -> list[RunOutcome]:
 
     try:
         prepared = [prepare(run.spec) for run in unit.runs]
-        simulated = simulate_prepared(prepared[0], diagnostics=diagnostics)
+        simulated = simulate_prepared(prepared[0], diagnostics=diagnostics, breakdown=unit.breakdown)
         return [RunOutcome(run.run_id, run.spec, result=result_of(p, simulated), input_hash=run.input_hash)
                 for run, p in zip(unit.runs, prepared, strict=True)]
     except Exception as exc:  # noqa: BLE001 - every failure of one run is recorded, not raised

@@ -52,6 +52,18 @@ class _Snapshot:
     random_draws: int  # the backend's count: an exact period must draw none (its outcomes need not repeat)
 
 
+@dataclass(frozen=True)
+class Jump:
+    """One jump, as recorders of a run's timeline need it: at ``time_s`` rank r was in layer ``layers[r]``;
+    ``skipped`` layers (``strides[r]`` nodes of rank r) were marked done and the clock moved ``shift_s``."""
+
+    time_s: float
+    layers: tuple[int, ...]
+    skipped: int
+    shift_s: float
+    strides: tuple[int, ...]
+
+
 def _close(a: _Snapshot, b: _Snapshot, period: float, tol: float) -> bool:
     """Times agree within ``tol`` of the period, magnitudes within ``tol`` relative."""
     return (all(abs(x - y) <= 1e-12 + tol * period for x, y in zip(a.times, b.times, strict=True))
@@ -75,6 +87,7 @@ class FastForward:
         self.sim = sim
         self.jump_mode = "none"  # then "exact" or "approximate" once it jumped
         self.layers_skipped = 0
+        self.jumps: list[Jump] = []
         self.history: dict[tuple[Any, ...], list[_Snapshot]] = {}
         self.nodes = [g.nodes for g in sim.workload.graphs]
         self.index = [{n.id: i for i, n in enumerate(nodes)} for nodes in self.nodes]
@@ -292,4 +305,5 @@ class FastForward:
                                         next_flow=state.next_flow + m * flows_per_period), shift)
         sim.backend.shift_time(shift)
         self.layers_skipped += m
+        self.jumps.append(Jump(state.now_s, layers, m, shift, tuple(stride)))
         return True

@@ -17,6 +17,7 @@ from moesim.network.base import NetworkBackend
 from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.params import CHOICES, SECTION_TYPES, SECTIONS, NetworkParams, network_mode
 from moesim.schema import Constraint, Param
+from moesim.system.breakdown import LEVELS, Breakdown, Recorder
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
@@ -170,6 +171,10 @@ class Simulated:
     sim_wallclock_s: float
     timeline: tuple[NodeTime, ...] = ()
     """Every node's interval when the simulation was asked for it (``simulate_prepared(timeline=True)``)."""
+    breakdown: Breakdown | None = None
+    """What the breakdown recorder saw (``simulate_prepared(breakdown=...)``)."""
+    breakdown_level: str = "none"
+    """How much of it the run's result keeps (``moesim.system.breakdown.LEVELS``)."""
 
 
 @dataclass(frozen=True)
@@ -232,9 +237,13 @@ def _record_timeline(sim: Simulation, workload: Workload) -> list[NodeTime]:
 
 
 def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False, progress: Progress | None = None,
-                      timeline: bool = False) -> Simulated:
+                      timeline: bool = False, breakdown: str = "none", detail: bool = False) -> Simulated:
     """Simulate a prepared run. ``diagnostics`` keeps the backend's per-run diagnostics and ``timeline`` every
-    node's interval (both disable layer fast-forward); ``progress`` is called as the simulation advances."""
+    node's interval (both disable layer fast-forward); ``breakdown`` records the per-node breakdown and the
+    result keeps it at that level (``LEVELS``; fast-forward stays as it is), ``detail`` also records chunks
+    and flows (a timeline's); ``progress`` is called as the simulation advances."""
+    if breakdown not in LEVELS:
+        raise MoesimError(f"breakdown: unknown level '{breakdown}' (allowed: {', '.join(LEVELS)})")
     t0 = time.perf_counter()
     settings = prepared.settings
     if diagnostics or timeline:
@@ -247,10 +256,12 @@ def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False, progress
     if progress is not None:
         _watch(sim, workload, progress)
     nodes = _record_timeline(sim, workload) if timeline else []
+    recorder = Recorder(sim, detail) if breakdown != "none" or detail else None
     ranks = sim.run()
     return Simulated(prepared.spec, tuple(ranks), backend.parameters(), sim.fast_forwarded_layers, sim.fast_forward_mode,
                      backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0,
-                     tuple(sorted(nodes, key=lambda t: (t.rank, t.start_s, t.node_id))))
+                     tuple(sorted(nodes, key=lambda t: (t.rank, t.start_s, t.node_id))),
+                     recorder.result() if recorder is not None else None, breakdown)
 
 
 def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
@@ -285,11 +296,14 @@ def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
         spec=spec, ranks=ranks, bottleneck_rank=bottleneck, backend=spec.backend, cc_model=cc_model,
         cc_policy=policy, version=__version__, parameters=parameters, diagnostics=simulated.diagnostics,
         sim_wallclock_s=simulated.sim_wallclock_s,
+        breakdown=None if simulated.breakdown is None or simulated.breakdown_level == "none"
+        else simulated.breakdown.table(simulated.breakdown_level),
     )
 
 
-def simulate_run(spec: RunSpec, diagnostics: bool = False, progress: Progress | None = None) -> RunResult:
+def simulate_run(spec: RunSpec, diagnostics: bool = False, progress: Progress | None = None,
+                 breakdown: str = "none") -> RunResult:
     """Simulate one run. ``diagnostics`` keeps the backend's per-run diagnostics (disables fast-forward);
-    ``progress`` is called as the simulation advances (see ``Progress``)."""
+    ``breakdown`` its per-layer or per-node breakdown; ``progress`` is called as the simulation advances."""
     prepared = prepare(spec)
-    return result_of(prepared, simulate_prepared(prepared, diagnostics, progress))
+    return result_of(prepared, simulate_prepared(prepared, diagnostics, progress, breakdown=breakdown))

@@ -64,6 +64,8 @@ class RunResult:
     parameters: dict[str, Any] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict, compare=False)
     sim_wallclock_s: float = field(default=0.0, compare=False)
+    breakdown: Any = field(default=None, compare=False)
+    """The run's breakdown as an Arrow table (``moesim.system.breakdown``), when it was recorded."""
 
     @property
     def wall_s(self) -> float:
