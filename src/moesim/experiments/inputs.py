@@ -161,7 +161,7 @@ def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
         "system": _keyed("system", dataclasses.asdict(p.settings)),
         "backend": f"{p.backend_cls.__module__}.{p.backend_cls.__qualname__}",
         "tokens": p.tokens,
-        "workload_options": _keyed("workload_options", dataclasses.asdict(p.workload_options)),
+        "workload_options": _workload_options(p.workload_options),
         "diagnostics": diagnostics,
     }
     if not p.placement.is_contiguous():  # the default placement leaves the keys of existing stores as they were
