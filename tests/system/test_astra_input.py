@@ -13,18 +13,27 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import one_collective
 from test_reference_s3 import FIXTURES, REFERENCE_NS, SETTINGS
 
 from moesim.errors import MoesimError
 from moesim.network import BACKENDS
 from moesim.network.params import NETWORK_MODES, REFERENCE_PRESETS, params_from_ns3_config
-from moesim.system.astra_input import AstraPaths, find_paths, read_inputs, read_system_json
+from moesim.system.astra_input import (
+    AstraPaths,
+    find_paths,
+    read_inputs,
+    read_system_json,
+    topology_from_analytical,
+)
 from moesim.system.engine import Simulation
 from moesim.system.export import export_run, network_config_text, system_json
 from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
 from moesim.topology.catalog import star_topology
 from moesim.topology.ns3_export import write_ns3_topology
+from moesim.workload.chakra import write_et
+from moesim.workload.graph import CollectiveType
 
 MODES = ("none", "dcqcn", "hpcc")
 
@@ -146,3 +155,31 @@ def test_bad_inputs_give_one_line_and_exit_code_2(exported, tmp_path):
     bad.write_text("{ not json")
     _one_line_error(moesim("astra", "run", str(out), "--logical-topology-configuration", str(bad)),
                     "bad.json", "not valid JSON")
+
+
+MIB = 1 << 20
+S6 = {"ring": 95_000, "doubleBinaryTree": 313_484}  # docs/reference-runs.md S6: 1 MiB all-reduce over [8, 2]
+
+
+@pytest.mark.parametrize("algorithm", sorted(S6))
+def test_analytical_yaml_with_two_switch_dimensions_gives_reference_s6(tmp_path, algorithm):
+    """ASTRA-sim's analytical network of two Switch dimensions [8, 2] (50 GB/s, 500 ns per link), read from
+    its YAML, on the analytical backend: the S6 completion time to the ns."""
+    write_et(one_collective(16, CollectiveType.ALL_REDUCE, MIB), tmp_path / "workload", "ar")
+    (tmp_path / "network.yml").write_text(
+        "topology: [ Switch, Switch ]\nnpus_count: [ 8, 2 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 500, 500 ]\n")
+    (tmp_path / "logical.json").write_text(json.dumps({"logical-dims": ["8", "2"]}))
+    system = {**system_json(SETTINGS), "all-reduce-implementation": [algorithm, algorithm]}
+    (tmp_path / "system.json").write_text(json.dumps(system))
+    paths = find_paths(None, workload=str(tmp_path / "workload" / "ar"), system=str(tmp_path / "system.json"),
+                       network=str(tmp_path / "network.yml"), logical_topology=str(tmp_path / "logical.json"))
+    inputs = read_inputs(paths)
+    assert inputs.workload.logical_dims == (8, 2) and inputs.params.analytical.analytical_model == "astra"
+    assert round(max(t.wall_s for t in simulate(paths, "analytical")) * 1e9) == S6[algorithm]
+
+
+def test_analytical_yaml_refuses_other_topologies(tmp_path):
+    path = tmp_path / "network.yml"
+    path.write_text("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
+    with pytest.raises(MoesimError, match=r"network.yml: field 'topology': 'Ring' is not modelled \(allowed: Switch\)"):
+        topology_from_analytical(path)

@@ -209,8 +209,10 @@ def topology_from_ns3(path: Path, servers: tuple[int, ...] | None = None) -> Top
 
 
 def topology_from_analytical(path: Path) -> Topology:
-    """ASTRA-sim's analytical network YAML with one ``Switch`` dimension as ``star:N`` (bandwidth in GB/s,
-    latency in ns per link: a message crosses two, as docs/reference-runs.md S5 describes)."""
+    """ASTRA-sim's analytical network YAML (bandwidth GB/s, latency ns per link) with ``Switch`` dimensions:
+    one dimension is ``star:N``; with several, each NPU has a link to one switch per dimension, shared
+    with the NPUs that differ from it in that coordinate only, so a message inside a dimension crosses
+    that dimension's two links (docs/reference-runs.md S5, S6)."""
     try:
         raw = yaml.safe_load(_read_text(path, "analytical network"))
     except yaml.YAMLError as exc:
@@ -221,15 +223,37 @@ def topology_from_analytical(path: Path) -> Topology:
     for key in raw:
         if key not in keys:
             raise input_error(str(path), key, "unknown or unsupported analytical network key", keys)
-    for key in keys:
-        if not isinstance(raw.get(key), list) or len(raw[key]) != 1:
-            raise input_error(str(path), key, f"one dimension is modelled, got {raw.get(key)!r}")
-    if raw["topology"][0] != "Switch":
-        raise input_error(str(path), "topology", f"{raw['topology'][0]!r} is not modelled", ("Switch",))
-    n, bandwidth, latency = raw["npus_count"][0], raw["bandwidth"][0], raw["latency"][0]
-    for key, value in (("npus_count", n), ("bandwidth", bandwidth), ("latency", latency)):
-        _number(path, key, value, integer=key == "npus_count")
-    return star_topology(n, bandwidth * 8e9, latency * 1e-9)
+    lists = [raw.get(key) for key in keys]
+    if not all(isinstance(v, list) and v for v in lists) or len({len(v) for v in lists}) != 1:  # type: ignore[arg-type]
+        raise MoesimError(f"{path}: {', '.join(keys)} must be lists with one entry per dimension")
+    for kind in raw["topology"]:
+        if kind != "Switch":
+            raise input_error(str(path), "topology", f"{kind!r} is not modelled", ("Switch",))
+    dims = [_number(path, "npus_count", d, integer=True) for d in raw["npus_count"]]
+    bandwidths = [_number(path, "bandwidth", b) * 8e9 for b in raw["bandwidth"]]
+    latencies = [_number(path, "latency", v) * 1e-9 for v in raw["latency"]]
+    if min(dims) < 1:
+        raise input_error(str(path), "npus_count", f"must be positive, got {dims}")
+    if len(dims) == 1:
+        return star_topology(dims[0], bandwidths[0], latencies[0])
+    n = 1
+    for d in dims:
+        n *= d
+    nodes = [TopoNode(f"h{i}", NodeKind.GPU, i) for i in range(n)]
+    links: list[Link] = []
+    stride = 1
+    for k, d in enumerate(dims):
+        switches: dict[int, str] = {}
+        for i in range(n):
+            key = i - (i // stride) % d * stride  # the NPU's coordinates with dimension k's set to 0
+            if key not in switches:
+                switches[key] = f"sw{k}_{len(switches)}"
+                nodes.append(TopoNode(switches[key], NodeKind.SWITCH))
+            links.append(Link(len(links), f"h{i}", switches[key], bandwidths[k], latencies[k], "fabric"))
+            links.append(Link(len(links), switches[key], f"h{i}", bandwidths[k], latencies[k], "fabric"))
+        stride *= d
+    gpus = tuple(GpuInfo(f"h{i}", i, None, None, None) for i in range(n))
+    return Topology(f"analytical:{'x'.join(map(str, dims))}", tuple(nodes), tuple(links), gpus)
 
 
 def _servers(policy_path: Path, n: int) -> tuple[bool, tuple[int, ...] | None]:
