@@ -183,3 +183,16 @@ def test_analytical_yaml_refuses_other_topologies(tmp_path):
     path.write_text("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
     with pytest.raises(MoesimError, match=r"network.yml: field 'topology': 'Ring' is not modelled \(allowed: Switch\)"):
         topology_from_analytical(path)
+
+
+def test_hosts_do_not_relay_traffic_so_an_nvlink_server_round_trips_too(tmp_path):
+    """On hgx-h100:4 a GPU has an NVLink and a PCIe port: shortest paths through another GPU exist, but NS-3
+    hosts do not forward, and neither do moesim's GPUs, so the export still gives `moesim run`'s times."""
+    spec = RunSpec("deepseek-v4-flash", "hgx-h100:4", "TP4EP8", "ring_direct", "roce_hpcc", "packet", (("tokens", 64),))
+    export_run(spec, tmp_path)
+    inputs = read_inputs(find_paths(tmp_path))
+    for a, b in ((0, 9), (3, 30)):
+        for route in inputs.topology.routes(a, b):
+            assert not any(inputs.topology.links[lid].dst.startswith("h") for lid in route[:-1])
+    got = simulate(find_paths(tmp_path))
+    assert [t.wall_s for t in got] == [t.wall_s for t in simulate_run(spec).ranks]

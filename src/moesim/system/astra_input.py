@@ -189,7 +189,8 @@ def read_logical_dims(path: Path, num_ranks: int) -> tuple[int, ...]:
 
 def topology_from_ns3(path: Path, servers: tuple[int, ...] | None = None) -> Topology:
     """An NS-3 topology file as a Topology: hosts 0..N−1 are GPUs h<i> (rank i), every other node a switch
-    sw<id>; line i is links 2i (as written) and 2i+1 (reverse). ``servers``: host → server (default: own)."""
+    sw<id>; line i is links 2i (as written) and 2i+1 (reverse). ``servers``: host → server (default: own).
+    Routes take the fewest hops, then the least delay, through switches only (docs/reference-semantics.md A.2)."""
     ns3 = read_ns3_topology(path)
     n = ns3.num_hosts
     servers = servers or tuple(range(n))
@@ -202,7 +203,9 @@ def topology_from_ns3(path: Path, servers: tuple[int, ...] | None = None) -> Top
             raise input_error(f"{path}: link {number}", "error rate", f"{link.error_rate:g} is not modelled", (0,))
         links.append(Link(len(links), names[link.src], names[link.dst], link.rate_bps, link.delay_s, "fabric"))
         links.append(Link(len(links), names[link.dst], names[link.src], link.rate_bps, link.delay_s, "fabric"))
-    gpus = tuple(GpuInfo(f"h{i}", servers[i], None, None, None) for i in range(n))
+    # a host's "NIC" is the host itself: a route between servers then crosses switches only, as NS-3
+    # hosts do not forward (without it, a GPU with an NVLink and a PCIe port would relay traffic)
+    gpus = tuple(GpuInfo(f"h{i}", servers[i], None, None, f"h{i}") for i in range(n))
     topology = Topology(f"ns3:{path.name}", tuple(nodes), tuple(links), gpus)
     topology.check_routes(str(path))
     return topology
