@@ -7,10 +7,11 @@ those of the configuration shipped with ASTRA-sim's NS-3 backend (docs/reference
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from moesim.errors import MoesimError
+from moesim.errors import MoesimError, input_error
 from moesim.network.cc import CC_ALGORITHMS, CcAlgorithm, algorithm_for_mode
 from moesim.network.cc.base import RateParams
 
@@ -305,3 +306,95 @@ def network_mode(name: str) -> NetworkParams:
         return REFERENCE_PRESETS[name]
     allowed = list(NETWORK_MODES) + list(REFERENCE_PRESETS)
     raise MoesimError(f"unknown network mode '{name}' (allowed: {', '.join(allowed)})")
+
+
+# ASTRA-sim's NS-3 text config (docs/reference-semantics.md A.3) → NetworkParams: key → (field, reader).
+def _flag(text: str) -> bool:
+    if text not in ("0", "1"):
+        raise ValueError("expected 0 or 1")
+    return text == "1"
+
+
+def _us(text: str) -> float:
+    return float(text) * 1e-6
+
+
+def _ns3_rate(text: str) -> float:
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)(Gb/s|Mb/s|Kb/s|b/s|Gbps|Mbps|Kbps|bps)", text)
+    if m is None:
+        raise ValueError("expected a rate such as 50Mb/s")
+    return float(m.group(1)) * {"G": GBPS, "M": MBPS, "K": 1e3, "b": 1.0}[m.group(2)[0]]
+
+
+NS3_CONFIG_KEYS: dict[str, tuple[str, Any]] = {
+    "CC_MODE": ("cc_mode", int), "ENABLE_QCN": ("enable_qcn", _flag),
+    "PACKET_PAYLOAD_SIZE": ("packet_payload_bytes", int), "L2_CHUNK_SIZE": ("l2_chunk_bytes", int),
+    "L2_ACK_INTERVAL": ("l2_ack_interval", int), "L2_BACK_TO_ZERO": ("l2_back_to_zero", _flag),
+    "HAS_WIN": ("has_win", _flag), "GLOBAL_T": ("global_t", _flag), "VAR_WIN": ("var_win", _flag),
+    "RATE_BOUND": ("rate_bound", _flag), "ACK_HIGH_PRIO": ("ack_high_prio", _flag),
+    "ALPHA_RESUME_INTERVAL": ("alpha_resume_interval_s", _us), "RATE_DECREASE_INTERVAL": ("rate_decrease_interval_s", _us),
+    "CLAMP_TARGET_RATE": ("clamp_target_rate", _flag), "RP_TIMER": ("rp_timer_s", _us),
+    "EWMA_GAIN": ("ewma_gain", float), "FAST_RECOVERY_TIMES": ("fast_recovery_times", int),
+    "RATE_AI": ("rate_ai_bps", _ns3_rate), "RATE_HAI": ("rate_hai_bps", _ns3_rate), "MIN_RATE": ("min_rate_bps", _ns3_rate),
+    "FAST_REACT": ("fast_react", _flag), "U_TARGET": ("u_target", float), "MI_THRESH": ("mi_thresh", int),
+    "INT_MULTI": ("int_multi", int), "MULTI_RATE": ("multi_rate", _flag), "SAMPLE_FEEDBACK": ("sample_feedback", _flag),
+    "BUFFER_SIZE": ("buffer_bytes", lambda t: int(t) * 1024 * 1024),
+}
+"""Keys that set a NetworkParams field, with the reader of their value (times in µs, rates as NS-3 writes them)."""
+
+NS3_FIXED_KEYS: dict[str, tuple[str, ...]] = {
+    "USE_DYNAMIC_PFC_THRESHOLD": ("1",), "ERROR_RATE_PER_LINK": ("0", "0.0", "0.000"), "LINK_DOWN": ("0 0 0",),
+    "NIC_TOTAL_PAUSE_TIME": ("0",), "ENABLE_TRACE": ("0", "1"), "DCTCP_RATE_AI": ("1000Mb/s",),
+    "PINT_LOG_BASE": ("1.05",), "PINT_PROB": ("1", "1.0"),
+}
+"""Keys moesim accepts only with the values it models (link errors, link failures and the PCIe pause are not
+modelled; ENABLE_TRACE only writes the binary trace)."""
+
+NS3_FILE_KEYS = ("TOPOLOGY_FILE", "FLOW_FILE", "TRACE_FILE", "TRACE_OUTPUT_FILE", "FCT_OUTPUT_FILE",
+                 "PFC_OUTPUT_FILE", "QLEN_MON_FILE", "QLEN_MON_START", "QLEN_MON_END", "SIMULATOR_STOP_TIME")
+"""Input and output file names and monitor windows: they do not change a result (TOPOLOGY_FILE is read by the caller)."""
+
+
+def _ns3_map(text: str) -> tuple[tuple[float, float], ...]:
+    parts = text.split()
+    n = int(parts[0])
+    if len(parts) != 1 + 2 * n:
+        raise ValueError(f"expected {n} rate-value pairs after the count")
+    return tuple(sorted((float(parts[1 + 2 * i]), float(parts[2 + 2 * i])) for i in range(n)))
+
+
+def params_from_ns3_config(text: str, source: str, base: NetworkParams | None = None) -> tuple[NetworkParams, dict[str, str]]:
+    """Read ASTRA-sim's NS-3 network config text (``KEY value`` per line) into NetworkParams over ``base``
+    (default: the shipped configuration); returns them and the file keys (``TOPOLOGY_FILE`` …) as written.
+    An unknown key or a value moesim does not model is a one-line error naming the key and the allowed values."""
+    overrides: dict[str, Any] = {}
+    files: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, _, value = line.strip().partition(" ")
+        value = value.strip()
+        where = f"{source}: line {number}"
+        try:
+            if key in NS3_CONFIG_KEYS:
+                field, read = NS3_CONFIG_KEYS[key]
+                overrides[field] = read(value)
+            elif key in ("KMIN_MAP", "KMAX_MAP"):
+                overrides["kmin_kb" if key == "KMIN_MAP" else "kmax_kb"] = _ns3_map(value)
+            elif key == "PMAX_MAP":
+                pmax = {p for _, p in _ns3_map(value)}
+                if len(pmax) != 1:
+                    raise MoesimError(f"{where}: field 'PMAX_MAP': one PMAX for every rate is modelled, got {value!r}")
+                overrides["pmax"] = pmax.pop()
+            elif key in NS3_FIXED_KEYS:
+                if " ".join(value.split()) not in NS3_FIXED_KEYS[key]:
+                    raise input_error(where, key, f"{value!r} is not modelled", NS3_FIXED_KEYS[key])
+            elif key in NS3_FILE_KEYS:
+                files[key] = value
+            else:
+                allowed = sorted([*NS3_CONFIG_KEYS, "KMIN_MAP", "KMAX_MAP", "PMAX_MAP", *NS3_FIXED_KEYS, *NS3_FILE_KEYS])
+                raise input_error(where, key, "unknown or unsupported NS-3 config key", allowed)
+        except (ValueError, IndexError) as exc:
+            raise MoesimError(f"{where}: field '{key}': cannot read {value!r} ({exc})") from None
+    params = (base or NetworkParams()).with_overrides(overrides, source)
+    return dataclasses.replace(params, name="ns3-config"), files

@@ -1,0 +1,198 @@
+"""`moesim astra run`: ASTRA-sim input directories read back and simulated.
+
+Two oracles: a directory written by `moesim export` must give, on the packet backend, the very per-rank
+times `moesim run` gives for the same spec (the reader inverts the writer, key by key); and ASTRA-sim's
+own microbenchmark ET files with a one-switch NS-3 network must give docs/reference-runs.md S3's
+completion times to the ns. Bad inputs give one line naming the file and the key, exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import one_collective
+from test_reference_s3 import FIXTURES, REFERENCE_NS, SETTINGS
+
+from moesim.errors import MoesimError
+from moesim.network import BACKENDS
+from moesim.network.params import NETWORK_MODES, REFERENCE_PRESETS, params_from_ns3_config
+from moesim.system.astra_input import (
+    AstraPaths,
+    find_paths,
+    read_inputs,
+    read_system_json,
+    topology_from_analytical,
+)
+from moesim.system.engine import Simulation
+from moesim.system.export import export_run, network_config_text, system_json
+from moesim.system.run import simulate_run
+from moesim.system.spec import RunSpec
+from moesim.topology.catalog import star_topology
+from moesim.topology.ns3_export import write_ns3_topology
+from moesim.workload.chakra import write_et
+from moesim.workload.graph import CollectiveType
+
+MODES = ("none", "dcqcn", "hpcc")
+
+
+def moesim(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "moesim.cli", *args], capture_output=True, text=True, check=False)
+
+
+def simulate(paths: AstraPaths, backend: str = "packet") -> list:
+    inputs = read_inputs(paths)
+    sim = Simulation(inputs.workload, inputs.topology, BACKENDS.get(backend)(inputs.topology, inputs.params),
+                     inputs.settings)
+    return sim.run()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> tuple[RunSpec, Path]:
+    """V4 Flash, topology 3, HPCC, 64 tokens: GPUs share servers, so the per-flow CC policy read from
+    cc_policy.json changes the result (0.026243 s without it, 0.026190 s with it)."""
+    spec = RunSpec("deepseek-v4-flash", "3", "TP4EP8", "ring_direct", "roce_hpcc", "packet", (("tokens", 64),))
+    out = tmp_path_factory.mktemp("export")
+    export_run(spec, out)
+    return spec, out
+
+
+def test_exported_directory_reproduces_moesim_run_bit_for_bit(exported):
+    spec, out = exported
+    expected = simulate_run(spec).ranks
+    got = simulate(find_paths(out))
+    assert [(t.wall_s, t.gpu_s, t.comm_s) for t in got] == [(t.wall_s, t.gpu_s, t.comm_s) for t in expected]
+
+
+def test_cli_prints_astra_sims_report_lines_and_json(exported):
+    _, out = exported
+    expected = simulate(find_paths(out))
+    text = moesim("astra", "run", str(out))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert len(lines) == len(expected)
+    for r, (line, t) in enumerate(zip(lines, expected, strict=True)):
+        finish = round(t.wall_s * 1e9)
+        assert line == f"sys[{r}] finished, {finish} cycles, exposed communication {finish - round(t.gpu_s * 1e9)} cycles."
+    as_json = moesim("astra", "run", str(out), "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    record = json.loads(as_json.stdout)
+    assert [r["wall_s"] for r in record["ranks"]] == [t.wall_s for t in expected]
+    assert record["wall_s"] == max(t.wall_s for t in expected)
+
+
+def test_ns3_config_reads_back_what_the_writer_wrote():
+    """Every field the NS-3 config carries survives the round trip, for each study mode and preset."""
+    topo = star_topology(4, 512e9)
+    for params in (*NETWORK_MODES.values(), *REFERENCE_PRESETS.values()):
+        back, files = params_from_ns3_config(network_config_text(params, topo), "network.txt")
+        assert files["TOPOLOGY_FILE"] == "topology.txt"
+        for key in ("cc_mode", "enable_qcn", "has_win", "var_win", "ack_high_prio", "rp_timer_s", "rate_ai_bps",
+                    "rate_hai_bps", "min_rate_bps", "buffer_bytes", "pmax", "u_target", "fast_react"):
+            assert back.value(key) == pytest.approx(params.value(key), rel=1e-12), (params.name, key)
+        for rate in (400e9, 512e9):
+            assert back.switch.kmin_bytes(rate) == params.switch.kmin_bytes(rate)
+            assert back.switch.kmax_bytes(rate) == params.switch.kmax_bytes(rate)
+
+
+def s3_directory(root: Path, n: int, mode: str) -> Path:
+    """System JSON, NS-3 config and the topology of ``star:n`` written by moesim's own writers."""
+    d = root / f"s3_{n}_{mode}"
+    d.mkdir(exist_ok=True)
+    (d / "system.json").write_text(json.dumps(system_json(SETTINGS)))
+    (d / "network.txt").write_text(network_config_text(REFERENCE_PRESETS[mode], star_topology(n)))
+    write_ns3_topology(star_topology(n), d / "topology.txt")
+    return d
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("collective,n", sorted(REFERENCE_NS))
+def test_astra_sim_microbenchmarks_give_reference_s3_to_the_ns(tmp_path, collective, n, mode):
+    d = s3_directory(tmp_path, n, mode)
+    paths = find_paths(d, workload=str(FIXTURES / collective / f"{n}npus_1MB" / collective))
+    got = max(t.wall_s for t in simulate(paths)) * 1e9
+    assert round(got) == REFERENCE_NS[(collective, n)][MODES.index(mode)]
+
+
+def test_unknown_ns3_key_and_unmodelled_value_are_refused():
+    with pytest.raises(MoesimError, match=r"network.txt: line 1: field 'PINT_MODE'.*allowed: "):
+        params_from_ns3_config("PINT_MODE 1\n", "network.txt")
+    with pytest.raises(MoesimError, match=r"field 'NIC_TOTAL_PAUSE_TIME'.*not modelled \(allowed: 0\)"):
+        params_from_ns3_config("NIC_TOTAL_PAUSE_TIME 5\n", "network.txt")
+
+
+def test_system_json_keys_map_onto_settings(tmp_path):
+    path = tmp_path / "system.json"
+    path.write_text(json.dumps({"endpoint-delay": 20, "peak-perf": 900, "local-mem-bw": 3000,
+                                "all-reduce-implementation": ["doubleBinaryTree", "ring"], "roofline-enabled": 1}))
+    s = read_system_json(path)
+    assert (s.endpoint_delay_s, s.peak_flops, s.mem_bw_bytes_per_s) == (20e-9, 900e12, 3000e9)
+    assert s.all_reduce == ("doubleBinaryTree", "ring") and s.roofline
+
+
+def _one_line_error(res: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    for word in words:
+        assert word in res.stderr, res.stderr
+
+
+def test_bad_inputs_give_one_line_and_exit_code_2(exported, tmp_path):
+    _, out = exported
+    system = tmp_path / "system.json"
+    system.write_text(json.dumps({**json.loads((out / "system.json").read_text()), "replay-only": 1}))
+    _one_line_error(moesim("astra", "run", str(out), "--system-configuration", str(system)),
+                    "system.json", "'replay-only'", "scheduling-policy")
+    memory = tmp_path / "memory.json"
+    memory.write_text(json.dumps({"memory-type": "PER_NODE_MEMORY_EXPANSION"}))
+    _one_line_error(moesim("astra", "run", str(out), "--remote-memory-configuration", str(memory)),
+                    "memory.json", "'memory-type'", "NO_MEMORY_EXPANSION")
+    _one_line_error(moesim("astra", "run", str(out), "--workload-configuration", str(tmp_path / "nothing")),
+                    "nothing", "no ET files")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ not json")
+    _one_line_error(moesim("astra", "run", str(out), "--logical-topology-configuration", str(bad)),
+                    "bad.json", "not valid JSON")
+
+
+MIB = 1 << 20
+S6 = {"ring": 95_000, "doubleBinaryTree": 313_484}  # docs/reference-runs.md S6: 1 MiB all-reduce over [8, 2]
+
+
+@pytest.mark.parametrize("algorithm", sorted(S6))
+def test_analytical_yaml_with_two_switch_dimensions_gives_reference_s6(tmp_path, algorithm):
+    """ASTRA-sim's analytical network of two Switch dimensions [8, 2] (50 GB/s, 500 ns per link), read from
+    its YAML, on the analytical backend: the S6 completion time to the ns."""
+    write_et(one_collective(16, CollectiveType.ALL_REDUCE, MIB), tmp_path / "workload", "ar")
+    (tmp_path / "network.yml").write_text(
+        "topology: [ Switch, Switch ]\nnpus_count: [ 8, 2 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 500, 500 ]\n")
+    (tmp_path / "logical.json").write_text(json.dumps({"logical-dims": ["8", "2"]}))
+    system = {**system_json(SETTINGS), "all-reduce-implementation": [algorithm, algorithm]}
+    (tmp_path / "system.json").write_text(json.dumps(system))
+    paths = find_paths(None, workload=str(tmp_path / "workload" / "ar"), system=str(tmp_path / "system.json"),
+                       network=str(tmp_path / "network.yml"), logical_topology=str(tmp_path / "logical.json"))
+    inputs = read_inputs(paths)
+    assert inputs.workload.logical_dims == (8, 2) and inputs.params.analytical.analytical_model == "astra"
+    assert round(max(t.wall_s for t in simulate(paths, "analytical")) * 1e9) == S6[algorithm]
+
+
+def test_analytical_yaml_refuses_other_topologies(tmp_path):
+    path = tmp_path / "network.yml"
+    path.write_text("topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
+    with pytest.raises(MoesimError, match=r"network.yml: field 'topology': 'Ring' is not modelled \(allowed: Switch\)"):
+        topology_from_analytical(path)
+
+
+def test_hosts_do_not_relay_traffic_so_an_nvlink_server_round_trips_too(tmp_path):
+    """On hgx-h100:4 a GPU has an NVLink and a PCIe port: shortest paths through another GPU exist, but NS-3
+    hosts do not forward, and neither do moesim's GPUs, so the export still gives `moesim run`'s times."""
+    spec = RunSpec("deepseek-v4-flash", "hgx-h100:4", "TP4EP8", "ring_direct", "roce_hpcc", "packet", (("tokens", 64),))
+    export_run(spec, tmp_path)
+    inputs = read_inputs(find_paths(tmp_path))
+    for a, b in ((0, 9), (3, 30)):
+        for route in inputs.topology.routes(a, b):
+            assert not any(inputs.topology.links[lid].dst.startswith("h") for lid in route[:-1])
+    got = simulate(find_paths(tmp_path))
+    assert [t.wall_s for t in got] == [t.wall_s for t in simulate_run(spec).ranks]
