@@ -23,7 +23,7 @@ from moesim.system.settings import SystemSettings
 from moesim.topology.catalog import star_topology
 from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
 from moesim.topology.ns3_export import read_ns3_topology
-from moesim.workload.chakra import _read_groups, read_et
+from moesim.workload.chakra import read_comm_groups, read_et
 from moesim.workload.graph import Workload
 
 
@@ -290,7 +290,7 @@ def read_inputs(paths: AstraPaths) -> AstraInputs:
     if paths.comm_groups is not None:
         if not paths.comm_groups.is_file():
             raise MoesimError(f"{paths.comm_groups}: no such communicator-group file")
-        workload = dataclasses.replace(workload, comm_groups=_read_groups(paths.comm_groups, n))
+        workload = dataclasses.replace(workload, comm_groups=read_comm_groups(paths.comm_groups, n))
     if paths.network.suffix in (".yml", ".yaml"):
         topology, params, kind = topology_from_analytical(paths.network), REFERENCE_PRESETS["astra"], "analytical"
     else:

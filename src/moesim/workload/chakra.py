@@ -382,7 +382,7 @@ def _resolve(path: str | Path) -> tuple[Path, str, list[Path]]:
     return directory, prefix, [ranks[r] for r in range(len(ranks))]
 
 
-def _read_groups(path: Path, num_ranks: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+def read_comm_groups(path: Path, num_ranks: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
     if not path.is_file():
         return ()
     try:
@@ -437,7 +437,7 @@ def read_et(path: str | Path) -> Workload:
             raise MoesimError(
                 f"{files[0]}: field 'logical_dims': {list(dims)} does not multiply to the {len(files)} rank files"
             )
-    groups = _read_groups(comm_groups_path(directory, prefix), len(files))
+    groups = read_comm_groups(comm_groups_path(directory, prefix), len(files))
     defined = {gid for gid, _ in groups}
     for f, g in zip(files, graphs, strict=True):
         for n in g.nodes:
