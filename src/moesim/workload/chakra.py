@@ -383,6 +383,8 @@ def _resolve(path: str | Path) -> tuple[Path, str, list[Path]]:
 
 
 def read_comm_groups(path: Path, num_ranks: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """ASTRA-sim's communicator-group JSON (group id → member ranks), checked against ``num_ranks``; none if
+    the file is absent."""
     if not path.is_file():
         return ()
     try:
