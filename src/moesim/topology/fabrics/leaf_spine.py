@@ -31,11 +31,39 @@ _KEYS = ("kind", "servers_per_leaf", "spines", "oversubscription", "nic_bandwidt
 MAX_OVERSUBSCRIPTION = 1000.0
 
 
-def _int(data: Mapping[str, Any], key: str, default: int | None, source: str) -> int:
+def _count(data: Mapping[str, Any], key: str, default: int | None, minimum: int, source: str) -> int:
     value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise input_error(source, f"fabric.{key}", f"must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise input_error(source, f"fabric.{key}", f"must be an integer ≥ {minimum}, got {value!r}")
     return value
+
+
+def two_tier_fields(data: Mapping[str, Any], source: str, servers_per_leaf: tuple[int | None, int]) -> dict[str, Any]:
+    """The fields shared by the two-tier fabrics, parsed and checked from YAML ``data``;
+    ``servers_per_leaf`` = (default, minimum)."""
+    check_keys(data, _KEYS, source, "fabric")
+    over = data.get("oversubscription", 1.0)
+    if isinstance(over, bool) or not isinstance(over, int | float) or not 1 <= over <= MAX_OVERSUBSCRIPTION:
+        raise input_error(source, "fabric.oversubscription", f"must be a number from 1 to "
+                          f"{MAX_OVERSUBSCRIPTION:g}, got {over!r}")
+    delays = {key: parse_delay_s(data[key], source, f"fabric.{key}")
+              for key in ("nic_delay", "uplink_delay") if data.get(key) is not None}
+    return {"servers_per_leaf": _count(data, "servers_per_leaf", *servers_per_leaf, source),
+            "spines": _count(data, "spines", 1, 1, source), "oversubscription": float(over),
+            "nic_bandwidth_bps": parse_bandwidth_bps(data.get("nic_bandwidth", 400e9), source, "fabric.nic_bandwidth"),
+            "nic_delay_s": delays.get("nic_delay"), "uplink_delay_s": delays.get("uplink_delay")}
+
+
+def two_tier_dict(fabric: Any) -> dict[str, Any]:
+    """A two-tier fabric as YAML data (the inverse of ``two_tier_fields``)."""
+    out: dict[str, Any] = {"kind": fabric.kind, "servers_per_leaf": fabric.servers_per_leaf, "spines": fabric.spines,
+                           "oversubscription": fabric.oversubscription,
+                           "nic_bandwidth": format_bandwidth(fabric.nic_bandwidth_bps)}
+    if fabric.nic_delay_s is not None:
+        out["nic_delay"] = format_delay(fabric.nic_delay_s)
+    if fabric.uplink_delay_s is not None:
+        out["uplink_delay"] = format_delay(fabric.uplink_delay_s)
+    return out
 
 
 @FABRICS.register("leaf_spine", "two-tier leaf/spine with configurable oversubscription", "folded Clos, ECMP")
@@ -53,37 +81,10 @@ class LeafSpine(Fabric):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str) -> LeafSpine:
-        check_keys(data, _KEYS, source, "fabric")
-        over = data.get("oversubscription", 1.0)
-        if isinstance(over, bool) or not isinstance(over, int | float) or not 1 <= over <= MAX_OVERSUBSCRIPTION:
-            raise input_error(source, "fabric.oversubscription", f"must be a number from 1 to "
-                              f"{MAX_OVERSUBSCRIPTION:g}, got {over!r}")
-        delays = {}
-        for key in ("nic_delay", "uplink_delay"):
-            if data.get(key) is not None:
-                delays[key] = parse_delay_s(data[key], source, f"fabric.{key}")
-        return cls(
-            servers_per_leaf=_int(data, "servers_per_leaf", None, source),
-            spines=_int(data, "spines", 1, source),
-            oversubscription=float(over),
-            nic_bandwidth_bps=parse_bandwidth_bps(data.get("nic_bandwidth", 400e9), source, "fabric.nic_bandwidth"),
-            nic_delay_s=delays.get("nic_delay"),
-            uplink_delay_s=delays.get("uplink_delay"),
-        )
+        return cls(**two_tier_fields(data, source, servers_per_leaf=(None, 1)))
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "kind": self.kind,
-            "servers_per_leaf": self.servers_per_leaf,
-            "spines": self.spines,
-            "oversubscription": self.oversubscription,
-            "nic_bandwidth": format_bandwidth(self.nic_bandwidth_bps),
-        }
-        if self.nic_delay_s is not None:
-            out["nic_delay"] = format_delay(self.nic_delay_s)
-        if self.uplink_delay_s is not None:
-            out["uplink_delay"] = format_delay(self.uplink_delay_s)
-        return out
+        return two_tier_dict(self)
 
     def uplink_bandwidth_bps(self, nics_per_server: int) -> float:
         capacity = self.servers_per_leaf * nics_per_server * self.nic_bandwidth_bps

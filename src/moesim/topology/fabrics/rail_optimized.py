@@ -16,30 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from moesim.errors import input_error
-from moesim.topology.fabrics.base import FABRICS, Fabric, check_keys
-from moesim.topology.fabrics.leaf_spine import MAX_OVERSUBSCRIPTION
+from moesim.topology.fabrics.base import FABRICS, Fabric
+from moesim.topology.fabrics.leaf_spine import two_tier_dict, two_tier_fields
 from moesim.topology.model import NodeKind
-from moesim.topology.units import (
-    BANDWIDTH_RANGE_BPS,
-    BANDWIDTH_RANGE_TEXT,
-    format_bandwidth,
-    format_delay,
-    parse_bandwidth_bps,
-    parse_delay_s,
-)
+from moesim.topology.units import BANDWIDTH_RANGE_BPS, BANDWIDTH_RANGE_TEXT
 
 if TYPE_CHECKING:
     from moesim.topology.builder import TopologyBuilder
-
-_KEYS = ("kind", "servers_per_leaf", "spines", "oversubscription", "nic_bandwidth", "nic_delay", "uplink_delay")
-
-
-def _count(data: Mapping[str, Any], key: str, default: int, minimum: int, source: str) -> int:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise input_error(source, f"fabric.{key}", f"must be an integer ≥ {minimum}, got {value!r}")
-    return value
-
 
 def leaf_name(rail: int, group: int) -> str:
     return f"rail{rail}-leaf{group}"
@@ -61,31 +44,10 @@ class RailOptimized(Fabric):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str) -> RailOptimized:
-        check_keys(data, _KEYS, source, "fabric")
-        over = data.get("oversubscription", 1.0)
-        if isinstance(over, bool) or not isinstance(over, int | float) or not 1 <= over <= MAX_OVERSUBSCRIPTION:
-            raise input_error(source, "fabric.oversubscription", f"must be a number from 1 to "
-                              f"{MAX_OVERSUBSCRIPTION:g}, got {over!r}")
-        delays = {key: parse_delay_s(data[key], source, f"fabric.{key}")
-                  for key in ("nic_delay", "uplink_delay") if data.get(key) is not None}
-        return cls(
-            servers_per_leaf=_count(data, "servers_per_leaf", 0, 0, source),
-            spines=_count(data, "spines", 1, 1, source),
-            oversubscription=float(over),
-            nic_bandwidth_bps=parse_bandwidth_bps(data.get("nic_bandwidth", 400e9), source, "fabric.nic_bandwidth"),
-            nic_delay_s=delays.get("nic_delay"),
-            uplink_delay_s=delays.get("uplink_delay"),
-        )
+        return cls(**two_tier_fields(data, source, servers_per_leaf=(0, 0)))
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "servers_per_leaf": self.servers_per_leaf, "spines": self.spines,
-                               "oversubscription": self.oversubscription,
-                               "nic_bandwidth": format_bandwidth(self.nic_bandwidth_bps)}
-        if self.nic_delay_s is not None:
-            out["nic_delay"] = format_delay(self.nic_delay_s)
-        if self.uplink_delay_s is not None:
-            out["uplink_delay"] = format_delay(self.uplink_delay_s)
-        return out
+        return two_tier_dict(self)
 
     def group_size(self, num_servers: int) -> int:
         return self.servers_per_leaf or num_servers
