@@ -113,42 +113,32 @@ def _run(matrix: Any, out: Path, executor: str, workers: int | None, address: st
         raise SystemExit(1)  # not typer.Exit: cli.main runs the app with standalone_mode=False
 
 
-@sweep_app.command("study")
-def study_cmd(
-    out: Out, models: Models = None, topologies: Topologies = None, strategies: Strategies = None,
-    algorithms: Algorithms = None, networks: Networks = None, backend: Backends = None, set_: SetOpt = None,
-    preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
-    diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
-    rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
-    as_json: Json = False, breakdown: BreakdownOpt = "layers",
-) -> None:
-    """The reference study (768 runs, docs/study.md), or the part selected by the options."""
-    from moesim.experiments.matrix import study_matrix
+def _builtin(name: str, loader: str, doc: str) -> None:
+    """Add ``moesim sweep NAME``: the built-in matrix ``moesim.experiments.matrix.<loader>()`` with the options."""
 
-    opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
-            "network": networks, "backend": backend}
-    matrix = _apply_options(study_matrix(), preset, opts, set_, seeds, jitter_s)
-    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json,
-         breakdown)
+    def command(
+        out: Out, models: Models = None, topologies: Topologies = None, strategies: Strategies = None,
+        algorithms: Algorithms = None, networks: Networks = None, backend: Backends = None, set_: SetOpt = None,
+        preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
+        diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
+        rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
+        as_json: Json = False, breakdown: BreakdownOpt = "layers",
+    ) -> None:
+        from moesim.experiments import matrix as matrices
+
+        opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
+                "network": networks, "backend": backend}
+        matrix = _apply_options(getattr(matrices, loader)(), preset, opts, set_, seeds, jitter_s)
+        _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json,
+             breakdown)
+
+    command.__doc__ = doc
+    sweep_app.command(name)(command)
 
 
-@sweep_app.command("modern")
-def modern_cmd(
-    out: Out, models: Models = None, topologies: Topologies = None, strategies: Strategies = None,
-    algorithms: Algorithms = None, networks: Networks = None, backend: Backends = None, set_: SetOpt = None,
-    preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
-    diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
-    rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
-    as_json: Json = False,
-) -> None:
-    """The modern study (216 runs, docs/modern-study.md): NVSwitch and mesh servers, rail and leaf/spine fabrics,
-    prefill and decode."""
-    from moesim.experiments.matrix import modern_matrix
-
-    opts = {"model": models, "topology": topologies, "strategy": strategies, "algorithm": algorithms,
-            "network": networks, "backend": backend}
-    matrix = _apply_options(modern_matrix(), preset, opts, set_, seeds, jitter_s)
-    _run(matrix, out, executor, workers, address, diagnostics, progress, max_retries, dry_run, rerun, as_json)
+_builtin("study", "study_matrix", "The reference study (768 runs, docs/study.md), or the part selected by the options.")
+_builtin("modern", "modern_matrix", "The modern study (216 runs, docs/modern-study.md): NVSwitch and mesh servers, "
+         "rail and leaf/spine fabrics, prefill and decode.")
 
 
 @sweep_app.command("run")
