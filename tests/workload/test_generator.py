@@ -9,16 +9,12 @@ import pytest
 from moesim.errors import MoesimError
 from moesim.models.catalog import STUDY_MODELS, get_model, list_models
 from moesim.models.spec import AttentionSpec, ModelSpec
-from moesim.workload.generator import (
-    STUDY_STRATEGIES,
-    WorkloadOptions,
-    comm_proxies,
-    generate,
-    roofline_s,
-    summary,
-)
+from moesim.workload.costs import comm_proxies
+from moesim.workload.generator import generate
 from moesim.workload.graph import CollectiveType, NodeKind
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.options import STUDY_STRATEGIES, WorkloadOptions
+from moesim.workload.summary import roofline_s, summary
 
 T = 4096
 STUDY = [(m, s) for m in STUDY_MODELS for s in STUDY_STRATEGIES]

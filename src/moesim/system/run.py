@@ -25,9 +25,10 @@ from moesim.topology.catalog import get_topology, topology_gpu_count
 from moesim.topology.model import Topology
 from moesim.topology.placement import DEFAULT_PLACEMENT, PLACEMENT_RULES, Placement, resolve_placement
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
-from moesim.workload.generator import WorkloadOptions, generate, routing_imbalance
+from moesim.workload.generator import generate, routing_imbalance
 from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.options import WorkloadOptions
 
 LINK_BANDWIDTH_KEYS = {f"{kind}_bandwidth_bps": kind for kind in LINK_KINDS}
 """Topology overrides: every link of one kind gets this bandwidth (e.g. ``fabric_bandwidth_bps``)."""
