@@ -26,7 +26,6 @@ from moesim.errors import MoesimError
 from moesim.network.base import Flow, NetworkBackend
 from moesim.system.collectives import Plan, StepTiming, chunk_sizes, plan_for, resolve
 from moesim.system.collectives.direct import direct_pair_plan, pair_chunk
-from moesim.system.compute import roofline_time_s
 from moesim.system.events import EventQueue
 from moesim.system.fast_forward import FastForward
 from moesim.system.phases import Phases, StreamQueues, build_phases, draws_trees, refine_dims
@@ -34,6 +33,7 @@ from moesim.system.settings import SystemSettings
 from moesim.system.spec import RankTimes
 from moesim.system.state import CollectiveState, EventKind, InFlight, PendingEvent, RankState, SimState
 from moesim.topology.model import Topology
+from moesim.workload.costs import roofline_time_s
 from moesim.workload.graph import CollectiveType, Node, NodeKind, Workload
 
 __all__ = ["Hooks", "Simulation", "SystemSettings", "simulate"]

@@ -1,5 +1,6 @@
-"""What each node of a layer costs: collective volumes (docs/study.md §3) and per-rank compute work (FLOPs
-and bytes moved; the formulas are in docs/workload.md)."""
+"""What each node of a layer costs: collective volumes (docs/study.md §3), per-rank compute work (FLOPs
+and bytes moved; the formulas are in docs/workload.md) and the one roofline that times a compute node
+(the engine's and the summary's)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from moesim.models.spec import ModelSpec
+from moesim.workload.graph import Node
 from moesim.workload.layout import ParallelLayout
 
 # ----------------------------------------------------------------------------------------------
@@ -195,3 +197,19 @@ def dense_ffn_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_para
     params = Fraction(3 * hidden * w, tp)
     act = 2 * tokens * hidden * model.bytes_per_activation
     return work_of(2 * tokens * params, params * Fraction(weight_bytes_per_param) + act)
+
+
+def roofline_time_s(node: Node, peak_flops: float, mem_bw_bytes_per_s: float, roofline: bool = True) -> float:
+    """A compute node's time as ASTRA-sim's ``Roofline.cc`` gives it (docs/reference-semantics.md B.6):
+    max(FLOPs/peak, bytes/bandwidth), truncated to whole ns.
+
+    With roofline on, a node without FLOPs takes bytes/bandwidth (not truncated) and one without bytes
+    is skipped (zero time); with it off, the node's recorded duration is replayed (1 ns when zero).
+    """
+    if not roofline:
+        return max(node.duration_ns, 1) * 1e-9
+    if node.bytes_moved <= 0 or node.flops <= 0:
+        return node.bytes_moved / mem_bw_bytes_per_s if node.flops <= 0 and node.bytes_moved > 0 else 0.0
+    intensity = node.flops / node.bytes_moved
+    perf = min(mem_bw_bytes_per_s * intensity, peak_flops)
+    return int(node.flops / perf * 1e9) * 1e-9

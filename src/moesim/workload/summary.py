@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moesim.errors import MoesimError
+from moesim.workload.costs import roofline_time_s
 from moesim.workload.graph import CollectiveType, Node, NodeKind, Workload
 
 # Roofline constants of docs/study.md §3, used only for the summary's GPU-time estimate; the system
@@ -81,13 +82,6 @@ class WorkloadSummary:
         }
 
 
-def roofline_s(node: Node, peak_flops: float, mem_bw_bytes_per_s: float) -> float:
-    """max(FLOPs/peak, bytes/bandwidth) for a node with work, else its replay duration."""
-    if node.flops or node.bytes_moved:
-        return max(node.flops / peak_flops, node.bytes_moved / mem_bw_bytes_per_s)
-    return node.duration_ns * 1e-9
-
-
 def _rank_summary(
     rank: int, nodes: tuple[Node, ...], peak_flops: float, mem_bw_bytes_per_s: float
 ) -> RankSummary:
@@ -105,7 +99,7 @@ def _rank_summary(
         tp_bytes=tp,
         ep_bytes=ep,
         other_comm_bytes=sum(n.size_bytes for n in coll) - tp - ep,
-        gpu_s_estimate=sum(roofline_s(n, peak_flops, mem_bw_bytes_per_s) for n in comp),
+        gpu_s_estimate=sum(roofline_time_s(n, peak_flops, mem_bw_bytes_per_s) for n in comp),
     )
 
 
