@@ -102,13 +102,16 @@ def attention_shard(model: ModelSpec, tp: int) -> AttentionShard:
     return AttentionShard(params, heads, qk_dim, v_dim, cached * model.bytes_per_activation)
 
 
-def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float) -> Work:
+def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
+                   keys: int | None = None) -> Work:
     """Prefill attention of one TP shard (``attention_shard``). Every projection costs 2·T·in·out
-    FLOPs; the score and value products cost 2·T²·heads·qk_dim + 2·T²·heads·v_dim (full T×T, no
-    causal halving). Bytes: the shard's weights + activations in and out (T·hidden·2 each).
+    FLOPs; the score and value products cost 2·T·K·heads·qk_dim + 2·T·K·heads·v_dim for T queries
+    over K keys (K = T by default: full T×T, no causal halving; a micro-batch of a longer sequence
+    attends to all of it). Bytes: the shard's weights + activations in and out (T·hidden·2 each).
     """
     a = attention_shard(model, tp)
-    flops = 2 * tokens * a.params + 2 * tokens * tokens * a.heads * (a.qk_dim + a.v_dim)
+    keys = tokens if keys is None else keys
+    flops = 2 * tokens * a.params + 2 * tokens * keys * a.heads * (a.qk_dim + a.v_dim)
     act = 2 * tokens * model.hidden_size * model.bytes_per_activation
     return work_of(flops, a.params * Fraction(weight_bytes_per_param) + act)
 

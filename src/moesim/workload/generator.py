@@ -87,6 +87,11 @@ def _validate(model: ModelSpec, layout: ParallelLayout, tokens: int, options: Wo
     if model.top_k > model.routed_experts:
         raise input_error(src, "top_k", f"{model.top_k} exceeds routed_experts {model.routed_experts}")
     layout.validate(num_ranks=options.num_ranks, routed_experts=model.routed_experts, source=src)
+    per_pass = options.batch if options.phase == "decode" else tokens
+    if options.micro_batches and per_pass is not None and options.micro_batches > per_pass:
+        what = "batch" if options.phase == "decode" else "tokens"
+        raise input_error("workload options", "micro_batches",
+                          f"{options.micro_batches} micro-batches exceed the {per_pass} {what} of a pass")
 
 
 def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
@@ -150,8 +155,10 @@ def _layer_templates(
     context_tokens: int | None = None,
     routing: tuple[LayerRouting, ...] | None = None,
     ep_index: int = 0,
+    keys: int | None = None,
 ) -> Templates:
-    """The (dense layer, MoE layers) node sequences of one rank: a prefill of ``tokens`` tokens, or
+    """The (dense layer, MoE layers) node sequences of one rank: a prefill of ``tokens`` tokens (whose
+    queries attend to ``keys`` tokens, default ``tokens``: a micro-batch of a longer sequence), or
     with ``context_tokens`` one decode step of ``tokens`` sequences over a cache that long. The MoE
     layers are one sequence for all under uniform routing, else one per MoE layer."""
     tp_kw: dict[str, Any] = {"group": tp_group} if tp_group else {"involved_dims": (True, False)}
@@ -182,7 +189,7 @@ def _layer_templates(
                     pair_bytes=pair_bytes, **ep_kw)]
 
     if context_tokens is None:
-        attention = attention_work(model, layout.tp, tokens, wb)
+        attention = attention_work(model, layout.tp, tokens, wb, keys)
         experts = routed_expert_work(model, layout, tokens, eb)
     else:
         attention = decode_attention_work(model, layout.tp, tokens, context_tokens, wb)
@@ -207,49 +214,84 @@ def _layer_templates(
 Templates = tuple[tuple[_Op, ...], tuple[tuple[_Op, ...], ...]]
 
 
+def micro_batch_sizes(total: int, count: int) -> list[int]:
+    """``total`` tokens (prefill) or sequences (decode) split into ``count`` micro-batches, the first
+    ``total mod count`` one larger."""
+    return [total // count + (1 if b < total % count else 0) for b in range(count)]
+
+
 def _passes(
     model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions, tp_group: int, ep_group: int,
     routing: tuple[LayerRouting, ...] | None = None, ep_index: int = 0,
-) -> list[Templates]:
-    """The layer templates of each forward pass: the prefill, or each decode step (step s reads a
-    cache of ``context_tokens`` + s tokens: the tokens of the earlier steps join it). ``routing``: the
-    skewed routing of one pass (``moe_routing``), the same in every decode step."""
+) -> list[list[Templates]]:
+    """Per forward pass (the prefill, or each decode step: step s reads a cache of ``context_tokens`` + s
+    tokens, the tokens of the earlier steps join it), the layer templates of each micro-batch. A prefill
+    micro-batch's queries attend to the whole sequence; a decode micro-batch holds whole sequences.
+    ``routing``: the skewed routing of one pass (``moe_routing``), the same in every decode step."""
+    count = options.micro_batches or 1
     if options.phase == "prefill":
-        return [_layer_templates(model, layout, tokens, options, tp_group, ep_group, None, routing, ep_index)]
+        keys = tokens if count > 1 else None
+        return [[_layer_templates(model, layout, t, options, tp_group, ep_group, None, routing, ep_index, keys)
+                 for t in micro_batch_sizes(tokens, count)]]
     assert options.batch is not None and options.context_tokens is not None and options.decode_steps is not None
     return [
-        _layer_templates(model, layout, options.batch, options, tp_group, ep_group, options.context_tokens + step,
-                         routing, ep_index)
+        [_layer_templates(model, layout, b, options, tp_group, ep_group, options.context_tokens + step, routing,
+                          ep_index)
+         for b in micro_batch_sizes(options.batch, count)]
         for step in range(options.decode_steps)
     ]
 
 
-def _instantiate(model: ModelSpec, passes: list[Templates]) -> tuple[Node, ...]:
-    """Lay the passes' layers out as one chain: ids 0, 1, 2, … and deps = (previous id,); pass p's
-    layer L gets ``layer`` = p·num_layers + L."""
-    nodes: list[Node] = []
+def _instantiate(model: ModelSpec, passes: list[list[Templates]]) -> tuple[Node, ...]:
+    """Lay the passes' layers out as a DAG; pass p's layer L gets ``layer`` = p·num_layers + L.
+
+    One micro-batch: one chain, ids 0, 1, 2, … and deps = (previous id,). Several (docs/workload.md,
+    "Micro-batch overlap"): each micro-batch's ops form a chain, cut into stages where it switches
+    between compute and communication; the nodes are ordered by (layer, stage, micro-batch, position)
+    and that order is also the order of one compute stream and one communication stream, so every
+    node depends on its micro-batch's previous node and on the previous node of its stream. The
+    stream order makes every rank issue its collectives in the same order, and lets micro-batch b's
+    communication run while micro-batch b+1 computes.
+    """
+    entries: list[tuple[tuple[int, int, int, int], int, _Op]] = []
     for index in range(len(passes) * model.num_layers):
         step, layer = divmod(index, model.num_layers)
-        dense, moe = passes[step]
-        moe_layer = (layer - model.first_dense_layers) % len(moe)
-        for op in dense if layer < model.first_dense_layers else moe[moe_layer]:
-            nid = len(nodes)
-            nodes.append(
-                Node(
-                    id=nid,
-                    name=op.name,
-                    kind=op.kind,
-                    deps=(nid - 1,) if nid else (),
-                    flops=op.work.flops,
-                    bytes_moved=op.work.bytes_moved,
-                    collective=op.collective,
-                    size_bytes=op.size_bytes,
-                    group=op.group,
-                    involved_dims=op.involved_dims,
-                    layer=index,
-                    pair_bytes=op.pair_bytes,
-                )
+        for b, (dense, moe) in enumerate(passes[step]):
+            ops = dense if layer < model.first_dense_layers else moe[(layer - model.first_dense_layers) % len(moe)]
+            stage = 0
+            for pos, op in enumerate(ops):
+                if pos and (op.kind is NodeKind.COMPUTE) != (ops[pos - 1].kind is NodeKind.COMPUTE):
+                    stage += 1
+                entries.append(((index, stage, b, pos), b, op))
+    overlapped = any(len(p) > 1 for p in passes)
+    if overlapped:
+        entries.sort(key=lambda e: e[0])
+    nodes: list[Node] = []
+    last_of_batch: dict[int, int] = {}
+    last_of_stream: dict[NodeKind, int] = {}
+    for (index, _, _, _), b, op in entries:
+        nid = len(nodes)
+        if overlapped:
+            deps = tuple(sorted({d for d in (last_of_batch.get(b), last_of_stream.get(op.kind)) if d is not None}))
+        else:
+            deps = (nid - 1,) if nid else ()
+        last_of_batch[b] = last_of_stream[op.kind] = nid
+        nodes.append(
+            Node(
+                id=nid,
+                name=op.name,
+                kind=op.kind,
+                deps=deps,
+                flops=op.work.flops,
+                bytes_moved=op.work.bytes_moved,
+                collective=op.collective,
+                size_bytes=op.size_bytes,
+                group=op.group,
+                involved_dims=op.involved_dims,
+                layer=index,
+                pair_bytes=op.pair_bytes,
             )
+        )
     return tuple(nodes)
 
 
@@ -301,6 +343,8 @@ def generate(
     name = f"{model.key}_{layout.name}_T{tokens}"
     if options.phase == "decode":
         name = f"{model.key}_{layout.name}_decode_B{options.batch}_C{options.context_tokens}_S{options.decode_steps}"
+    if options.micro_batches:
+        name += f"_MB{options.micro_batches}"
     return Workload(
         name=name,
         graphs=tuple(graphs),

@@ -32,6 +32,8 @@ ROUTING_KNOBS = {
 }
 """Routing knob → (the routing it belongs to, its value when that routing leaves it unset)."""
 MAX_EXPERT_SLOTS = 64
+OVERLAPS = ("none", "two-batch")
+MAX_MICRO_BATCHES = 64
 
 
 
@@ -54,6 +56,9 @@ class WorkloadOptions:
     MoE layer × expert); ``routing_seed`` picks which experts are hot in each layer.
     ``expert_placement``: ``"contiguous"`` (E/EP experts per EP rank), ``"eplb"`` (balanced, with
     ``expert_slots`` redundant replicas per rank) or a placement file (one line of expert ids per EP rank).
+    ``overlap``: ``"none"`` (one batch, every layer a serial chain) or ``"two-batch"``: the pass split
+    into ``micro_batches`` micro-batches (default 2) whose communication overlaps the other ones'
+    compute (DeepSeek-V3 technical report §3.4; SGLang two-batch overlap); docs/workload.md.
     """
 
     weight_bytes_per_param: float = 1.0
@@ -72,10 +77,13 @@ class WorkloadOptions:
     routing_seed: int = field(default=0, metadata=constraint(low=0, high=2**32 - 1))
     expert_placement: str = "contiguous"
     expert_slots: int = field(default=1, metadata=constraint(low=0, high=MAX_EXPERT_SLOTS))
+    overlap: str = field(default="none", metadata=constraint(choices=OVERLAPS))
+    micro_batches: int | None = field(default=None, metadata=constraint(low=2, high=MAX_MICRO_BATCHES))
 
     def __post_init__(self) -> None:
         self._check_phase()
         self._check_routing()
+        self._check_overlap()
         for name in ("weight_bytes_per_param", "expert_bytes_per_param"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
@@ -111,6 +119,23 @@ class WorkloadOptions:
             raise input_error("workload options", "expert_placement", "is empty", PLACEMENT_RULES)
         if not isinstance(self.expert_slots, int) or not 0 <= self.expert_slots <= MAX_EXPERT_SLOTS:
             raise input_error("workload options", "expert_slots", f"must be an integer in [0, {MAX_EXPERT_SLOTS}]")
+
+    def _check_overlap(self) -> None:
+        if self.overlap not in OVERLAPS:
+            raise input_error("workload options", "overlap", f"unknown value {self.overlap!r}", OVERLAPS)
+        if self.overlap == "none":
+            if self.micro_batches is not None:
+                raise input_error("workload options", "micro_batches", "applies only with overlap=two-batch")
+            return
+        if self.micro_batches is None:
+            object.__setattr__(self, "micro_batches", 2)
+        value = self.micro_batches
+        if not isinstance(value, int) or isinstance(value, bool) or not 2 <= value <= MAX_MICRO_BATCHES:
+            raise input_error("workload options", "micro_batches",
+                              f"must be an integer in [2, {MAX_MICRO_BATCHES}], got {value!r}")
+        if self.skewed:
+            raise input_error("workload options", "overlap", "two-batch overlap needs uniform routing "
+                              f"(routing={self.routing} gives each micro-batch its own routing, not modelled)")
 
     def _check_phase(self) -> None:
         if self.phase not in PHASES:
