@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from moesim.errors import input_error
+from moesim.schema import constraint
 from moesim.workload.graph import CollectiveType
 
 _IMPL_FIELD = {
@@ -46,6 +47,12 @@ class SystemSettings:
     # to see how far a result moves when nothing but the ranks' start times does (docs/system.md)
     start_jitter_s: float = 0.0
     jitter_seed: int = 0
+    # the fraction of the GPU a rank's communication kernels occupy while one of its collectives is in
+    # flight (e.g. DeepEP's 20-24 of 132 SMs: 0.15-0.18): compute overlapping it runs that much slower
+    comm_sms: float = field(default=0.0, metadata=constraint(low=0, high=1, high_open=True))
+    # (routed experts, top-k, expert groups, groups per token) of the all-to-alls, for algorithms that
+    # send a token once per destination server (hierarchical); empty: every row is its own message
+    expert_routing: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.scheduling_policy not in ("LIFO", "FIFO"):
@@ -70,6 +77,16 @@ class SystemSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise input_error("system settings", name, f"must be a number >= 0, got {value!r}")
+
+        if isinstance(self.comm_sms, bool) or not isinstance(self.comm_sms, int | float) or not 0 <= self.comm_sms < 1:
+            raise input_error("system settings", "comm_sms", f"must be a number in [0, 1), got {self.comm_sms!r}")
+        routing = self.expert_routing
+        if routing and (len(routing) != 4 or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in routing)
+                        or routing[0] % routing[2] or routing[3] > routing[2]
+                        or routing[1] > routing[3] * routing[0] // routing[2]):
+            raise input_error("system settings", "expert_routing", "must be (experts, top-k, groups, groups per "
+                              f"token): positive integers, groups dividing experts, top-k within the chosen groups, "
+                              f"got {routing!r}")
 
     def implementations(self, ctype: CollectiveType) -> tuple[str, ...]:
         """The per-dimension implementations of one collective type."""
