@@ -56,7 +56,7 @@ def _override_params() -> dict[str, Param]:
         out[p.name] = dataclasses.replace(p, allowed=Constraint(choices=CHOICES[p.name])) if p.name in CHOICES else p
     for key in LINK_BANDWIDTH_KEYS:
         out[key] = Param(key, "topology", float, "bit/s", Constraint(low=BANDWIDTH_RANGE_BPS[0], high=BANDWIDTH_RANGE_BPS[1]))
-    out["all_to_all_algorithm"] = Param("all_to_all_algorithm", "collective", str, "",
+    out["all_to_all_algorithm"] = Param("all_to_all_algorithm", "system", str, "",
                                         Constraint(choices=ALL_TO_ALL_ALGORITHMS),
                                         note="the EP all-to-all algorithm instead of the --algorithm combination's: "
                                              + ", ".join(ALL_TO_ALL_ALGORITHMS))

@@ -77,7 +77,6 @@ class SystemSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise input_error("system settings", name, f"must be a number >= 0, got {value!r}")
-
         if isinstance(self.comm_sms, bool) or not isinstance(self.comm_sms, int | float) or not 0 <= self.comm_sms < 1:
             raise input_error("system settings", "comm_sms", f"must be a number in [0, 1), got {self.comm_sms!r}")
         routing = self.expert_routing
