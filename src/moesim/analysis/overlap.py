@@ -12,9 +12,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from moesim.analysis.results import DEFAULT_LEVEL, MODEL, natural_key
+from moesim.analysis.results import DEFAULT_LEVEL, MODEL, factor_columns, natural_key
 
 NO_OVERLAP = "none"
+_SHOWN = (MODEL, "topology", "network", "strategy", "overlap", "micro_batches", "phase", "batch", "context_tokens",
+          "decode_steps")
+"""Columns the table names itself (``pass`` stands for the phase and its knobs); any other factor a store varies
+(``all_to_all_algorithm``, ``comm_sms``, ...) gets a column of its own and splits the rows."""
 
 
 def _pass(row: dict[str, Any]) -> str:
@@ -24,9 +28,9 @@ def _pass(row: dict[str, Any]) -> str:
 
 
 def overlap_table(t: pa.Table) -> pa.Table | None:
-    """Per model, topology, network and pass: for each overlap level, the fastest strategy, its wall time, its
-    exposed and its hidden communication; ``gain`` = 1 − best wall with overlap / best wall without. None when
-    the runs do not vary ``overlap``."""
+    """Per model, topology, network, pass and any other varying factor: for each overlap level, the fastest
+    strategy, its wall time, its exposed and its hidden communication; ``gain`` = 1 − best wall with overlap /
+    best wall without. None when the runs do not vary ``overlap``."""
     if "overlap" not in t.column_names:
         return None
     rows = t.to_pylist()
@@ -34,16 +38,19 @@ def overlap_table(t: pa.Table) -> pa.Table | None:
                     key=lambda v: (v != NO_OVERLAP, natural_key(v)))
     if len(levels) < 2:
         return None
+    others = tuple(c for c in factor_columns(t) if c not in _SHOWN)
+    columns = (MODEL, "topology", "network", "pass", *others)
     best: dict[tuple[str, ...], dict[str, tuple[float, str, dict[str, Any]]]] = {}
     for r in rows:
-        key: tuple[str, ...] = (str(r[MODEL]), str(r["topology"]), str(r.get("network") or ""), _pass(r))
+        key: tuple[str, ...] = (str(r[MODEL]), str(r["topology"]), str(r.get("network") or ""), _pass(r),
+                                *(str(r[c]) for c in others))
         level = NO_OVERLAP if r["overlap"] in (None, DEFAULT_LEVEL) else str(r["overlap"])
         cell = best.setdefault(key, {})
         if level not in cell or (r["wall_s"], str(r["strategy"])) < cell[level][:2]:
             cell[level] = (float(r["wall_s"]), str(r["strategy"]), r)
     out = []
     for key in sorted(best, key=lambda k: tuple(map(natural_key, k))):
-        record: dict[str, Any] = dict(zip((MODEL, "topology", "network", "pass"), key, strict=True))
+        record: dict[str, Any] = dict(zip(columns, key, strict=True))
         for level in levels:
             if level not in best[key]:
                 continue
