@@ -1,7 +1,9 @@
-"""The MoE prefill (and decode-step) workload generator: assembles one serial execution graph per rank
+"""The MoE prefill (and decode-step) workload generator: assembles one execution graph per rank
 (docs/study.md §3; decode: docs/workload.md, "Decode").
 
-Per layer the critical path is a chain (no compute–communication overlap):
+Per layer and micro-batch the nodes form a chain; with one micro-batch (the default) that chain is the
+whole graph (no compute–communication overlap), with several the micro-batches overlap (``_instantiate``,
+docs/overlap.md):
 
 * MoE layer: attention → TP all-reduce → EP dispatch all-to-all → routed experts → EP combine
   all-to-all → shared FFN (router + shared experts) → TP output all-reduce;
