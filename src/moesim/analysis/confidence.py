@@ -137,7 +137,8 @@ def _extreme(statistic: str, t: pa.Table, stated: str, factors: Sequence[str], s
     x = wall.max() if slowest else wall.min()
     at = np.abs(wall - x) <= TIE_RTOL * abs(x)
     u = max(r[BAND] for r, a in zip(rows, at, strict=True) if a)
-    close = [r for r, a in zip(rows, at, strict=True) if not a and abs(r["wall_s"] - x) <= u + r[BAND] and u + r[BAND] > 0]
+    close = [r for r, a in zip(rows, at, strict=True)
+             if not a and u + r[BAND] > 0 and abs(r["wall_s"] - x) <= u + r[BAND]]
     pairs: tuple[Pair, ...] = ()
     settle: list[dict[str, str]] = []
     if close:
@@ -213,23 +214,14 @@ def _cell(statistic: str, t: pa.Table, by: tuple[str, str], stated: str, factors
             pairs.append(p[0])
     settle: list[dict[str, str]] = []
     if pairs:
-        cells = {best, *(p.first if slowest else p.second for p in pairs)}
-        for c in cells:
+        unsure = {best, *(p.first if slowest else p.second for p in pairs)}
+        for c in (c for c in order if c in unsure):
             settle += _configs(where(t, include={by[0]: (name[c][by[0]],), by[1]: (name[c][by[1]],)}), factors)
     return Ordering(statistic, stated, tuple(pairs[:1]), tuple(settle), backend_mix(t))
 
 
 def unresolved(ords: Iterable[Ordering]) -> list[Ordering]:
     return [o for o in ords if not o.resolved]
-
-
-def settle_configs(ords: Iterable[Ordering]) -> list[dict[str, str]]:
-    """The distinct configurations that would settle ``ords``, in first-named order."""
-    seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-    for o in ords:
-        for c in o.settle:
-            seen.setdefault(tuple(sorted(c.items())), c)
-    return list(seen.values())
 
 
 MAX_LISTED = 4

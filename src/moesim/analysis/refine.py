@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -149,7 +150,7 @@ class RefineSummary:
 def refine(directory: str | Path, backend: str | None = None, budget_s: float | None = 1800.0,
            executor: str = "local", workers: int | None = None, address: str | None = None,
            progress: str = "auto", command: str | None = None, bands: ErrorBands | None = None,
-           announce: Any = None) -> RefineSummary:
+           announce: Callable[[str], object] | None = None) -> RefineSummary:
     """Rerun on ``backend`` (default: the bands' reference, packet) the runs that settle the unresolved
     orderings of the store in ``directory``, within ``budget_s`` of estimated wall time; rounds repeat while
     new orderings turn unresolved and budget is left. ``announce`` (a callable) receives progress lines."""

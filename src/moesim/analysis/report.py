@@ -41,7 +41,8 @@ MIN_FILTER_ROWS = 10
 """Tables with at least this many rows get a filter box (a shorter one is read at a glance)."""
 
 SECTIONS = (
-    ("provenance", "Provenance"), ("summary", "Summary"), ("confidence", "Confidence at this fidelity"), ("data", "Data"), ("overall", "Overall statistics"),
+    ("provenance", "Provenance"), ("summary", "Summary"), ("confidence", "Confidence at this fidelity"),
+    ("data", "Data"), ("overall", "Overall statistics"),
     ("marginals", "Marginal means and rankings"), ("normalized", "Normalised times"),
     ("interactions", "Interactions"), ("orders", "Conditional rankings"),
     ("matched", "Matched-configuration analysis"), ("architecture", "Architecture and communication proxies"),
