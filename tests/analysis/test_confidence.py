@@ -111,3 +111,24 @@ def test_study_rows_carry_their_families_band():
     for r in t.to_pylist():
         if r["topology"] == "6" and r["algorithm"] == "ring_direct":
             assert r[BAND] == pytest.approx(r["wall_s"] * one)
+
+
+def test_compare_uses_the_most_exact_rows_and_names_their_backends(tmp_path):
+    import yaml
+    from analysis_data import write_store
+
+    from moesim.analysis.reference import compare_dir
+
+    rows = _grid(1.2) + _rows({("1", "TP2EP16"): 1.1}, "packet")
+    store = write_store(tmp_path / "store", [{**r, "status": "ok"} for r in rows])
+    ref = {"name": "r", "source": "test", "model": MODEL, "overall": {"wall_mean_s": 1.0},
+           "means": [{"subset": "S_full", "factor": "topology", "values": {"1": 2.0, "2": 1.6}}],
+           "runs": [{"topology": "1", "strategy": "TP2EP16", "wall_s": 1.0}]}
+    (tmp_path / "ref.yaml").write_text(yaml.safe_dump(ref))
+    comp, _ = compare_dir(store, tmp_path / "ref.yaml", tmp_path / "cmp")
+    got = {(c.group, c.label): (c.ours, c.backend) for c in comp.checks}
+    assert got[("overall", "wall_mean_s")] == (pytest.approx((1.1 + 1.2 + 3.0 + 2.0) / 4), "fluid 3, packet 1")
+    assert got[("S_full wall_s by topology", "1")] == (pytest.approx((1.1 + 3.0) / 2), "fluid 1, packet 1")
+    assert got[("S_full wall_s by topology", "2")] == (pytest.approx(1.6), "fluid")
+    assert got[("runs wall_s", "1 TP2EP16")] == (pytest.approx(1.1), "packet")
+    assert comp.backend == "fluid 3, packet 1" and comp.table().column("backend").to_pylist()[-1] == "packet"
