@@ -139,12 +139,11 @@ def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: 
 
 @dataclass(frozen=True)
 class RefineSummary:
-    rounds: int
+    """Runs simulated, the failed ones (label, error), and the orderings still unresolved at the end."""
+
     ran: int
     failures: tuple[tuple[str, str], ...]
-    first: Plan | None
     remaining: int
-    """Orderings still unresolved when the refine ended."""
 
 
 def refine(directory: str | Path, backend: str | None = None, budget_s: float | None = 1800.0,
@@ -164,18 +163,15 @@ def refine(directory: str | Path, backend: str | None = None, budget_s: float | 
     say = announce or (lambda line: None)
     t0 = time.monotonic()
     tried: set[str] = set()
-    first: Plan | None = None
-    ran, rounds = 0, 0
+    ran = 0
     failures: list[tuple[str, str]] = []
     while True:
         left = None if budget_s is None else budget_s - (time.monotonic() - t0)
         p = plan(directory, target, left, parallel, bands, frozenset(tried))
-        first = first or p
-        if rounds == 0 or p.runs:
+        if not tried or p.runs:
             say("\n".join(p.lines(target, parallel)))
         if not p.runs:
-            return RefineSummary(rounds, ran, tuple(failures), first, p.unresolved)
-        rounds += 1
+            return RefineSummary(ran, tuple(failures), p.unresolved)
         summary = run_sweep([c.spec for c in p.runs], directory, executor=executor, workers=workers, address=address,
                             progress=progress, source=f"refine on {target}", command=command)
         for line in summary.lines():
