@@ -25,6 +25,7 @@ from moesim.models.catalog import STUDY_MODELS
 
 METRICS = MEASUREMENTS
 EXPOSED = "exposed_comm_s"
+BACKEND = "backend"
 REQUIRED = (MODEL, *(m for m in METRICS if m != EXPOSED))
 """A table without ``exposed_comm_s`` (written before it) gets it derived: wall_s − gpu_s, its definition."""
 
@@ -64,10 +65,21 @@ def _is_factor_type(t: pa.DataType) -> bool:
         or pa.types.is_dictionary(t)
 
 
+def _backend_varies(table: pa.Table, names: Sequence[str]) -> bool:
+    """Whether some configuration (the model and the other candidate columns) is stored under two backends."""
+    keys = zip(*(table.column(c).to_pylist() for c in (MODEL, *names) if c != BACKEND), strict=True)
+    seen: dict[tuple[Any, ...], Any] = {}
+    return any(seen.setdefault(k, b) != b for k, b in zip(keys, table.column(BACKEND).to_pylist(), strict=True))
+
+
 def candidate_factors(table: pa.Table) -> tuple[str, ...]:
-    """Columns that may be factors: strings/integers that are neither measurements nor metadata."""
+    """Columns that may be factors: strings/integers that are neither measurements nor metadata. The
+    backend is a factor only where some configuration was run on several backends; otherwise it says
+    where each row came from (a store refined on a more exact backend, ``moesim.analysis.confidence``)."""
     names = [n for n in table.column_names if n != MODEL and n not in METADATA and n not in METRICS
              and _is_factor_type(table.schema.field(n).type)]
+    if BACKEND in names and not _backend_varies(table, names):
+        names.remove(BACKEND)
     study = [n for n in STUDY_FACTORS if n in names]
     return tuple(study + [n for n in names if n not in study])
 
