@@ -43,6 +43,10 @@ class SystemSettings:
     intra_server_cc: bool = False
     fast_forward: bool = True
     fast_forward_tolerance: float = 2e-3
+    # a run whose layer periods keep wandering (chaotic offsets between ranks) is extrapolated with the
+    # mean of its last 24 periods once that mean's standard error is within this (relative), e.g. 0.01;
+    # 0: never (the default: a wandering run can still settle into a slower pattern, docs/system.md)
+    fast_forward_noise: float = field(default=0.0, metadata=constraint(low=0, high=1))
     # rank r starts at a uniform draw in [0, start_jitter_s) from jitter_seed: rerun with a few seeds
     # to see how far a result moves when nothing but the ranks' start times does (docs/system.md)
     start_jitter_s: float = 0.0
