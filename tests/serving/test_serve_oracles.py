@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import TRACE
+from serve_helpers import TRACE
 
 from moesim.serving import (
     Deployment,

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
-from conftest import TRACE
+from serve_helpers import TRACE
 
 from moesim.errors import MoesimError
 from moesim.serving import make_requests, parse_length, poisson, read_trace

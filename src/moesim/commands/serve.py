@@ -76,7 +76,7 @@ def _common(model: str | None, topology: str | None, trace: Path | None, rate: f
     for value, name in ((model, "--model"), (topology, "--topology")):
         if value is None:
             raise typer.BadParameter("required", param_hint=f"'{name}'")
-    requests = make_requests(trace, rate, count, prompt, output, seed) if (trace or rate) else None
+    requests = make_requests(trace, rate, count, prompt, output, seed) if trace or rate is not None else None
     config = SchedulerConfig(budget, max_seqs, chunk, policy, kv_tokens, gpu_memory_gb * 1e9, fraction)
     slo = Slo(parse_duration_s(slo_ttft, "--slo-ttft") if slo_ttft else None,
               parse_duration_s(slo_tpot, "--slo-tpot") if slo_tpot else None)

@@ -6,8 +6,9 @@ SLO (``metrics``), and a search for the deployment with the most goodput per GPU
 from moesim.serving.costs import Grid, StepCache, StepCosts
 from moesim.serving.deployment import Deployment, Replica, ReplicaKind
 from moesim.serving.metrics import Slo, parse_duration_s
+from moesim.serving.policies import POLICIES
 from moesim.serving.requests import Requests, make_requests, parse_length, poisson, read_trace
-from moesim.serving.scheduler import POLICIES, SchedulerConfig
+from moesim.serving.scheduler import SchedulerConfig
 from moesim.serving.search import SearchResult, SearchSpace, search
 from moesim.serving.simulate import Executor, ServeResult, serve
 

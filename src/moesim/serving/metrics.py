@@ -4,8 +4,10 @@ goodput under an SLO, and Little's law as a check of the replay's own bookkeepin
 TTFT = first token − arrival; TPOT = (finish − first token) / (output tokens − 1), the mean time per
 output token after the first (undefined for one output token: such a request meets any TPOT limit);
 E2E = finish − arrival. A request meets the SLO when its TTFT and TPOT are within the limits given.
-Throughput and goodput are per second of the run's span, first arrival to last finish (DistServe's
-goodput counts the requests that meet the SLO).
+Throughput is completions per second of the run's span, first arrival to last finish (as vLLM's benchmark
+counts it, the drain included). Goodput is the arrival rate times the share of requests that meet the SLO
+(DistServe, Zhong et al., OSDI 2024): the rate of SLO-meeting requests the deployment takes on, which a
+finite run's drain does not dilute.
 """
 
 from __future__ import annotations
@@ -90,9 +92,11 @@ def _stats(name: str, values: np.ndarray) -> dict[str, float | None]:
     return out
 
 
-def aggregates(table: pa.Table, result: ReplayResult, slo: Slo, gpus: int) -> dict[str, Any]:
+def aggregates(table: pa.Table, result: ReplayResult, slo: Slo, gpus: int,
+               offered_rate_rps: float | None = None) -> dict[str, Any]:
     """The run's figures (module docstring) with Little's law: ``mean_in_system`` (the replay's own time
-    average of requests present) against ``arrival_rate_rps × mean E2E``."""
+    average of requests present) against ``arrival_rate_rps × mean E2E``. ``offered_rate_rps``: the
+    arrival rate the requests were drawn at (default: n − 1 over the arrival span)."""
     arrival = table.column("arrival_s").to_numpy()
     finish = table.column("finish_s").to_numpy()
     e2e = table.column("e2e_s").to_numpy()
@@ -100,15 +104,16 @@ def aggregates(table: pa.Table, result: ReplayResult, slo: Slo, gpus: int) -> di
     span = float(finish.max() - arrival.min()) if n else 0.0
     met = table.column("slo_met").to_numpy(zero_copy_only=False)
     out_tokens = int(table.column("output_tokens").to_numpy().sum())
+    if offered_rate_rps is None and n > 1 and arrival.max() > arrival.min():
+        offered_rate_rps = (n - 1) / float(arrival.max() - arrival.min())
+    attainment = float(met.mean()) if n else None
     record: dict[str, Any] = {
-        "requests": n, "duration_s": span,
-        "offered_rate_rps": (n - 1) / float(arrival.max() - arrival.min()) if n > 1 and arrival.max() > arrival.min()
-        else None,
+        "requests": n, "duration_s": span, "offered_rate_rps": offered_rate_rps,
         "throughput_rps": n / span if span > 0 else None,
         "output_tokens_per_s": out_tokens / span if span > 0 else None,
-        "slo_ttft_s": slo.ttft_s, "slo_tpot_s": slo.tpot_s,
-        "slo_attainment": float(met.mean()) if n else None,
-        "goodput_rps": float(met.sum()) / span if span > 0 else None,
+        "slo_ttft_s": slo.ttft_s, "slo_tpot_s": slo.tpot_s, "slo_attainment": attainment,
+        "goodput_rps": offered_rate_rps * attainment if offered_rate_rps is not None and attainment is not None
+        else None,
     }
     record["goodput_per_gpu_rps"] = record["goodput_rps"] / gpus if record["goodput_rps"] is not None else None
     for name in ("ttft", "tpot", "e2e"):

@@ -1,13 +1,9 @@
 """One replica's scheduler: continuous batching under a token budget, in the spirit of vLLM and SGLang.
 
 Every step the scheduler picks what the next forward pass holds (Yu et al., Orca, OSDI 2022; Kwon et al.,
-vLLM, SOSP 2023; Agrawal et al., Sarathi-Serve, OSDI 2024):
-
-* ``decode-first`` (vLLM's V1 scheduler, Sarathi-Serve): every running sequence decodes one token, and
-  the rest of the token budget goes to prefill chunks: first the prompts already started, then waiting
-  requests in arrival order;
-* ``prefill-first`` (vLLM's V0 default, SGLang): a step of prefill chunks whenever a prefill can be
-  scheduled, else a decode step of every running sequence.
+vLLM, SOSP 2023): a scheduling policy (``policies``: ``decode-first``, as vLLM's V1 scheduler and
+Sarathi-Serve; ``prefill-first``, as vLLM's V0 and SGLang) decides between decode steps and prefill chunks;
+prefill chunks go first to the prompts already started, then to waiting requests in arrival order.
 
 ``chunk_tokens`` caps one prompt's tokens per step (chunked prefill); without it a prompt is prefilled
 whole, in one step. A request is admitted (and its KV cache reserved) only when its prompt and output
@@ -31,8 +27,8 @@ from moesim.errors import MoesimError, input_error
 from moesim.models.residency import DEFAULT_CAPACITY_BYTES, model_residency
 from moesim.serving.costs import StepCosts
 from moesim.serving.deployment import Replica
+from moesim.serving.policies import POLICIES
 
-POLICIES = ("decode-first", "prefill-first")
 MAX_STEP_TOKENS = 10**7
 
 
@@ -61,8 +57,8 @@ class SchedulerConfig:
         if self.max_seqs > self.token_budget:
             raise input_error(src, "max_seqs", f"{self.max_seqs} sequences need a token budget of at least as many "
                               f"tokens (token_budget {self.token_budget})")
-        if self.policy not in POLICIES:
-            raise input_error(src, "policy", f"unknown policy {self.policy!r}", POLICIES)
+        if self.policy not in POLICIES.names():
+            raise input_error(src, "policy", f"unknown policy {self.policy!r}", POLICIES.names())
         if not (isinstance(self.gpu_memory_bytes, int | float) and self.gpu_memory_bytes > 0):
             raise input_error(src, "gpu_memory_bytes", f"must be > 0, got {self.gpu_memory_bytes!r}")
         if not (isinstance(self.memory_fraction, int | float) and 0 < self.memory_fraction <= 1):
@@ -114,6 +110,7 @@ class ReplicaState:
         self.output = output
         self.prefilled = prefilled
         self.chunk_cap = config.chunk_tokens if config.chunk_tokens is not None else math.inf
+        self.policy = POLICIES.get(config.policy)
         self.waiting: deque[int] = deque()
         """Requests not admitted yet (colocated and prefill replicas)."""
         self.ready: deque[int] = deque()
@@ -150,8 +147,12 @@ class ReplicaState:
         heapq.heappush(self.finishing, (self.decode_steps + int(self.output[r]) - 1, r))
 
     # ------------------------------------------------------------------ planning
-    def _chunks(self, budget: int, now_s: float, scheduled_s: np.ndarray) -> list[tuple[int, int]]:
+    def prefill_chunks(self, budget: int, now_s: float, scheduled_s: np.ndarray) -> list[tuple[int, int]]:
+        """Prefill chunks within ``budget`` tokens: the prompts already started, then waiting requests admitted
+        in arrival order while they fit (admission time into ``scheduled_s``); none on a decode replica."""
         chunks: list[tuple[int, int]] = []
+        if self.role == "decode":
+            return chunks
         for r in self.prefilling:  # prompts already started, in admission order
             if budget <= 0:
                 break
@@ -181,12 +182,7 @@ class ReplicaState:
             r = self.ready.popleft()
             self.running += 1
             self._join_decoders(r)
-        if self.config.policy == "decode-first":
-            batch = self.decoders
-            chunks = self._chunks(self.config.token_budget - batch, now_s, scheduled_s) if self.role != "decode" else []
-        else:
-            chunks = self._chunks(self.config.token_budget, now_s, scheduled_s) if self.role != "decode" else []
-            batch = 0 if chunks else self.decoders
+        chunks, batch = self.policy(self, now_s, scheduled_s)
         if not chunks and not batch:
             return None
         tokens = pairs = cached = 0

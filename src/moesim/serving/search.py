@@ -8,7 +8,7 @@ batch of runs on the executor (``local`` or ``ray``); replays then run here on t
 A candidate's capacity is the highest arrival rate at which at least ``attainment`` of the requests meet
 the SLO (DistServe's goodput; Zhong et al., OSDI 2024): the same requests (one seed, or the trace) are
 replayed with arrival times scaled, doubling or halving the rate until the attainment crosses the target,
-then bisecting geometrically. The candidate's figure is its goodput at that rate (requests per second
+then bisecting geometrically. The candidate's figure is its goodput at that rate (the rate times the share
 meeting the SLO) per GPU.
 """
 
@@ -165,8 +165,7 @@ def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, sl
     evaluations: list[Evaluation] = []
 
     def run(rate: float) -> Evaluation:
-        table, summary = evaluate(deployment, base.scaled(rate / base_rate), config, slo, costs, kv_backend)
-        summary["offered_rate_rps"] = rate
+        table, summary = evaluate(deployment, base.scaled(rate / base_rate), config, slo, costs, kv_backend, rate)
         ev = Evaluation(rate, summary, table)
         evaluations.append(ev)
         return ev

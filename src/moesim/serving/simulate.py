@@ -125,14 +125,16 @@ def serve_id(deployment: Deployment, requests: Requests, config: SchedulerConfig
 
 
 def evaluate(deployment: Deployment, requests: Requests, config: SchedulerConfig, slo: Slo,
-             costs: dict[ReplicaKind, StepCosts], kv_backend: str = KV_BACKEND) -> tuple[pa.Table, dict[str, Any]]:
-    """Replay ``requests`` on warm step costs: the per-request table and the aggregates."""
+             costs: dict[ReplicaKind, StepCosts], kv_backend: str = KV_BACKEND,
+             offered_rate_rps: float | None = None) -> tuple[pa.Table, dict[str, Any]]:
+    """Replay ``requests`` on warm step costs: the per-request table and the aggregates (``offered_rate_rps``:
+    the rate the arrivals were drawn at, if known)."""
     transfers = None
     if deployment.disaggregate is not None:
         transfers = KvTransfers(deployment.topology, deployment.network, kv_backend, deployment.overrides)
     result = replay(requests, deployment.replicas(), costs, config, transfers)
     table = request_table(requests, result, slo)
-    return table, aggregates(table, result, slo, deployment.num_gpus)
+    return table, aggregates(table, result, slo, deployment.num_gpus, offered_rate_rps)
 
 
 def serve(deployment: Deployment, requests: Requests, config: SchedulerConfig = SchedulerConfig(),
