@@ -437,7 +437,6 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
     return ReportFiles(page, tuple(table_paths), tuple(figure_paths), tuple(fs))
 
 
-
 def _serving_items(src: Path, out: Path) -> tuple[list[Item], list[Path]]:
     """The serving section's items (``moesim.analysis.serving``) and the table and figure files written."""
     items: list[Item] = []

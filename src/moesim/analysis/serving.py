@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from matplotlib.figure import Figure
-from matplotlib.ticker import FormatStrFormatter
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from moesim.analysis import figures as figs
 from moesim.analysis.beyond import Part
@@ -48,11 +48,23 @@ def serving_rows(directory: str | Path) -> pa.Table | None:
     return rows if rows.num_rows else None
 
 
-def _label(row: dict[str, Any]) -> str:
+def _seconds(x: float | None) -> str:
+    return "–" if x is None else (f"{x:g} s" if x >= 1 else f"{x * 1e3:g} ms")
+
+
+def _label(row: dict[str, Any], with_slo: bool = False) -> str:
+    """``TP4EP8 on hgx-h100:4`` or ``TP2EP16×2 : TP4EP8×2 on hgx-h100:4`` (prefill×servers : decode×servers),
+    with the SLO when rows of several SLOs are drawn together."""
     if row["mode"] == "disaggregated":
-        return (f"{row['prefill_strategy']}×{row['prefill_servers']} : {row['strategy']}×{row['decode_servers']} "
+        text = (f"{row['prefill_strategy']}×{row['prefill_servers']} : {row['strategy']}×{row['decode_servers']} "
                 f"on {row['topology']}")
-    return f"{row['strategy']} on {row['topology']}"
+    else:
+        text = f"{row['strategy']} on {row['topology']}"
+    return f"{text}, SLO {_seconds(row['slo_ttft_s'])} / {_seconds(row['slo_tpot_s'])}" if with_slo else text
+
+
+def _several_slos(rows: list[dict[str, Any]]) -> bool:
+    return len({(r["slo_ttft_s"], r["slo_tpot_s"]) for r in rows}) > 1
 
 
 def headline(rows: pa.Table) -> list[dict[str, Any]]:
@@ -67,16 +79,17 @@ def headline_table(rows: list[dict[str, Any]]) -> pa.Table:
 def cdf_figure(directory: Path, rows: list[dict[str, Any]]) -> Figure | None:
     """TTFT and TPOT CDFs of the first ``MAX_LINES`` rows whose per-request file is readable."""
     lines = []
+    slos = _several_slos(rows[:MAX_LINES])
     for r in rows:
         path = directory / str(r["requests_path"])
         if path.is_file():
             t = pq.read_table(path, columns=["ttft_s", "tpot_s"])
-            lines.append((_label(r), t.column("ttft_s").to_numpy(), t.column("tpot_s").to_numpy(zero_copy_only=False)))
+            lines.append((_label(r, slos), t.column("ttft_s").to_numpy(), t.column("tpot_s").to_numpy(zero_copy_only=False)))
         if len(lines) == MAX_LINES:
             break
     if not lines:
         return None
-    fig = figs.new_figure(10.0, 3.6)
+    fig = figs.new_figure(10.0, 4.4)
     axes = fig.subplots(1, 2)
     for ax, col, title in ((axes[0], 1, "time to first token"), (axes[1], 2, "time per output token")):
         top = max(float(np.nanmax(v[col])) if np.isfinite(v[col]).any() else 0.0 for v in lines)
@@ -89,7 +102,7 @@ def cdf_figure(directory: Path, rows: list[dict[str, Any]]) -> Figure | None:
         ax.set_xlabel(f"{title} ({unit})")
         ax.set_ylabel("fraction of requests")
         ax.set_title(f"{title.capitalize()}, CDF")
-    axes[1].legend(loc="lower right", fontsize=6.5)
+    fig.legend(*axes[1].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=6.5)
     return fig
 
 
@@ -104,7 +117,8 @@ def curve_figure(rows: pa.Table) -> Figure | None:
         return None
     curves.sort(key=lambda kv: (-max(r["goodput_per_gpu_rps"] or 0.0 for r in kv[1]), tuple(map(natural_key, map(str, kv[0])))))
     curves = curves[:MAX_LINES]
-    fig = figs.new_figure(10.0, 3.6)
+    slos = _several_slos([v[0] for _, v in curves])
+    fig = figs.new_figure(10.0, 4.4)
     axes = fig.subplots(1, 2)
     for ax, col, title in ((axes[0], "ttft_p90_s", "p90 time to first token"),
                            (axes[1], "tpot_p90_s", "p90 time per output token")):
@@ -113,14 +127,15 @@ def curve_figure(rows: pa.Table) -> Figure | None:
         for i, (_, v) in enumerate(curves):
             pts = [(r["throughput_rps"], r[col] * scale) for r in v if r[col] is not None]
             if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o", markersize=3, label=_label(v[0]), color=figs.color(i))
+                ax.plot(*zip(*pts, strict=True), marker="o", markersize=3, label=_label(v[0], slos), color=figs.color(i))
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("throughput (requests/s)")
         ax.set_ylabel(f"{title} ({unit})")
         ax.set_title(f"{title[0].upper()}{title[1:]} against throughput")
-    axes[1].legend(loc="upper left", fontsize=6.5)
+    fig.legend(*axes[1].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=6.5)
     return fig
 
 

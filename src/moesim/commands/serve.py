@@ -93,6 +93,10 @@ def _t(seconds: float | None) -> str:
     return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.4g} s"
 
 
+def _n(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4g}"
+
+
 def _print(result: Any) -> None:
     r, s, d = result.record(), result.summary, result.deployment
     replicas = d.replicas()
@@ -111,13 +115,13 @@ def _print(result: Any) -> None:
         if s[f"{name}_mean_s"] is not None:
             typer.echo(f"  {name.upper().replace('_', ' '):12} p50 {_t(s[f'{name}_p50_s']):>10}  p90 "
                        f"{_t(s[f'{name}_p90_s']):>10}  p99 {_t(s[f'{name}_p99_s']):>10}  mean {_t(s[f'{name}_mean_s'])}")
-    typer.echo(f"  throughput {s['throughput_rps']:.4g} requests/s, {s['output_tokens_per_s']:.4g} output tokens/s")
+    typer.echo(f"  throughput {_n(s['throughput_rps'])} requests/s, {_n(s['output_tokens_per_s'])} output tokens/s")
     if result.slo.given:
         limits = ", ".join(f"{k} ≤ {_t(v)}" for k, v in (("TTFT", result.slo.ttft_s), ("TPOT", result.slo.tpot_s)) if v)
-        typer.echo(f"  SLO {limits}: {100 * s['slo_attainment']:.1f} % met; goodput {s['goodput_rps']:.4g} requests/s, "
-                   f"{s['goodput_per_gpu_rps']:.4g} per GPU")
-    typer.echo(f"  Little's law: mean requests in the system {s['mean_in_system']:.4g}, arrival rate × mean time "
-               f"{s['little_lambda_w']:.4g}; replay {result.replay_s:.2f} s")
+        typer.echo(f"  SLO {limits}: {100 * s['slo_attainment']:.1f} % met; goodput {_n(s['goodput_rps'])} requests/s, "
+                   f"{_n(s['goodput_per_gpu_rps'])} per GPU (arrival rate × share met)")
+    typer.echo(f"  Little's law: mean requests in the system {_n(s['mean_in_system'])}, arrival rate × mean time "
+               f"{_n(s['little_lambda_w'])}; replay {result.replay_s:.2f} s")
 
 
 def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,

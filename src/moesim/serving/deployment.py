@@ -37,10 +37,6 @@ class ReplicaKind:
     backend: str
     overrides: tuple[tuple[str, Any], ...] = ()
 
-    @property
-    def gpus(self) -> int:
-        return ParallelLayout.parse(self.strategy).num_ranks
-
     def spec(self, **step: Any) -> RunSpec:
         """The RunSpec of one step (``tokens=T`` for a prefill pass; ``phase="decode", batch=B,
         context_tokens=C`` for a decode step) with the deployment's overrides."""

@@ -35,6 +35,8 @@ from moesim.serving.simulate import Executor, evaluate, grids, step_costs
 from moesim.workload.layout import ParallelLayout
 
 MAX_DOUBLINGS = 24
+MAX_HALVINGS = 10
+"""Below start / 2^10 a candidate is taken to have no capacity (each slower replay costs more steps)."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,8 @@ def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, sl
     ok: Evaluation | None = None
     bad: Evaluation | None = None
     ev = run(start_rps if start_rps is not None else rough_capacity_rps(deployment, base, config, costs) / 2)
-    for _ in range(MAX_DOUBLINGS):
+    halvings = 0
+    for _ in range(MAX_DOUBLINGS + MAX_HALVINGS):
         if ev.attainment >= attainment:
             ok = ev
             if bad is not None:
@@ -181,8 +184,9 @@ def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, sl
             ev = run(ev.rate_rps * 2)
         else:
             bad = ev
-            if ok is not None:
+            if ok is not None or halvings == MAX_HALVINGS:
                 break
+            halvings += 1
             ev = run(ev.rate_rps / 2)
     if ok is not None and bad is not None:
         for _ in range(iterations):
