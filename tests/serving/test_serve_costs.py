@@ -58,7 +58,7 @@ def test_grid_points_are_the_simulated_steps_and_between_them_the_error_is_repor
     grid = Grid((1, 2, 4, 8), (1, 2, 4, 8), (0, 1024))
     walls, _ = fill([step_spec(kind, *p) for p in grid.points()], StepCache(cache_dir))
     costs = StepCosts(kind, grid, walls)
-    assert costs.prefill_pass(4) == pytest.approx(walls[step_spec(kind, "prefill", 4, 0).key()], rel=1e-12)
+    assert costs.interpolated("prefill", 4, 0) == pytest.approx(walls[step_spec(kind, "prefill", 4, 0).key()], rel=1e-12)
     assert costs.decode(8, 1024) == pytest.approx(walls[step_spec(kind, "decode", 8, 1024).key()], rel=1e-12)
     lo, hi = costs.decode(2, 512), costs.decode(4, 512)
     assert min(lo, hi) <= costs.decode(3, 512) <= max(lo, hi)

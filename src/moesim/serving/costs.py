@@ -9,12 +9,14 @@ A replica's step runs ``N`` tokens through the model. The grid holds two kinds o
   ×2 grid from 1 to the most sequences a step may hold, C in 0, 1024, 4096, … (×4) up to the longest
   request.
 
-Between grid points costs are interpolated linearly (bilinearly for decode). A decode step's cost is
+Between grid points costs are interpolated linearly (bilinearly for decode); a prefill pass's attention,
+quadratic in its tokens, is taken out of the grid passes before interpolating and put back exactly (the
+``A`` below). A decode step's cost is
 linear in the total context Σ C_i (attention FLOPs and cache bytes both are), so B sequences of mean
 context C̄ cost what B sequences of context C̄ cost. A step holding prefill tokens (chunks of prompts,
 perhaps with decode tokens: continuous batching) costs
 
-    t = t_prefill(N) + A(N, Σ c_i (c_i + o_i), Σ o_i) − A(N, N², 0) + [t_decode(B, C̄) − t_decode(B, 0)]
+    t = [t_prefill(N) − A(N, N², 0)] + A(N, Σ c_i (c_i + o_i), Σ o_i) + [t_decode(B, C̄) − t_decode(B, 0)]
 
 where ``N`` = prefill tokens + B, chunk i has c_i tokens after o_i already cached, and ``A`` is the
 attention time of all layers on the model's own roofline (FLOPs: projections and 2·pairs·heads·(qk + v);
@@ -198,7 +200,7 @@ class StepCosts:
         self.kind = kind
         self.grid = grid
         self.pf_x = [float(t) for t in grid.prefill_tokens]
-        self.pf_t = [walls[step_spec(kind, "prefill", t, 0).key()] for t in grid.prefill_tokens]
+        pf_t = [walls[step_spec(kind, "prefill", t, 0).key()] for t in grid.prefill_tokens]
         self.dec_b = [float(b) for b in grid.decode_batch]
         self.dec_c = [float(c) for c in grid.decode_context]
         # per context, the step time along the batch axis
@@ -215,6 +217,9 @@ class StepCosts:
         self.pairs_flops = 2 * self.shard.heads * (self.shard.qk_dim + self.shard.v_dim)
         self.kv_bytes_per_token = self.shard.kv_cache_bytes_per_token * self.layers
         """KV-cache bytes of one token on each GPU of the replica (every rank caches its TP shard)."""
+        self.pf_rest = [t - self.attention(x, x * x, 0) for x, t in zip(self.pf_x, pf_t, strict=True)]
+        """Each prefill pass without its attention: nearly linear in the tokens (its attention is quadratic),
+        so it is what is interpolated, and the attention of the step at hand is added back exactly."""
         self.usage: dict[tuple[str, int, int], list[float]] = {}
 
     def _use(self, cell: tuple[str, int, int], x: float, c: float) -> None:
@@ -226,10 +231,11 @@ class StepCosts:
             u[1] += x
             u[2] += c
 
-    def prefill_pass(self, tokens: float) -> float:
-        """One simulated prefill pass of ``tokens`` tokens (interpolated)."""
-        t, i = _interp(self.pf_x, self.pf_t, tokens)
-        self._use(("prefill", i, 0), tokens, 0.0)
+    def prefill_rest(self, tokens: float, count: bool = True) -> float:
+        """A prefill pass of ``tokens`` tokens without its attention (interpolated between grid passes)."""
+        t, i = _interp(self.pf_x, self.pf_rest, tokens)
+        if count:
+            self._use(("prefill", i, 0), tokens, 0.0)
         return t
 
     def decode(self, batch: float, context: float, count: bool = True) -> float:
@@ -258,7 +264,7 @@ class StepCosts:
         if prefill_tokens == 0:
             return self.decode(batch, mean_context)
         n = prefill_tokens + batch
-        t = self.prefill_pass(n) + self.attention(n, pairs, cached_tokens) - self.attention(n, n * n, 0)
+        t = self.prefill_rest(n) + self.attention(n, pairs, cached_tokens)
         if batch:
             t += max(0.0, self.decode(batch, mean_context) - self.decode(batch, 0.0, count=False))
         return max(t, 1e-9)
@@ -277,5 +283,5 @@ class StepCosts:
 
     def interpolated(self, phase: str, x: int, context: int) -> float:
         if phase == "prefill":
-            return _interp(self.pf_x, self.pf_t, x)[0]
+            return self.prefill_rest(x, count=False) + self.attention(x, x * x, 0)
         return self.decode(x, context, count=False)
