@@ -9,19 +9,18 @@ A replica's step runs ``N`` tokens through the model. The grid holds two kinds o
   ×2 grid from 1 to the most sequences a step may hold, C in 0, 1024, 4096, … (×4) up to the longest
   request.
 
-Between grid points costs are interpolated linearly (bilinearly for decode); a prefill pass's attention,
-quadratic in its tokens, is taken out of the grid passes before interpolating and put back exactly (the
-``A`` below). A decode step's cost is
-linear in the total context Σ C_i (attention FLOPs and cache bytes both are), so B sequences of mean
-context C̄ cost what B sequences of context C̄ cost. A step holding prefill tokens (chunks of prompts,
-perhaps with decode tokens: continuous batching) costs
+Between grid points costs are interpolated linearly (bilinearly for decode). A decode step's cost is linear
+in the total context Σ C_i (attention FLOPs and cache bytes both are), so B sequences of mean context C̄
+cost what B sequences of context C̄ cost. A step holding prefill tokens (chunks of prompts, perhaps with
+decode tokens: continuous batching) costs
 
     t = [t_prefill(N) − A(N, N², 0)] + A(N, Σ c_i (c_i + o_i), Σ o_i) + [t_decode(B, C̄) − t_decode(B, 0)]
 
 where ``N`` = prefill tokens + B, chunk i has c_i tokens after o_i already cached, and ``A`` is the
 attention time of all layers on the model's own roofline (FLOPs: projections and 2·pairs·heads·(qk + v);
 bytes: weights, activations and the cached tokens read). The simulated pass treats its N tokens as one
-sequence (N² pairs); the A terms put in the attention of the real chunks, and the bracket the decode
+sequence (N² pairs): the first bracket, the pass without its attention, is nearly linear in N and is what
+is interpolated; the second term puts in the attention of the real chunks, and the last bracket the decode
 sequences' cache. Vidur (Agrawal et al., MLSys 2024) models a mixed batch the same way: linear layers
 over all tokens, attention per sequence.
 
@@ -282,6 +281,7 @@ class StepCosts:
         return out
 
     def interpolated(self, phase: str, x: int, context: int) -> float:
+        """The cost the replay uses for one grid-shaped step (a prefill pass, or a decode step), uncounted."""
         if phase == "prefill":
             return self.prefill_rest(x, count=False) + self.attention(x, x * x, 0)
         return self.decode(x, context, count=False)
