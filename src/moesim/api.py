@@ -400,7 +400,7 @@ def serve_search(model: str | Path, topology: str | int | Path, strategies: Iter
                  algorithm: str = "ring_direct", network: str = "ib_cc0", backend: str = "fluid", *,
                  servers: Iterable[int] = (), modes: Iterable[str] = ("colocated", "disaggregated"),
                  ratios: Iterable[tuple[int, int]] | None = None, trace: str | Path | None = None,
-                 rate: float | None = None, requests: int = 1000, prompt: str | None = None,
+                 rate: float | None = None, requests: int = 4000, prompt: str | None = None,
                  output: str | None = None, seed: int = 0, slo_ttft: str | float | None = None,
                  slo_tpot: str | float | None = None, attainment: float = 0.9, iterations: int = 6,
                  token_budget: int = 8192, max_seqs: int = 256, chunk_tokens: int | None = None,

@@ -216,7 +216,9 @@ def _search(model: Model = None, topology: Topology = None,
             rate: Annotated[float | None, typer.Option(
                 "--rate", help="the first arrival rate tried (requests/s; default: half a rough capacity); Poisson "
                         "arrivals unless --trace")] = None,
-            count: Count = 1000, prompt: Prompt = "lognormal:1024:0.6:8192", output: Output = "lognormal:256:0.6:2048",
+            count: Annotated[int, typer.Option(
+                "--requests", min=1, help="requests per rate tried (a longer run gives a tighter capacity)")] = 4000,
+            prompt: Prompt = "lognormal:1024:0.6:8192", output: Output = "lognormal:256:0.6:2048",
             seed: Seed = 0, budget: Budget = 8192, max_seqs: MaxSeqs = 256, chunk: Chunk = None,
             policy: Policy = "decode-first", kv_tokens: KvTokens = None, gpu_memory_gb: GpuMemory = 64.0,
             fraction: MemFraction = 0.9, slo_ttft: SloTtft = None, slo_tpot: SloTpot = None,
