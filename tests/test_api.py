@@ -22,11 +22,16 @@ UNEVEN = "3"
 """A topology whose ranks finish at different times (the bottleneck is not rank 0)."""
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-API_NAMES = ("RunOutput", "load_model", "load_results", "load_topology", "place", "run", "sweep")
+API_NAMES = ("RunOutput", "ServeOutput", "load_model", "load_results", "load_topology", "place", "run", "serve",
+             "serve_search", "sweep")
 RANK_COLUMNS = ["rank", "wall_s", "gpu_s", "comm_s", "exposed_comm_s", "bottleneck"]
 NODE_COLUMNS = ["rank", "node_id", "name", "layer", "kind", "start_s", "end_s", "duration_s"]
 LAYER_COLUMNS = ["rank", "layer", "start_s", "end_s", "duration_s", "compute_s", "comm_s", "nodes"]
 BREAKDOWN_COLUMNS = ["rank", "layer", "kind", "nodes", "size_bytes", "start_s", "end_s", "busy_s", "wait_s", "copied"]
+REQUEST_COLUMNS = ["request", "arrival_s", "prompt_tokens", "output_tokens", "replica", "decode_replica", "scheduled_s",
+                   "first_token_s", "finish_s", "kv_sent_s", "kv_transfer_s", "ttft_s", "tpot_s", "e2e_s", "slo_met"]
+INTERPOLATION_COLUMNS = ["strategy", "topology", "phase", "tokens_or_batch", "context_tokens", "simulated_s",
+                         "interpolated_s", "error"]
 
 
 @pytest.fixture(scope="module")
@@ -283,6 +288,33 @@ def test_load_model() -> None:
         moesim.load_model("no-such-model")
 
 
+# ------------------------------------------------------------------------------------------------ serving
+
+def test_serve_gives_per_request_and_aggregate_tables(tmp_path: Path) -> None:
+    """V4 Flash with one layer on two hosts (flow backend): a trace of three far-apart requests."""
+    from importlib import resources
+
+    import yaml
+
+    model = tmp_path / "one-layer.yaml"
+    spec = yaml.safe_load((resources.files("moesim.models") / "data" / f"{MODEL}.yaml").read_text())
+    spec.update(key="one-layer", num_layers=1, checkpoint_size_bytes=10**9)
+    model.write_text(yaml.safe_dump(spec))
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens\n0,100,5\n1,200,1\n2,50,3\n")
+    out = moesim.serve(str(model), "star:2", "tp1ep2", backend="flow", trace=trace, slo_ttft="1s", slo_tpot=0.05,
+                       token_budget=256, max_seqs=4, cache=tmp_path / "cache", check_points=1, out=tmp_path / "store")
+    assert isinstance(out, moesim.ServeOutput)
+    assert list(out.requests.columns) == REQUEST_COLUMNS and len(out.requests) == 3
+    assert list(out.interpolation.columns) == INTERPOLATION_COLUMNS
+    row = out.summary.iloc[0]
+    assert row["requests"] == 3 and row["slo_attainment"] == 1.0 and row["gpus"] == 2
+    assert out.to_dict()["strategy"] == "TP1EP2" and math.isnan(out.requests["tpot_s"][1])  # one output token
+    assert moesim.load_results(tmp_path / "store").empty  # serving rows live in their own table
+    with pytest.raises(MoesimError, match="field 'policy'"):
+        moesim.serve(str(model), "star:2", "TP1EP2", trace=trace, policy="lottery", cache=tmp_path / "cache")
+
+
 # ------------------------------------------------------------------------------------------------ docs
 
 def test_docs_api_names_every_table_column() -> None:
@@ -291,7 +323,8 @@ def test_docs_api_names_every_table_column() -> None:
     rows = {line.split("|")[1].strip(" `"): line.split("|")[2] for line in doc.splitlines()
             if line.startswith("| `") and line.count("|") >= 3}
     for name, columns in (("ranks", RANK_COLUMNS), ("nodes", NODE_COLUMNS), ("layers", LAYER_COLUMNS),
-                          ("breakdown()", BREAKDOWN_COLUMNS)):
+                          ("breakdown()", BREAKDOWN_COLUMNS), ("requests", REQUEST_COLUMNS),
+                          ("interpolation", INTERPOLATION_COLUMNS)):
         assert f"DataFrame `{', '.join(columns)}`" in rows[name], name
     for name in API_NAMES:
         assert f"`{name}`" in doc.split("\n\n")[1], name

@@ -49,7 +49,8 @@ def test_version_through_python_dash_m() -> None:
     assert (res.returncode, res.stdout, res.stderr) == (0, f"moesim {moesim.__version__}\n", "")
 
 
-@pytest.mark.parametrize("command", [[], ["run"], ["sweep", "run"], ["topology", "show"], ["results"], ["plugins"]])
+@pytest.mark.parametrize("command", [[], ["run"], ["sweep", "run"], ["topology", "show"], ["results"], ["plugins"],
+                                     ["serve", "search"]])
 def test_dash_h_is_help(command: list[str]) -> None:
     short, long = moesim_cli(*command, "-h"), moesim_cli(*command, "--help")
     assert short.returncode == long.returncode == 0 and short.stdout == long.stdout
@@ -63,7 +64,7 @@ def test_no_command_prints_the_help_as_a_usage_error() -> None:
 
 def test_the_top_level_help_lists_every_command_and_the_exit_codes() -> None:
     out = moesim_cli("-h").stdout
-    for command in ("run", "sweep", "results", "report", "compare", "plugins", "models", "topology", "workload"):
+    for command in ("run", "sweep", "results", "report", "compare", "plugins", "models", "topology", "workload", "serve"):
         assert f"\n  {command} " in out, command
     assert "2 input error, 3 usage error" in " ".join(out.split())
 
@@ -154,6 +155,7 @@ def test_plugins_json_lists_every_registry() -> None:
     assert names["fabrics"] == FABRICS.names() and {"none", "single_switch", "leaf_spine"} <= set(names["fabrics"])
     assert names["executors"] == EXECUTORS.names() and {"local", "ray", "dask"} <= set(names["executors"])
     assert {"generators", "hf-families", "progress", "server-templates", "gpu-domains", "placement-rules"} <= set(data)
+    assert [e["name"] for e in data["serving-policies"]] == ["decode-first", "prefill-first"]
     for kind, rows in data.items():
         assert all(set(e) == {"name", "description", "reference"} and e["description"] for e in rows), kind
 
@@ -240,7 +242,7 @@ def _heavy_imports(*args: str) -> list[str]:
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["run", "-h"], ["sweep", "study", "-h"],
-                                  ["results", "-h"], ["topology", "-h"], ["plugins", "-h"]])
+                                  ["results", "-h"], ["topology", "-h"], ["plugins", "-h"], ["serve", "-h"]])
 def test_help_imports_nothing_heavy(args: list[str]) -> None:
     assert _heavy_imports(*args) == []
 

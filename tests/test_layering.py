@@ -18,7 +18,7 @@ What they check, precisely:
   ``importlib.import_module("moesim....")`` with a constant name) nothing from a later layer. The order
   is the base modules (``moesim/__init__.py``, ``errors``, ``registry``, ``fileio``, ``schema``,
   ``units``), then ``models``, ``workload``, ``topology``, ``network``, ``system``, ``experiments``,
-  ``analysis``, then the top (``cli``, ``commands``, ``api``, ``__main__``). A module may import its own
+  ``serving``, ``analysis``, then the top (``cli``, ``commands``, ``api``, ``__main__``). A module may import its own
   layer and earlier ones.
 """
 
@@ -134,7 +134,7 @@ def backend_name_violations(tree: ast.AST, path: Path) -> list[str]:
     return found
 
 
-LAYERS = ("models", "workload", "topology", "network", "system", "experiments", "analysis")
+LAYERS = ("models", "workload", "topology", "network", "system", "experiments", "serving", "analysis")
 BASE = frozenset({"__init__", "errors", "registry", "fileio", "schema", "units", "interrupts"})
 TOP = frozenset({"cli", "commands", "api", "__main__"})
 
@@ -277,6 +277,8 @@ def test_the_backend_name_check_catches(code):
     (("topology", "model"), "from moesim import network"),
     (("errors",), "from moesim.models import get_model"),
     (("analysis", "report"), "import importlib\nm = importlib.import_module('moesim.commands.run')"),
+    (("experiments", "runner"), "from moesim.serving.replay import replay"),
+    (("serving", "costs"), "from moesim.analysis.figures import render"),
 ])
 def test_the_layer_check_catches(module, code):
     assert layer_violations(ast.parse(code), module)
@@ -287,6 +289,8 @@ def test_the_layer_check_catches(module, code):
     (("network", "packet", "backend"), "from .kernel import run\nfrom ..base import Flow"),
     (("experiments", "inputs"), "from moesim import __version__"),
     (("commands", "run"), "from moesim.analysis import load_results"),
+    (("serving", "costs"), "from moesim.experiments.executors import EXECUTORS"),
+    (("analysis", "serving"), "from moesim.serving.store import record_serving"),
 ])
 def test_the_layer_check_lets_earlier_layers_through(module, code):
     assert layer_violations(ast.parse(code), module) == []

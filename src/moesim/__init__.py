@@ -9,6 +9,7 @@ The Python API (``moesim.api``, docs/api.md)::
     summary = moesim.sweep("my_matrix.yaml", out="results/mine")
     runs = moesim.load_results("results/mine")             # a pandas DataFrame, one row per run
     topo = moesim.load_topology("3"); model = moesim.load_model("deepseek-v4-flash")
+    served = moesim.serve("deepseek-v4-flash", "hgx-h100:4", "TP4EP8", rate=20)   # per-request DataFrames
 
 Names are loaded on first use (PEP 562), so ``import moesim`` stays cheap.
 """
@@ -18,11 +19,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from moesim.api import RunOutput, load_model, load_results, load_topology, place, run, sweep
+    from moesim.api import (
+        RunOutput,
+        ServeOutput,
+        load_model,
+        load_results,
+        load_topology,
+        place,
+        run,
+        serve,
+        serve_search,
+        sweep,
+    )
 
-__all__ = ["RunOutput", "__version__", "load_model", "load_results", "load_topology", "place", "run", "sweep"]
+__all__ = ["RunOutput", "ServeOutput", "__version__", "load_model", "load_results", "load_topology", "place", "run",
+           "serve", "serve_search", "sweep"]
 
-_API = {"RunOutput", "load_model", "load_results", "load_topology", "place", "run", "sweep"}
+_API = {"RunOutput", "ServeOutput", "load_model", "load_results", "load_topology", "place", "run", "serve",
+        "serve_search", "sweep"}
 
 
 def _version() -> str:

@@ -8,6 +8,8 @@
     out.breakdown; out.to_chrome_trace("run.json")        # per rank, layer and kind; a Perfetto timeline
     summary = moesim.sweep("matrix.yaml", out="results/mine")
     df = moesim.load_results("results/mine")
+    served = moesim.serve("deepseek-v4-flash", "hgx-h100:4", "TP4EP8", rate=20, slo_ttft="1s", slo_tpot="50ms")
+    served.requests, served.summary                       # per request; the aggregates (DataFrames)
 
 Every name here is also an attribute of ``moesim`` (loaded on first use). The command line and this API
 run the same code (``moesim.system.run``, ``moesim.experiments``); see docs/api.md.
@@ -29,12 +31,14 @@ if TYPE_CHECKING:
     from moesim.experiments.placement_search import SearchResult
     from moesim.experiments.runner import SweepSummary
     from moesim.models.spec import ModelSpec
+    from moesim.serving import ServeResult
     from moesim.system.breakdown import Breakdown
     from moesim.system.run import NodeTime
     from moesim.system.spec import RunResult, RunSpec
     from moesim.topology.model import Topology
 
-__all__ = ["RunOutput", "load_model", "load_results", "load_topology", "place", "run", "sweep"]
+__all__ = ["RunOutput", "ServeOutput", "load_model", "load_results", "load_topology", "place", "run", "serve",
+           "serve_search", "sweep"]
 
 
 def _pandas() -> Any:
@@ -313,3 +317,134 @@ def load_model(key_or_path: str | Path) -> ModelSpec:
     from moesim.models.catalog import get_model
 
     return get_model(str(key_or_path))
+
+
+@dataclass(frozen=True)
+class ServeOutput:
+    """The outcome of ``moesim.serve``: one row per request, the aggregates, and how the step costs were got."""
+
+    result: ServeResult
+    """The library's record (``moesim.serving.ServeResult``)."""
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """One row per request: ``request, arrival_s, prompt_tokens, output_tokens, replica, decode_replica,
+        scheduled_s, first_token_s, finish_s, kv_sent_s, kv_transfer_s, ttft_s, tpot_s, e2e_s, slo_met``."""
+        return self.result.table.to_pandas()
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """One row: throughput, goodput, SLO attainment, TTFT/TPOT/E2E mean and percentiles, Little's law."""
+        pd = _pandas()
+        return pd.DataFrame([{k: v for k, v in self.result.summary.items() if not isinstance(v, list)}])
+
+    @property
+    def interpolation(self) -> pd.DataFrame:
+        """The grid cells checked against a simulation: interpolated and simulated step times, relative error."""
+        pd = _pandas()
+        return pd.DataFrame(self.result.interpolation, columns=["strategy", "topology", "phase", "tokens_or_batch",
+                                                                "context_tokens", "simulated_s", "interpolated_s",
+                                                                "error"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """One flat JSON-able record, the same as ``moesim serve --json`` prints."""
+        return self.result.record()
+
+
+def _serving_inputs(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str, network: str,
+                    backend: str, overrides: dict[str, Any], serving: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(deployment, scheduler, SLO) of ``serve``'s keyword arguments (``serving`` holds the serving ones)."""
+    from moesim.serving import Deployment, SchedulerConfig, Slo, parse_duration_s
+
+    deployment = Deployment(str(model), str(topology), _strategy(strategy), algorithm, network, backend,
+                            tuple(sorted(overrides.items())), serving.pop("disaggregate", None),
+                            serving.pop("prefill_strategy", None))
+    slo = Slo(*(parse_duration_s(v, k) if v is not None else None
+                for k, v in (("slo_ttft", serving.pop("slo_ttft", None)), ("slo_tpot", serving.pop("slo_tpot", None)))))
+    names = {f for f in SchedulerConfig.__dataclass_fields__}
+    config = SchedulerConfig(**{k: serving.pop(k) for k in list(serving) if k in names})
+    return deployment, config, slo
+
+
+def serve(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = "ring_direct",
+          network: str = "ib_cc0", backend: str = "fluid", *, trace: str | Path | None = None,
+          rate: float | None = None, requests: int = 1000, prompt: str | None = None, output: str | None = None,
+          seed: int = 0, disaggregate: tuple[int, int] | None = None, prefill_strategy: str | None = None,
+          slo_ttft: str | float | None = None, slo_tpot: str | float | None = None, token_budget: int = 8192,
+          max_seqs: int = 256, chunk_tokens: int | None = None, policy: str = "decode-first",
+          kv_tokens: int | None = None, gpu_memory_bytes: float = 64e9, memory_fraction: float = 0.9,
+          kv_backend: str = "flow", check_points: int = 2, cache: str | Path | None = None,
+          executor: str = "local", workers: int = 1, address: str | None = None, out: str | Path | None = None,
+          **overrides: Any) -> ServeOutput:
+    """Serve requests on a deployment, as ``moesim serve`` does (docs/serving.md).
+
+    Requests: ``trace`` (a CSV/Parquet file) or ``rate`` requests/s of Poisson arrivals (``requests`` of them,
+    lengths from ``prompt``/``output``: ``fixed:N``, ``uniform:LO:HI``, ``lognormal:MEDIAN:SIGMA[:MAX]``,
+    ``trace:FILE``; ``seed``). ``disaggregate=(P, D)`` puts prefill replicas (``prefill_strategy``) on the first
+    P servers and decode replicas (``strategy``) on the next D. ``slo_ttft``/``slo_tpot``: seconds or text
+    (``"1s"``, ``"50ms"``). Scheduler knobs as ``moesim.serving.SchedulerConfig``; ``overrides`` are the step
+    runs' parameters (as ``moesim.run``). ``out`` also stores the result (``moesim report`` shows it).
+    """
+    from moesim.serving import Executor, StepCache, make_requests
+    from moesim.serving import serve as simulate
+    from moesim.serving.requests import DEFAULT_OUTPUT, DEFAULT_PROMPT
+
+    serving = dict(disaggregate=disaggregate, prefill_strategy=prefill_strategy, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
+                   token_budget=token_budget, max_seqs=max_seqs, chunk_tokens=chunk_tokens, policy=policy,
+                   kv_tokens=kv_tokens, gpu_memory_bytes=gpu_memory_bytes, memory_fraction=memory_fraction)
+    deployment, config, slo = _serving_inputs(model, topology, strategy, algorithm, network, backend, overrides, serving)
+    reqs = make_requests(trace, rate, requests, prompt or DEFAULT_PROMPT, output or DEFAULT_OUTPUT, seed)
+    result = simulate(deployment, reqs, config, slo, cache=StepCache(cache), executor=Executor(executor, workers, address),
+                      check_points=check_points, kv_backend=kv_backend)
+    if out is not None:
+        from moesim.serving.store import record_serving
+
+        record_serving(out, [(result.record(), result.table)], command="moesim.serve(...)")
+    return ServeOutput(result)
+
+
+def serve_search(model: str | Path, topology: str | int | Path, strategies: Iterable[str] | None = None,
+                 algorithm: str = "ring_direct", network: str = "ib_cc0", backend: str = "fluid", *,
+                 servers: Iterable[int] = (), modes: Iterable[str] = ("colocated", "disaggregated"),
+                 ratios: Iterable[tuple[int, int]] | None = None, trace: str | Path | None = None,
+                 rate: float | None = None, requests: int = 4000, prompt: str | None = None,
+                 output: str | None = None, seed: int = 0, slo_ttft: str | float | None = None,
+                 slo_tpot: str | float | None = None, attainment: float = 0.9, iterations: int = 6,
+                 token_budget: int = 8192, max_seqs: int = 256, chunk_tokens: int | None = None,
+                 policy: str = "decode-first", kv_tokens: int | None = None, gpu_memory_bytes: float = 64e9,
+                 memory_fraction: float = 0.9, kv_backend: str = "flow", cache: str | Path | None = None,
+                 executor: str = "local", workers: int | None = None, address: str | None = None,
+                 out: str | Path | None = None, **overrides: Any) -> pd.DataFrame:
+    """The deployments with the most goodput per GPU under the SLO, as ``moesim serve search`` does: one row per
+    candidate, best first (``mode, strategy, prefill_strategy, disaggregate, gpus, capacity_rps, goodput_rps,
+    goodput_per_gpu_rps`` and the latency percentiles at that rate). ``rate`` is the first rate tried."""
+    from moesim.serving import Executor, SearchSpace, StepCache, make_requests, search
+    from moesim.serving.requests import DEFAULT_OUTPUT, DEFAULT_PROMPT
+    from moesim.workload.options import STUDY_STRATEGIES
+
+    serving = dict(slo_ttft=slo_ttft, slo_tpot=slo_tpot, token_budget=token_budget, max_seqs=max_seqs,
+                   chunk_tokens=chunk_tokens, policy=policy, kv_tokens=kv_tokens, gpu_memory_bytes=gpu_memory_bytes,
+                   memory_fraction=memory_fraction)
+    splits = tuple(_strategy(s) for s in (strategies or STUDY_STRATEGIES))
+    _, config, slo = _serving_inputs(model, topology, splits[0], algorithm, network, backend, overrides, serving)
+    reqs = make_requests(trace, None if trace is not None else 1.0, requests, prompt or DEFAULT_PROMPT,
+                         output or DEFAULT_OUTPUT, seed)
+    space = SearchSpace(str(model), str(topology), splits, tuple(servers), tuple(modes),
+                        tuple((int(p), int(d)) for p, d in ratios) if ratios is not None else None,
+                        algorithm, network, backend, tuple(sorted(overrides.items())))
+    result = search(space, reqs, config, slo, attainment=attainment, start_rps=rate, iterations=iterations,
+                    cache=StepCache(cache), executor=Executor(executor, workers, address), kv_backend=kv_backend)
+    if out is not None:
+        from moesim.serving.store import record_serving
+
+        record_serving(out, result.records(), search_id=result.search_id, command="moesim.serve_search(...)")
+    rows = []
+    for c in result.candidates:
+        d = c.deployment
+        best = dict(c.best.summary) if c.best is not None else {}
+        rows.append({"mode": d.mode, "strategy": d.strategy, "prefill_strategy": d.prefill_split if d.disaggregate
+                     else None, "disaggregate": d.disaggregate, "topology": d.topology, "gpus": d.num_gpus,
+                     "capacity_rps": best.get("offered_rate_rps"), "goodput_rps": best.get("goodput_rps"),
+                     "goodput_per_gpu_rps": c.goodput_per_gpu_rps,
+                     **{k: best.get(k) for k in ("slo_attainment", "ttft_p90_s", "tpot_p90_s", "e2e_p90_s")}})
+    return _pandas().DataFrame(rows)

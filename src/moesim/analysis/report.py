@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from matplotlib.figure import Figure
 
-from moesim.analysis import beyond, seeds
+from moesim.analysis import beyond, seeds, serving
 from moesim.analysis import figures as figs
 from moesim.analysis.bands import ErrorBands, load_bands
 from moesim.analysis.breakdown import slowest_splits
@@ -34,6 +34,7 @@ from moesim.analysis.stats import SUBSETS, GridView, RatioView
 from moesim.analysis.study import Analysis, analyse
 from moesim.analysis.tables import NUMBER, PERCENT, SECONDS, format_seconds, to_html, write_table
 from moesim.errors import MoesimError
+from moesim.experiments.store_schema import COMMAND_KEY
 from moesim.fileio import atomic_write
 
 MAX_DIAGNOSTIC_RUNS = 12
@@ -414,6 +415,8 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
     src = Path(directory)
     stored = load_results(src)
     if stored.num_rows == 0:
+        if serving.serving_rows(src) is not None:
+            return serving_report(src, out_dir)
         raise MoesimError(f"{src}: no successful runs to report")
     bands = load_bands()
     table = most_exact(stored, bands)
@@ -449,6 +452,12 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
             figure_paths += [atomic_write(out / "figures" / f"{part.name}.png", png),
                              atomic_write(out / "figures" / f"{part.name}.svg", figs.render(part.figure, "svg"))]
             items.append(Item(part.section, part.name, part.caption, png=png))
+    served, served_paths = _serving_items(src, out)
+    if served:
+        extra_sections.append(serving.SECTION)
+        items += served
+        table_paths += [p for p in served_paths if p.parent.name == "tables"]
+        figure_paths += [p for p in served_paths if p.parent.name == "figures"]
     at = [sid for sid, _ in SECTIONS].index("runs")
     sections = SECTIONS[:at] + tuple(extra_sections) + SECTIONS[at:]  # before "All runs"
     notes = _notes(a, failed)
@@ -465,3 +474,32 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
     page = atomic_write(out / "report.html", render_html(title, fs, items, notes, sections, provenance_lines=prov.items()))
     return ReportFiles(page, tuple(table_paths), tuple(figure_paths), tuple(fs))
 
+
+def _serving_items(src: Path, out: Path) -> tuple[list[Item], list[Path]]:
+    """The serving section's items (``moesim.analysis.serving``) and the table and figure files written."""
+    items: list[Item] = []
+    paths: list[Path] = []
+    for part in serving.parts(src):
+        if part.table is not None:
+            paths += write_table(part.table, out / "tables", part.name, part.caption)
+            items.append(Item(part.section, part.name, part.caption, part.table))
+        elif part.figure is not None:
+            png = figs.render(part.figure, "png")
+            paths += [atomic_write(out / "figures" / f"{part.name}.png", png),
+                      atomic_write(out / "figures" / f"{part.name}.svg", figs.render(part.figure, "svg"))]
+            items.append(Item(part.section, part.name, part.caption, png=png))
+    return items, paths
+
+
+def serving_report(directory: str | Path, out_dir: str | Path | None = None) -> ReportFiles:
+    """The report of a store that holds serving results and no runs: the serving section alone."""
+    src = Path(directory)
+    out = Path(out_dir) if out_dir else src
+    items, paths = _serving_items(src, out)
+    commands = load_store_meta(src).get(COMMAND_KEY)
+    prov = [("command", "\n".join(json.loads(commands)))] if commands else []
+    sections = (("provenance", "Provenance"), serving.SECTION)
+    page = atomic_write(out / "report.html", render_html(f"moesim report: {src.resolve().name}", [], items, {},
+                                                         sections, provenance_lines=prov))
+    return ReportFiles(page, tuple(p for p in paths if p.parent.name == "tables"),
+                       tuple(p for p in paths if p.parent.name == "figures"), ())

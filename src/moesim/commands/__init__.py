@@ -13,9 +13,10 @@ from moesim.commands import (
     refine,
     report,
     run,
+    serve,
     sweep,
     topology,
     workload,
 )
 
-COMMAND_MODULES = (models, workload, topology, run, collective, place, sweep, report, refine, plugins, astra)
+COMMAND_MODULES = (models, workload, topology, run, collective, place, sweep, serve, report, refine, plugins, astra)

@@ -25,6 +25,7 @@ KINDS: tuple[tuple[str, str, str], ...] = (
     ("hf-families", "moesim.models.hf_families", "HF_FAMILIES"),
     ("executors", "moesim.experiments.executors", "EXECUTORS"),
     ("progress", "moesim.experiments.progress", "PROGRESS"),
+    ("serving-policies", "moesim.serving.policies", "POLICIES"),
 )
 """Each pluggable kind and where its registry lives (moesim.registry.Registry, one per kind)."""
 
@@ -50,8 +51,8 @@ def plugins_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: kind → [{name, description, reference}].")] = False,
 ) -> None:
     """List every registered plug-in: network backends, congestion control, collectives, topologies, server
-    templates, GPU domains, fabrics, placement rules, workload generators, Hugging Face families, executors and
-    progress displays."""
+    templates, GPU domains, fabrics, placement rules, workload generators, Hugging Face families, executors,
+    progress displays and serving scheduling policies."""
     data = registered(kinds)
     if as_json:
         typer.echo(json.dumps(data, indent=1))

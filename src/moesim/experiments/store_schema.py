@@ -110,3 +110,44 @@ DERIVED_METADATA = frozenset({
 from elsewhere, the seed summary); like metadata, they never distinguish configurations."""
 METADATA = frozenset(c.name for c in COLUMNS if c.role in ("key", "metadata")) | DERIVED_METADATA
 """Every column known not to be a factor or a measurement: the store's keys and metadata, and DERIVED_METADATA."""
+
+
+# ---------------------------------------------------------------------------------------------- serving
+# Table ``serving`` holds one row per serving simulation (``moesim serve``, each rate ``moesim serve search``
+# tried); ``DIR/serving/<serve_id>.parquet`` its per-request table (``moesim.serving.metrics.request_table``).
+SERVING_TABLE = "serving"
+SERVING_DIR = "serving"
+SERVING_COLUMNS: tuple[Column, ...] = (
+    Column("serve_id", "VARCHAR PRIMARY KEY", "key"),  # sha256 of every input (moesim.serving.simulate.serve_id)
+    Column("search_id", "VARCHAR", "metadata"),  # the search that tried it; NULL for `moesim serve`
+    Column("model", "VARCHAR", "factor"),
+    Column("topology", "VARCHAR", "factor"),
+    Column("mode", "VARCHAR", "factor"),  # colocated | disaggregated
+    Column("strategy", "VARCHAR", "factor"),  # every replica's split, or the decode side's
+    Column("prefill_strategy", "VARCHAR", "factor"),  # the prefill side's split (disaggregated)
+    Column("prefill_servers", "INTEGER", "factor"),
+    Column("decode_servers", "INTEGER", "factor"),
+    Column("algorithm", "VARCHAR", "factor"),
+    Column("network", "VARCHAR", "factor"),
+    Column("backend", "VARCHAR", "factor"),
+    Column("gpus", "INTEGER", "metadata"),
+    Column("requests", "INTEGER", "metadata"),
+    Column("offered_rate_rps", "DOUBLE", "factor"),
+    Column("slo_ttft_s", "DOUBLE", "factor"),
+    Column("slo_tpot_s", "DOUBLE", "factor"),
+    Column("throughput_rps", "DOUBLE", "measurement"),
+    Column("output_tokens_per_s", "DOUBLE", "measurement"),
+    Column("goodput_rps", "DOUBLE", "measurement"),
+    Column("goodput_per_gpu_rps", "DOUBLE", "measurement"),
+    Column("slo_attainment", "DOUBLE", "measurement"),
+    *(Column(f"{m}_{s}_s", "DOUBLE", "measurement") for m in ("ttft", "tpot", "e2e") for s in ("mean", "p50", "p90", "p99")),
+    Column("kv_transfer_mean_s", "DOUBLE", "measurement"),
+    Column("interpolation_error_max", "DOUBLE", "metadata"),  # largest |interpolated/simulated − 1| checked
+    Column("requests_source", "VARCHAR", "metadata"),
+    Column("requests_path", "VARCHAR", "metadata"),  # DIR-relative per-request Parquet file
+    Column("params_json", "VARCHAR", "metadata"),  # the whole record (scheduler, step grid, Little's law...)
+    Column("version", "VARCHAR", "metadata"),
+    Column("finished_at", "TIMESTAMP", "metadata"),
+)
+SERVING_DDL = "CREATE TABLE IF NOT EXISTS {} ({})".format(
+    SERVING_TABLE, ", ".join(f'"{c.name}" {c.sql}' for c in SERVING_COLUMNS))

@@ -1,0 +1,289 @@
+"""`moesim serve` and `moesim serve search`: requests over time on a deployment, latency and goodput (docs/serving.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from moesim.commands.run import normal_strategy, parse_set
+from moesim.errors import MoesimError
+
+serve_app = typer.Typer(
+    help="Serve requests over time on a deployment: continuous batching on step costs simulated by moesim "
+         "(cached), optionally disaggregated; TTFT, TPOT, throughput and goodput under an SLO (docs/serving.md).",
+    invoke_without_command=True, no_args_is_help=True,
+)
+
+Model = Annotated[str | None, typer.Option("--model", help="model key (moesim models list) or a YAML/config.json path")]
+Topology = Annotated[str | None, typer.Option(
+    "--topology", help="the cluster: a server template (hgx-h100:4, mi300x:8:ls3), star:N, or a study topology/"
+                       "YAML (one replica)")]
+Algorithm = Annotated[str, typer.Option("--algorithm", help="ring_direct | dbt_direct")]
+Network = Annotated[str, typer.Option("--network", help="ib_cc0 | ib_hpcc | roce_hpcc | roce_dcqcn")]
+Backend = Annotated[str, typer.Option("--backend", help="backend of the step runs: fluid (default) | flow | packet | "
+                                                        "analytical")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="parameter override of the step runs, key=value "
+                                                                "(repeatable; as moesim run --set)")]
+Trace = Annotated[Path | None, typer.Option("--trace", help="requests: a CSV/Parquet file with arrival_s, "
+                                                            "prompt_tokens, output_tokens")]
+Rate = Annotated[float | None, typer.Option("--rate", help="requests: Poisson arrivals, requests per second")]
+Count = Annotated[int, typer.Option("--requests", min=1, help="with --rate: how many requests")]
+Prompt = Annotated[str, typer.Option("--prompt", help="with --rate: prompt lengths, fixed:N | uniform:LO:HI | "
+                                                      "lognormal:MEDIAN:SIGMA[:MAX] | trace:FILE[:COLUMN]")]
+Output = Annotated[str, typer.Option("--output", help="with --rate: output lengths (as --prompt)")]
+Seed = Annotated[int, typer.Option("--seed", min=0, help="with --rate: seed of arrivals and lengths")]
+Budget = Annotated[int, typer.Option("--token-budget", help="tokens one step may hold (prefill + decode)")]
+MaxSeqs = Annotated[int, typer.Option("--max-seqs", help="requests running at once on a replica")]
+Chunk = Annotated[int | None, typer.Option("--chunk-tokens", help="chunked prefill: a prompt's tokens per step at "
+                                                                  "most (default: whole prompts)")]
+Policy = Annotated[str, typer.Option("--policy", help="decode-first (vLLM V1, Sarathi-Serve) | prefill-first "
+                                                      "(vLLM V0, SGLang)")]
+KvTokens = Annotated[int | None, typer.Option("--kv-tokens", help="KV-cache tokens per replica (default: the memory "
+                                                                  "left after the weights)")]
+GpuMemory = Annotated[float, typer.Option("--gpu-memory-gb", help="accelerator memory, decimal GB")]
+MemFraction = Annotated[float, typer.Option("--memory-fraction", help="share of the memory for weights and KV cache")]
+SloTtft = Annotated[str | None, typer.Option("--slo-ttft", help="TTFT limit, e.g. 1s, 500ms")]
+SloTpot = Annotated[str | None, typer.Option("--slo-tpot", help="TPOT limit, e.g. 50ms")]
+KvBackend = Annotated[str, typer.Option("--kv-backend", help="backend of the KV transfers (disaggregated): flow "
+                                                             "(default) | fluid | packet | analytical")]
+Cache = Annotated[Path | None, typer.Option("--cache", help="step-cost cache folder (default ~/.cache/moesim/"
+                                                            "step-costs, or $MOESIM_CACHE)")]
+ExecutorOpt = Annotated[str, typer.Option("--executor", help="where missing steps are simulated: local | ray | dask")]
+Address = Annotated[str | None, typer.Option("--address", help="cluster address for --executor ray/dask")]
+Out = Annotated[Path | None, typer.Option("--out", help="results store folder: table serving of DIR/results.duckdb "
+                                                        "and a Parquet file of requests per row (moesim report DIR)")]
+Json = Annotated[bool, typer.Option("--json", help="print one JSON object")]
+Quiet = Annotated[bool, typer.Option("--quiet", help="no progress lines on stderr")]
+
+
+def _ratio(text: str) -> tuple[int, int]:
+    parts = text.strip().split(":")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise MoesimError(f"--disaggregate '{text}': expected PREFILL_SERVERS:DECODE_SERVERS, e.g. 2:2")
+    return int(parts[0]), int(parts[1])
+
+
+def _common(model: str | None, topology: str | None, trace: Path | None, rate: float | None, count: int, prompt: str,
+            output: str, seed: int, budget: int, max_seqs: int, chunk: int | None, policy: str, kv_tokens: int | None,
+            gpu_memory_gb: float, fraction: float, slo_ttft: str | None, slo_tpot: str | None) -> tuple[Any, Any, Any]:
+    """(requests, scheduler, SLO) from the options both commands share; --model and --topology are required."""
+    from moesim.serving import SchedulerConfig, Slo, make_requests, parse_duration_s
+
+    for value, name in ((model, "--model"), (topology, "--topology")):
+        if value is None:
+            raise typer.BadParameter("required", param_hint=f"'{name}'")
+    requests = make_requests(trace, rate, count, prompt, output, seed) if trace or rate is not None else None
+    config = SchedulerConfig(budget, max_seqs, chunk, policy, kv_tokens, gpu_memory_gb * 1e9, fraction)
+    slo = Slo(parse_duration_s(slo_ttft, "--slo-ttft") if slo_ttft else None,
+              parse_duration_s(slo_tpot, "--slo-tpot") if slo_tpot else None)
+    return requests, config, slo
+
+
+def _say(quiet: bool) -> Any:
+    return (lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr))
+
+
+def _t(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.4g} s"
+
+
+def _n(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4g}"
+
+
+def _print(result: Any) -> None:
+    r, s, d = result.record(), result.summary, result.deployment
+    replicas = d.replicas()
+    typer.echo(f"{d.model}  {d.label()}  ({d.backend}, {d.algorithm}, {d.network})  {d.num_gpus} GPUs, "
+               f"{len(replicas)} replica{'s' if len(replicas) != 1 else ''}")
+    typer.echo(f"  requests: {result.requests.source}; {s['requests']} requests over {s['duration_s']:.4g} s")
+    f = result.fill
+    typer.echo(f"  step costs: {f.steps} steps ({f.cached} cached, {f.simulated} simulated, {f.elapsed_s:.1f} s)")
+    for kind, g in result.grids.items():
+        axes = "; ".join(f"{k} {v[0]}..{v[-1]} ({len(v)})" for k, v in g.describe().items() if v)
+        typer.echo(f"    {kind.strategy} on {kind.topology}: {axes}")
+    if result.interpolation:
+        typer.echo(f"  interpolation error at the {len(result.interpolation)} most used cells: max "
+                   f"{100 * r['interpolation_error_max']:.2f} %")
+    for name in ("ttft", "tpot", "e2e", "kv_transfer"):
+        if s[f"{name}_mean_s"] is not None:
+            typer.echo(f"  {name.upper().replace('_', ' '):12} p50 {_t(s[f'{name}_p50_s']):>10}  p90 "
+                       f"{_t(s[f'{name}_p90_s']):>10}  p99 {_t(s[f'{name}_p99_s']):>10}  mean {_t(s[f'{name}_mean_s'])}")
+    typer.echo(f"  throughput {_n(s['throughput_rps'])} requests/s, {_n(s['output_tokens_per_s'])} output tokens/s")
+    if result.slo.given:
+        limits = ", ".join(f"{k} ≤ {_t(v)}" for k, v in (("TTFT", result.slo.ttft_s), ("TPOT", result.slo.tpot_s)) if v)
+        typer.echo(f"  SLO {limits}: {100 * s['slo_attainment']:.1f} % met; goodput {_n(s['goodput_rps'])} requests/s, "
+                   f"{_n(s['goodput_per_gpu_rps'])} per GPU (arrival rate × share met)")
+    typer.echo(f"  Little's law: mean requests in the system {_n(s['mean_in_system'])}, arrival rate × mean time "
+               f"{_n(s['little_lambda_w'])}; replay {result.replay_s:.2f} s")
+
+
+def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
+           strategy: Annotated[str | None, typer.Option(
+               "--strategy", help="TP<n>EP<m> of every replica (colocated) or of the decode replicas")] = None,
+           disaggregate: Annotated[str | None, typer.Option(
+               "--disaggregate", help="PREFILL:DECODE servers, e.g. 2:2: separate prefill and decode replicas")] = None,
+           prefill_strategy: Annotated[str | None, typer.Option(
+               "--prefill-strategy", help="with --disaggregate: the prefill replicas' split (default --strategy)")] = None,
+           algorithm: Algorithm = "ring_direct", network: Network = "ib_cc0", backend: Backend = "fluid",
+           set_: SetOpt = None, trace: Trace = None, rate: Rate = None, count: Count = 1000,
+           prompt: Prompt = "lognormal:1024:0.6:8192", output: Output = "lognormal:256:0.6:2048", seed: Seed = 0,
+           budget: Budget = 8192, max_seqs: MaxSeqs = 256, chunk: Chunk = None, policy: Policy = "decode-first",
+           kv_tokens: KvTokens = None, gpu_memory_gb: GpuMemory = 64.0, fraction: MemFraction = 0.9,
+           slo_ttft: SloTtft = None, slo_tpot: SloTpot = None, kv_backend: KvBackend = "flow",
+           check_points: Annotated[int, typer.Option(
+               "--check-points", min=0, help="simulate the N most used grid cells per phase to report the "
+                                             "interpolation error (0: none)")] = 2,
+           per_request: Annotated[Path | None, typer.Option(
+               "--per-request", help="write one row per request to this CSV or Parquet file")] = None,
+           cache: Cache = None, executor: ExecutorOpt = "local",
+           workers: Annotated[int, typer.Option("--workers", min=1, help="parallel step simulations (1: in this "
+                                                                         "process)")] = 1,
+           address: Address = None, out: Out = None, as_json: Json = False, quiet: Quiet = False) -> None:
+    """Serve requests on one deployment; print latency percentiles, throughput and goodput."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from moesim.fileio import check_output_folder, output_file
+    from moesim.serving import Deployment, Executor, StepCache, serve
+    from moesim.serving.store import record_serving
+
+    requests, config, slo = _common(model, topology, trace, rate, count, prompt, output, seed, budget, max_seqs,
+                                    chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot)
+    if strategy is None:
+        raise typer.BadParameter("required", param_hint="'--strategy'")
+    if requests is None:
+        raise MoesimError("requests: give a trace (--trace FILE) or an arrival rate (--rate R requests/s)")
+    if prefill_strategy is not None and disaggregate is None:
+        raise MoesimError("--prefill-strategy: applies only with --disaggregate")
+    if out is not None:
+        check_output_folder(out)
+    target = output_file(per_request, "--per-request") if per_request is not None else None
+    assert model is not None and topology is not None
+    deployment = Deployment(model, topology, normal_strategy(strategy), algorithm, network, backend, parse_set(set_),
+                            _ratio(disaggregate) if disaggregate else None, prefill_strategy)
+    deployment.replicas()  # a split that does not fit is an error before anything is simulated
+    say = _say(quiet)
+    result = serve(deployment, requests, config, slo, cache=StepCache(cache), kv_backend=kv_backend,
+                   executor=Executor(executor, workers, address), check_points=check_points,
+                   progress=lambda done, total: say(f"step costs: {done}/{total} simulated"))
+    if target is not None:
+        _write_table(result.table, target)
+    if out is not None:
+        record_serving(out, [(result.record(), result.table)], command=" ".join(["moesim", *sys.argv[1:]]))
+    if as_json:
+        typer.echo(json.dumps(result.record(), sort_keys=True, default=repr))
+    else:
+        _print(result)
+
+
+def _write_table(table: Any, target: str) -> None:
+    import io
+
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    from moesim.fileio import write_output
+
+    buf = io.BytesIO()
+    if target.lower().endswith(".parquet"):
+        pq.write_table(table, buf)
+    else:
+        pcsv.write_csv(table, buf)
+    write_output(target, buf.getvalue())
+
+
+serve_app.callback()(_serve)
+
+
+@serve_app.command("search")
+def _search(model: Model = None, topology: Topology = None,
+            strategies: Annotated[str | None, typer.Option(
+                "--strategies", help="comma-separated splits to try (default TP2EP16,TP4EP8,TP8EP4,TP16EP2)")] = None,
+            servers: Annotated[str | None, typer.Option(
+                "--servers", help="comma-separated server counts to try (default: the topology's)")] = None,
+            modes: Annotated[str, typer.Option(
+                "--modes", help="colocated, disaggregated or both (comma-separated)")] = "colocated,disaggregated",
+            ratios: Annotated[str | None, typer.Option(
+                "--ratios", help="prefill:decode server divisions, e.g. 1:3,2:2 (default: all)")] = None,
+            algorithm: Algorithm = "ring_direct", network: Network = "ib_cc0", backend: Backend = "fluid",
+            set_: SetOpt = None, trace: Trace = None,
+            rate: Annotated[float | None, typer.Option(
+                "--rate", help="the first arrival rate tried (requests/s; default: half a rough capacity); Poisson "
+                        "arrivals unless --trace")] = None,
+            count: Annotated[int, typer.Option(
+                "--requests", min=1, help="requests per rate tried (a longer run gives a tighter capacity)")] = 4000,
+            prompt: Prompt = "lognormal:1024:0.6:8192", output: Output = "lognormal:256:0.6:2048",
+            seed: Seed = 0, budget: Budget = 8192, max_seqs: MaxSeqs = 256, chunk: Chunk = None,
+            policy: Policy = "decode-first", kv_tokens: KvTokens = None, gpu_memory_gb: GpuMemory = 64.0,
+            fraction: MemFraction = 0.9, slo_ttft: SloTtft = None, slo_tpot: SloTpot = None,
+            attainment: Annotated[float, typer.Option(
+                "--attainment", help="share of requests that must meet the SLO")] = 0.9,
+            iterations: Annotated[int, typer.Option(
+                "--iterations", min=0, help="bisection steps on the rate after bracketing it")] = 6,
+            kv_backend: KvBackend = "flow", cache: Cache = None, executor: ExecutorOpt = "local",
+            workers: Annotated[int | None, typer.Option(
+                "--workers", min=1, help="parallel step simulations (default: one per CPU; 1: in this process)")] = None,
+            address: Address = None, out: Out = None, as_json: Json = False, quiet: Quiet = False) -> None:
+    """Find the deployment with the most goodput per GPU under the SLO: splits × server counts × modes."""
+    from moesim.fileio import check_output_folder
+    from moesim.serving import Executor, SearchSpace, StepCache, make_requests, search
+    from moesim.serving.store import record_serving
+    from moesim.workload.options import STUDY_STRATEGIES
+
+    requests, config, slo = _common(model, topology, trace, rate, count, prompt, output, seed, budget, max_seqs,
+                                    chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot)
+    if trace is None:
+        requests = make_requests(None, 1.0, count, prompt, output, seed)
+    if out is not None:
+        check_output_folder(out)
+    mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
+    bad = [m for m in mode_list if m not in ("colocated", "disaggregated")]
+    if bad or not mode_list:
+        raise MoesimError(f"--modes: unknown mode '{bad[0] if bad else modes}' (allowed: colocated, disaggregated)")
+    try:
+        server_counts = tuple(int(n) for n in servers.split(",")) if servers else ()
+    except ValueError:
+        raise MoesimError(f"--servers '{servers}': expected comma-separated server counts, e.g. 4,8") from None
+    assert model is not None and topology is not None
+    space = SearchSpace(
+        model, topology, tuple(normal_strategy(s) for s in (strategies.split(",") if strategies else STUDY_STRATEGIES)),
+        server_counts, mode_list, tuple(_ratio(r) for r in ratios.split(",")) if ratios else None,
+        algorithm, network, backend, parse_set(set_))
+    result = search(space, requests, config, slo, attainment=attainment, start_rps=rate,
+                    iterations=iterations, cache=StepCache(cache), executor=Executor(executor, workers, address),
+                    kv_backend=kv_backend, progress=_say(quiet))
+    if out is not None:
+        record_serving(out, result.records(), search_id=result.search_id, command=" ".join(["moesim", *sys.argv[1:]]))
+    if as_json:
+        typer.echo(json.dumps(_search_record(result), sort_keys=True, default=repr))
+        return
+    typer.echo(f"{len(result.candidates)} candidates ({len(result.skipped)} combinations left out); step costs: "
+               f"{result.fill.steps} steps, {result.fill.simulated} simulated ({result.fill.elapsed_s:.1f} s); "
+               f"{result.elapsed_s:.1f} s in all")
+    typer.echo(f"  capacity = highest rate with ≥ {100 * attainment:g} % of requests within the SLO")
+    for c in result.candidates:
+        b = c.best.summary if c.best is not None else None
+        rate_text = f"{b['offered_rate_rps']:.4g} req/s, goodput {b['goodput_rps']:.4g} req/s" if b else "none"
+        typer.echo(f"  {c.goodput_per_gpu_rps:10.4g} per GPU  {c.deployment.label():60}  {rate_text}")
+
+
+def _search_record(result: Any) -> dict[str, Any]:
+    rows = []
+    for c in result.candidates:
+        best = c.best.summary if c.best is not None else None
+        rows.append({**c.deployment.as_dict(), "gpus": c.deployment.num_gpus,
+                     "goodput_per_gpu_rps": c.goodput_per_gpu_rps, "best": best,
+                     "rates_tried": [e.rate_rps for e in c.evaluations]})
+    return {"search_id": result.search_id, "candidates": rows, "skipped": list(result.skipped),
+            "step_costs": result.fill.__dict__, "elapsed_s": result.elapsed_s, **result.settings}
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``moesim serve`` and ``moesim serve search``."""
+    app.add_typer(serve_app, name="serve")

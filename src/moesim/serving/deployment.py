@@ -1,0 +1,171 @@
+"""A serving deployment: which replicas run on which servers of a cluster, with which split.
+
+Colocated, the cluster's servers hold ``servers / replica servers`` identical replicas, each serving
+prefill and decode. Disaggregated (DistServe, Splitwise), the first ``P`` servers hold prefill replicas
+and the next ``D`` servers decode replicas, each side with its own split. A replica runs on whole
+servers, and its step costs are simulated on a cluster of its own size built from the same server
+template and fabric (``hgx-h100:4`` → a 2-server replica on ``hgx-h100:2``; ``star:N`` → ``star:k``):
+its collectives see only its own traffic. Other topologies (the study's, YAML files) hold one replica.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from moesim.errors import MoesimError
+from moesim.system.spec import RunSpec
+from moesim.topology.catalog import get_cluster_spec, star_hosts
+from moesim.topology.templates import template_spec
+from moesim.workload.layout import ParallelLayout
+
+ROLES = ("both", "prefill", "decode")
+"""What a replica serves: everything (colocated), only prefills, only decode steps (disaggregated)."""
+
+
+@dataclass(frozen=True)
+class ReplicaKind:
+    """Everything a replica's step costs depend on: the run of one step on the replica's own cluster."""
+
+    model: str
+    topology: str
+    """The replica's own cluster (``sub_topology``)."""
+    strategy: str
+    algorithm: str
+    network: str
+    backend: str
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    def spec(self, **step: Any) -> RunSpec:
+        """The RunSpec of one step (``tokens=T`` for a prefill pass; ``phase="decode", batch=B,
+        context_tokens=C`` for a decode step) with the deployment's overrides."""
+        overrides = dict(self.overrides) | step
+        return RunSpec(self.model, self.topology, self.strategy, self.algorithm, self.network, self.backend,
+                       tuple(sorted(overrides.items())))
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica: its role, kind and the cluster GPUs it occupies (contiguous, server-major)."""
+
+    index: int
+    role: str
+    kind: ReplicaKind
+    gpus: tuple[int, ...]
+
+
+def cluster_shape(topology: str) -> tuple[int, int]:
+    """(servers, GPUs per server) of a topology name or file, without building it."""
+    hosts = star_hosts(topology)
+    if hosts is not None:
+        return hosts, 1
+    spec = get_cluster_spec(topology)
+    return spec.num_servers, len(spec.server.gpus)
+
+
+def sub_topology(topology: str, servers: int) -> str:
+    """The name of a cluster of ``servers`` servers of ``topology``'s kind (template and fabric kept)."""
+    total, _ = cluster_shape(topology)
+    if servers == total:
+        return topology
+    if star_hosts(topology) is not None:
+        if servers < 2:
+            raise MoesimError(f"topology {topology}: a replica of one host cannot be simulated on its own "
+                              "(star:N takes N ≥ 2); use replicas of 2 or more GPUs")
+        return f"star:{servers}"
+    if template_spec(topology) is not None:
+        parts = topology.split(":")
+        return ":".join([parts[0], str(servers), *parts[2:]])
+    raise MoesimError(f"topology {topology}: a replica on {servers} of its {total} servers needs a server template "
+                      "(hgx-h100:N, mi300x:N, ...) or star:N; this topology holds one replica on all its servers")
+
+
+def _servers_of(strategy: str, topology: str, source: str) -> int:
+    """How many whole servers a replica of ``strategy`` takes on ``topology``."""
+    _, per_server = cluster_shape(topology)
+    gpus = ParallelLayout.parse(strategy).num_ranks
+    if gpus % per_server:
+        raise MoesimError(f"{source}: strategy {strategy}: a replica takes whole servers; {gpus} GPUs is not a "
+                          f"multiple of the {per_server} GPUs per server of {topology}")
+    return gpus // per_server
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The deployment of one model on one cluster. ``disaggregate`` = (prefill servers, decode servers),
+    None for colocated replicas; ``prefill_strategy`` is the prefill side's split (default ``strategy``),
+    ``strategy`` the decode side's (or every replica's, colocated)."""
+
+    model: str
+    topology: str
+    strategy: str
+    algorithm: str = "ring_direct"
+    network: str = "ib_cc0"
+    backend: str = "fluid"
+    overrides: tuple[tuple[str, Any], ...] = ()
+    disaggregate: tuple[int, int] | None = None
+    prefill_strategy: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", ParallelLayout.parse(self.strategy).name)
+        if self.prefill_strategy is not None:
+            object.__setattr__(self, "prefill_strategy", ParallelLayout.parse(self.prefill_strategy).name)
+        for key, _ in self.overrides:
+            if key in ("tokens", "phase", "batch", "context_tokens", "decode_steps", "placement"):
+                raise MoesimError(f"--set {key}: set by the serving simulator for each step; leave it out")
+
+    @property
+    def mode(self) -> str:
+        return "colocated" if self.disaggregate is None else "disaggregated"
+
+    @property
+    def prefill_split(self) -> str:
+        return self.prefill_strategy or self.strategy
+
+    def kind(self, strategy: str, servers: int) -> ReplicaKind:
+        return ReplicaKind(self.model, sub_topology(self.topology, servers), strategy, self.algorithm,
+                           self.network, self.backend, self.overrides)
+
+    def replicas(self) -> tuple[Replica, ...]:
+        """Every replica with its GPUs; a one-line error when the split does not fill the servers."""
+        total, per_server = cluster_shape(self.topology)
+        source = f"deployment {self.label()}"
+        if self.disaggregate is None:
+            sides = [("both", self.strategy, 0, total)]
+        else:
+            p, d = self.disaggregate
+            if p < 1 or d < 1 or p + d != total:
+                raise MoesimError(f"{source}: --disaggregate {p}:{d} must split the {total} servers of "
+                                  f"{self.topology} into prefill:decode servers, each at least 1")
+            sides = [("prefill", self.prefill_split, 0, p), ("decode", self.strategy, p, d)]
+        out: list[Replica] = []
+        for role, strategy, first, servers in sides:
+            size = _servers_of(strategy, self.topology, source)
+            if servers % size:
+                side = "" if role == "both" else f"{role} "
+                raise MoesimError(f"{source}: strategy {strategy} takes {size} servers per replica, which does not "
+                                  f"divide the {servers} {side}servers")
+            kind = self.kind(strategy, size)
+            gpus = size * per_server
+            for k in range(servers // size):
+                start = (first + k * size) * per_server
+                out.append(Replica(len(out), role, kind, tuple(range(start, start + gpus))))
+        return tuple(out)
+
+    @property
+    def num_gpus(self) -> int:
+        servers, per_server = cluster_shape(self.topology)
+        return servers * per_server
+
+    def label(self) -> str:
+        if self.disaggregate is None:
+            return f"{self.strategy} colocated on {self.topology}"
+        p, d = self.disaggregate
+        return f"{self.prefill_split} prefill ×{p} : {self.strategy} decode ×{d} servers on {self.topology}"
+
+    def as_dict(self) -> dict[str, Any]:
+        record = dataclasses.asdict(self)
+        record["overrides"] = dict(self.overrides)
+        record["mode"] = self.mode
+        return record

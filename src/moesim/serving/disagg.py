@@ -1,0 +1,73 @@
+"""KV-cache transfers of a disaggregated deployment, as flows of a network backend on the whole cluster.
+
+When a request's prefill ends (DistServe, Zhong et al., OSDI 2024; Splitwise, Patel et al., ISCA 2024),
+its KV cache moves from the prefill replica to a decode replica. The workload model keeps every
+sequence's KV shard on every rank (attention runs on all ranks, docs/workload.md), so each rank d of the
+decode replica receives ``prompt tokens × layers × its per-token KV bytes`` in one flow from rank
+``d mod N_p`` of the prefill replica (same TP index when both sides have the same TP). All transfers in
+flight share one backend instance over the real cluster, so they contend with each other on NICs and
+fabric links; they do not see the replicas' own collectives, whose costs come from the step grid.
+A request's transfer ends when its last flow completes. The transfers run on the ``flow`` backend
+(max-min fair sharing) unless asked otherwise: ``fluid`` adds congestion control and queues at about ten
+times the replay's cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from moesim.network import BACKENDS
+from moesim.network.base import Flow
+from moesim.network.params import network_mode
+from moesim.system.run import split_overrides
+from moesim.topology.catalog import get_topology
+
+KV_BACKEND = "flow"
+"""The backend of KV transfers by default (fast, and contention-aware)."""
+
+
+class KvTransfers:
+    """One backend carrying every KV transfer of a replay."""
+
+    def __init__(self, topology: str, network: str, backend: str = KV_BACKEND,
+                 overrides: tuple[tuple[str, Any], ...] = ()) -> None:
+        _, _, net, links = split_overrides(dict(overrides), "serving")
+        self.params = network_mode(network).with_overrides(net)
+        topo = get_topology(topology, nic_switch_delay_s=self.params.transport.nic_switch_delay_s)
+        self.topology = topo.with_link_bandwidths(links) if links else topo
+        self.backend = BACKENDS.get(backend)(self.topology, self.params)
+        self.owner: dict[int, int] = {}
+        self.left: dict[int, int] = {}
+        self.next_flow = 0
+
+    @property
+    def active(self) -> bool:
+        return self.backend.active_flows > 0
+
+    def start(self, request: int, now_s: float, src_gpus: Sequence[int], dst_gpus: Sequence[int],
+              bytes_per_gpu: int) -> None:
+        """Start request ``request``'s transfer at ``now_s``: one flow into every GPU of ``dst_gpus``."""
+        intra_cc = self.params.transport.intra_server_cc
+        for d, dst in enumerate(dst_gpus):
+            src = src_gpus[d % len(src_gpus)]
+            flow = Flow(self.next_flow, src, dst, bytes_per_gpu, intra_cc or not self.topology.same_server(src, dst))
+            self.owner[self.next_flow] = request
+            self.next_flow += 1
+            self.backend.start_flow(flow, now_s)
+        self.left[request] = len(dst_gpus)
+
+    def next_event_s(self, horizon_s: float) -> float:
+        """The backend's next event; ``horizon_s`` is the earliest time another transfer may start."""
+        return self.backend.next_completion_s(horizon_s)
+
+    def advance(self, t_s: float) -> list[int]:
+        """Move to ``t_s``; the requests whose transfer has ended by then, in completion order."""
+        landed = []
+        for flow_id in self.backend.advance_to(t_s):
+            r = self.owner.pop(flow_id)
+            self.left[r] -= 1
+            if self.left[r] == 0:
+                del self.left[r]
+                landed.append(r)
+        return landed

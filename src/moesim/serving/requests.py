@@ -1,0 +1,220 @@
+"""Requests to serve: a trace file (CSV or Parquet) or a seeded generator (Poisson arrivals, length
+distributions). Arrays, not objects, so a replay of 10,000 requests stays cheap.
+
+A trace has one row per request and the columns ``arrival_s`` (seconds from the trace's start),
+``prompt_tokens`` and ``output_tokens`` (integers ≥ 1); rows may come in any order (they are replayed by
+arrival time, stable, and keep their row number as the request id). Length distributions are written
+``fixed:N`` (or ``N``), ``uniform:LO:HI`` (integers, both included), ``lognormal:MEDIAN:SIGMA[:MAX]``
+(rounded, at least 1) and ``trace:FILE[:COLUMN]`` (drawn with replacement from a trace column).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from moesim.errors import MoesimError, input_error
+
+COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+MAX_TOKENS = 10**7
+"""The longest prompt or output a request may have (a KV cache far beyond any accelerator's memory)."""
+DISTRIBUTIONS = ("fixed:N", "uniform:LO:HI", "lognormal:MEDIAN:SIGMA[:MAX]", "trace:FILE[:COLUMN]")
+
+
+@dataclass(frozen=True, eq=False)
+class Requests:
+    """Requests in arrival order: ``arrival_s`` (float, non-decreasing), ``prompt_tokens`` and
+    ``output_tokens`` (int64 ≥ 1), ``ids`` (the trace row or generation index of each); ``source``
+    says where they came from (recorded with the results)."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    ids: np.ndarray
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.arrival_s)
+
+    @property
+    def offered_rate_rps(self) -> float:
+        """Requests per second over the arrival span (n − 1 gaps; inf for one request)."""
+        span = float(self.arrival_s[-1] - self.arrival_s[0]) if len(self) > 1 else 0.0
+        return (len(self) - 1) / span if span > 0 else math.inf
+
+    def scaled(self, factor: float) -> Requests:
+        """The same requests arriving ``factor`` times as fast (arrival times divided by ``factor``)."""
+        if not factor > 0:
+            raise MoesimError(f"requests: rate factor must be > 0, got {factor}")
+        return Requests(self.arrival_s / factor, self.prompt_tokens, self.output_tokens, self.ids,
+                        f"{self.source}, arrivals ×{factor:g}")
+
+    def fingerprint(self) -> str:
+        """sha256 of the arrays (what a replay reads), for result keys."""
+        h = hashlib.sha256()
+        for a in (self.arrival_s, self.prompt_tokens, self.output_tokens, self.ids):
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()
+
+
+def _table(path: str | Path) -> dict[str, np.ndarray]:
+    """The columns of a CSV or Parquet file as numpy arrays; one-line errors naming the file."""
+    import pyarrow as pa
+
+    p = Path(path)
+    if not p.is_file():
+        raise MoesimError(f"{p}: trace file not found")
+    try:
+        if p.suffix.lower() == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(p)
+        else:
+            import pyarrow.csv as pcsv
+
+            table = pcsv.read_csv(p)
+    except (pa.ArrowInvalid, OSError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise MoesimError(f"{p}: cannot read the trace ({first})") from None
+    return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+
+
+def _integers(values: np.ndarray, source: str, column: str) -> np.ndarray:
+    """``values`` as int64 tokens in [1, MAX_TOKENS]; the first bad row is named."""
+    try:
+        as_float = values.astype(np.float64)
+    except (TypeError, ValueError):
+        raise input_error(source, column, "must hold numbers") from None
+    bad = ~np.isfinite(as_float) | (as_float != np.round(as_float)) | (as_float < 1) | (as_float > MAX_TOKENS)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise input_error(source, f"{column} (row {row + 1})",
+                          f"must be an integer in [1, {MAX_TOKENS}], got {values[row]!r}")
+    return as_float.astype(np.int64)
+
+
+def read_trace(path: str | Path) -> Requests:
+    """The requests of a trace file (CSV with a header line, or Parquet), replayed by arrival time."""
+    cols = _table(path)
+    source = str(path)
+    missing = [c for c in COLUMNS if c not in cols]
+    if missing:
+        raise input_error(source, missing[0], "missing column", COLUMNS)
+    n = len(cols["arrival_s"])
+    if n == 0:
+        raise MoesimError(f"{source}: the trace has no requests")
+    try:
+        arrival = cols["arrival_s"].astype(np.float64)
+    except (TypeError, ValueError):
+        raise input_error(source, "arrival_s", "must hold numbers (seconds)") from None
+    bad = ~np.isfinite(arrival) | (arrival < 0)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise input_error(source, f"arrival_s (row {row + 1})", f"must be a time ≥ 0 s, got {cols['arrival_s'][row]!r}")
+    prompt = _integers(cols["prompt_tokens"], source, "prompt_tokens")
+    output = _integers(cols["output_tokens"], source, "output_tokens")
+    order = np.argsort(arrival, kind="stable")
+    return Requests(arrival[order], prompt[order], output[order], order.astype(np.int64), f"trace {Path(path).name}")
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A token-length distribution (module docstring); ``text`` is how it was written."""
+
+    text: str
+    kind: str
+    args: tuple[float, ...] = ()
+    values: np.ndarray | None = None
+    """``trace``: the column drawn from."""
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.kind == "fixed":
+            return np.full(n, int(self.args[0]), dtype=np.int64)
+        if self.kind == "uniform":
+            return rng.integers(int(self.args[0]), int(self.args[1]) + 1, size=n, dtype=np.int64)
+        if self.kind == "lognormal":
+            median, sigma, top = self.args
+            draws = np.round(median * np.exp(sigma * rng.standard_normal(n)))
+            return np.clip(draws, 1, top).astype(np.int64)
+        assert self.values is not None
+        return self.values[rng.integers(0, len(self.values), size=n)]
+
+
+def parse_length(text: str, option: str, column: str) -> LengthDist:
+    """A ``LengthDist`` from its text form; ``column`` is the trace column a bare ``trace:FILE`` draws from."""
+    parts = str(text).strip().split(":")
+    kind = parts[0].lower()
+
+    def number(s: str, name: str, low: float, integer: bool = True) -> float:
+        try:
+            value = float(s)
+        except ValueError:
+            raise input_error(option, name, f"cannot read {s!r} as a number", DISTRIBUTIONS) from None
+        if not math.isfinite(value) or value < low or value > MAX_TOKENS or (integer and value != int(value)):
+            kind_text = "an integer" if integer else "a number"
+            raise input_error(option, name, f"must be {kind_text} in [{low:g}, {MAX_TOKENS}], got {s}")
+        return value
+
+    if kind.isdigit() and len(parts) == 1:
+        return LengthDist(text, "fixed", (number(parts[0], "N", 1),))
+    if kind == "fixed" and len(parts) == 2:
+        return LengthDist(text, "fixed", (number(parts[1], "N", 1),))
+    if kind == "uniform" and len(parts) == 3:
+        lo, hi = number(parts[1], "LO", 1), number(parts[2], "HI", 1)
+        if hi < lo:
+            raise input_error(option, "HI", f"must be ≥ LO ({lo:g}), got {hi:g}")
+        return LengthDist(text, "uniform", (lo, hi))
+    if kind == "lognormal" and len(parts) in (3, 4):
+        median = number(parts[1], "MEDIAN", 1, integer=False)
+        sigma = number(parts[2], "SIGMA", 0, integer=False)
+        top = number(parts[3], "MAX", 1) if len(parts) == 4 else float(MAX_TOKENS)
+        return LengthDist(text, "lognormal", (median, sigma, top))
+    if kind == "trace" and len(parts) in (2, 3):
+        path = parts[1]
+        name = parts[2] if len(parts) == 3 else column
+        cols = _table(path)
+        if name not in cols:
+            raise input_error(path, name, "missing column", sorted(cols))
+        values = _integers(cols[name], path, name)
+        if len(values) == 0:
+            raise MoesimError(f"{path}: column '{name}' is empty")
+        return LengthDist(text, "trace", values=values)
+    raise input_error(option, "distribution", f"cannot read {text!r}", DISTRIBUTIONS)
+
+
+def poisson(rate_rps: float, count: int, prompt: LengthDist, output: LengthDist, seed: int = 0) -> Requests:
+    """``count`` requests with exponential gaps of mean 1/``rate_rps`` (the first arrives after one gap) and
+    lengths drawn from ``prompt`` and ``output``. One generator seeded with ``seed`` draws the unit gaps,
+    then the prompts, then the outputs, so the same seed at another rate gives the same requests with
+    arrival times scaled (common random numbers for rate sweeps)."""
+    if not (isinstance(rate_rps, int | float) and math.isfinite(rate_rps) and rate_rps > 0):
+        raise input_error("--rate", "rate", f"must be a positive number of requests per second, got {rate_rps!r}")
+    if not isinstance(count, int) or count < 1:
+        raise input_error("--requests", "requests", f"must be a positive integer, got {count!r}")
+    rng = np.random.default_rng(seed)
+    arrival = np.cumsum(rng.exponential(1.0, count)) / rate_rps
+    prompts = prompt.sample(rng, count)
+    outputs = output.sample(rng, count)
+    return Requests(arrival, prompts, outputs, np.arange(count, dtype=np.int64),
+                    f"poisson {rate_rps:g}/s, prompt {prompt.text}, output {output.text}, seed {seed}")
+
+
+DEFAULT_PROMPT = "lognormal:1024:0.6:8192"
+DEFAULT_OUTPUT = "lognormal:256:0.6:2048"
+
+
+def make_requests(trace: str | Path | None = None, rate_rps: float | None = None, count: int = 1000,
+                  prompt: str = DEFAULT_PROMPT, output: str = DEFAULT_OUTPUT, seed: int = 0) -> Requests:
+    """The requests of a command line or API call: a trace file, or ``count`` Poisson arrivals at ``rate_rps``."""
+    if trace is not None and rate_rps is not None:
+        raise MoesimError("requests: give a trace (--trace) or a rate (--rate), not both")
+    if trace is not None:
+        return read_trace(trace)
+    if rate_rps is None:
+        raise MoesimError("requests: give a trace (--trace FILE) or an arrival rate (--rate R requests/s)")
+    return poisson(rate_rps, count, parse_length(prompt, "--prompt", "prompt_tokens"),
+                   parse_length(output, "--output", "output_tokens"), seed)

@@ -1,0 +1,236 @@
+"""``moesim serve search``: the deployment with the most goodput per GPU under an SLO.
+
+Candidates are every split, server count and mode asked for: colocated replicas of each split, and, when
+disaggregation is searched, every prefill:decode division of the servers with a split per side
+(DistServe searches each phase's parallelism the same way). All their step grids are filled in one
+batch of runs on the executor (``local`` or ``ray``); replays then run here on the warm costs.
+
+A candidate's capacity is the highest arrival rate at which at least ``attainment`` of the requests meet
+the SLO (DistServe's goodput; Zhong et al., OSDI 2024): the same requests (one seed, or the trace) are
+replayed with arrival times scaled, doubling or halving the rate until the attainment crosses the target,
+then bisecting geometrically. The candidate's figure is its goodput at that rate (the rate times the share
+meeting the SLO) per GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from moesim import __version__
+from moesim.errors import MoesimError
+from moesim.serving.costs import FillReport, Grid, StepCache, StepCosts
+from moesim.serving.deployment import Deployment, ReplicaKind, cluster_shape, sub_topology
+from moesim.serving.metrics import Slo
+from moesim.serving.requests import Requests
+from moesim.serving.scheduler import SchedulerConfig
+from moesim.serving.simulate import Executor, evaluate, grids, step_costs
+from moesim.workload.layout import ParallelLayout
+
+MAX_DOUBLINGS = 24
+MAX_HALVINGS = 10
+"""Below start / 2^10 a candidate is taken to have no capacity (each slower replay costs more steps)."""
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """What to try: server counts of ``topology``'s kind, splits, modes, prefill:decode server ratios
+    (None: every division of the servers); the rest is every candidate's."""
+
+    model: str
+    topology: str
+    strategies: tuple[str, ...]
+    servers: tuple[int, ...] = ()
+    modes: tuple[str, ...] = ("colocated",)
+    ratios: tuple[tuple[int, int], ...] | None = None
+    algorithm: str = "ring_direct"
+    network: str = "ib_cc0"
+    backend: str = "fluid"
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    def candidates(self) -> tuple[list[Deployment], list[str]]:
+        """Every candidate that fits, and one line per combination left out (and why)."""
+        out: list[Deployment] = []
+        skipped: list[str] = []
+        base: dict[str, Any] = dict(model=self.model, algorithm=self.algorithm, network=self.network,
+                                    backend=self.backend, overrides=self.overrides)
+        for n in self.servers or (cluster_shape(self.topology)[0],):
+            topology = sub_topology(self.topology, n)
+            tries: list[Deployment] = []
+            if "colocated" in self.modes:
+                tries += [Deployment(topology=topology, strategy=s, **base) for s in self.strategies]
+            if "disaggregated" in self.modes:
+                ratios = self.ratios if self.ratios is not None else tuple((p, n - p) for p in range(1, n))
+                tries += [Deployment(topology=topology, strategy=sd, prefill_strategy=sp, disaggregate=r, **base)
+                          for r in ratios if sum(r) == n for sp in self.strategies for sd in self.strategies]
+            for d in tries:
+                try:
+                    d.replicas()
+                    out.append(d)
+                except MoesimError as exc:
+                    skipped.append(str(exc))
+        if not out:
+            raise MoesimError("serve search: no candidate fits: " + "; ".join(skipped[:3]))
+        return out, skipped
+
+
+@dataclass(frozen=True, eq=False)
+class Evaluation:
+    """One replay of a candidate at one arrival rate."""
+
+    rate_rps: float
+    summary: dict[str, Any]
+    table: pa.Table
+
+    @property
+    def attainment(self) -> float:
+        return float(self.summary["slo_attainment"] or 0.0)
+
+
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """A candidate's capacity search: every evaluation, and the best rate meeting the attainment target."""
+
+    deployment: Deployment
+    evaluations: tuple[Evaluation, ...]
+    best: Evaluation | None
+
+    @property
+    def goodput_per_gpu_rps(self) -> float:
+        return float(self.best.summary["goodput_per_gpu_rps"] or 0.0) if self.best is not None else 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class SearchResult:
+    """Candidates best first (goodput per GPU), the combinations left out, how the step costs were filled."""
+
+    search_id: str
+    candidates: tuple[Candidate, ...]
+    skipped: tuple[str, ...]
+    fill: FillReport
+    elapsed_s: float
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def records(self) -> list[tuple[dict[str, Any], pa.Table | None]]:
+        """One serving record per evaluation (``ServeResult.record``'s keys), with the per-request table of
+        each candidate's best rate; a record's ``serve_id`` hashes the search and the candidate's rate."""
+        out: list[tuple[dict[str, Any], pa.Table | None]] = []
+        for c in self.candidates:
+            for e in c.evaluations:
+                key = json.dumps([self.search_id, c.deployment.as_dict(), e.rate_rps], sort_keys=True, default=repr)
+                record = {"serve_id": hashlib.sha256(key.encode()).hexdigest(), **c.deployment.as_dict(),
+                          "gpus": c.deployment.num_gpus, "requests_source": self.settings.get("requests_source"),
+                          "scheduler": self.settings.get("scheduler"), "kv_backend": self.settings.get("kv_backend"),
+                          **e.summary, "capacity": e is c.best, "version": __version__}
+                out.append((record, e.table if e is c.best else None))
+        return out
+
+
+def search_id(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo, attainment: float,
+              kv_backend: str) -> str:
+    data = {"space": asdict(space), "requests": base.fingerprint(), "scheduler": asdict(config), "slo": asdict(slo),
+            "attainment": attainment, "kv_backend": kv_backend, "version": __version__}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def rough_capacity_rps(deployment: Deployment, base: Requests, config: SchedulerConfig,
+                       costs: dict[ReplicaKind, StepCosts]) -> float:
+    """A first guess of a deployment's capacity, where the rate search starts: each replica's requests per
+    second with full steps (a full token budget of prefill, ``max_seqs`` decoding sequences) and no waiting."""
+    prompt, out = float(base.prompt_tokens.mean()), float(base.output_tokens.mean())
+    context = prompt + out / 2
+    sides = {"both": 0.0, "prefill": 0.0, "decode": 0.0}
+    for rep in deployment.replicas():
+        c = costs[rep.kind]
+        seconds = 0.0
+        if rep.role != "decode":
+            seconds += prompt * c.interpolated("prefill", config.token_budget, 0) / config.token_budget
+        if rep.role != "prefill":
+            seconds += out * c.interpolated("decode", config.max_seqs, int(context)) / config.max_seqs
+        sides[rep.role] += 1.0 / seconds
+    return sides["both"] if deployment.disaggregate is None else min(sides["prefill"], sides["decode"])
+
+
+def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, slo: Slo,
+             costs: dict[ReplicaKind, StepCosts],
+             attainment: float, start_rps: float | None, iterations: int, kv_backend: str) -> Candidate:
+    """The highest rate (module docstring) at which ``attainment`` of ``base``'s requests meet ``slo``, from
+    ``start_rps`` (None: half of ``rough_capacity_rps``)."""
+    base_rate = base.offered_rate_rps if math.isfinite(base.offered_rate_rps) else 1.0
+    evaluations: list[Evaluation] = []
+
+    def run(rate: float) -> Evaluation:
+        table, summary = evaluate(deployment, base.scaled(rate / base_rate), config, slo, costs, kv_backend, rate)
+        ev = Evaluation(rate, summary, table)
+        evaluations.append(ev)
+        return ev
+
+    ok: Evaluation | None = None
+    bad: Evaluation | None = None
+    ev = run(start_rps if start_rps is not None else rough_capacity_rps(deployment, base, config, costs) / 2)
+    halvings = 0
+    for _ in range(MAX_DOUBLINGS + MAX_HALVINGS):
+        if ev.attainment >= attainment:
+            ok = ev
+            if bad is not None:
+                break
+            ev = run(ev.rate_rps * 2)
+        else:
+            bad = ev
+            if ok is not None or halvings == MAX_HALVINGS:
+                break
+            halvings += 1
+            ev = run(ev.rate_rps / 2)
+    if ok is not None and bad is not None:
+        for _ in range(iterations):
+            ev = run(math.sqrt(ok.rate_rps * bad.rate_rps))
+            if ev.attainment >= attainment:
+                ok = ev
+            else:
+                bad = ev
+    return Candidate(deployment, tuple(evaluations), ok)
+
+
+Progress = Callable[[str], None]
+
+
+def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo, *, attainment: float = 0.9,
+           start_rps: float | None = None, iterations: int = 6, cache: StepCache | None = None,
+           executor: Executor = Executor(workers=None), kv_backend: str = "flow",
+           progress: Progress | None = None) -> SearchResult:
+    """Fill every candidate's step costs on ``executor``, then find each one's capacity (module docstring)."""
+    if not slo.given:
+        raise MoesimError("serve search: give an SLO (--slo-ttft and/or --slo-tpot): goodput counts the requests "
+                          "that meet it")
+    if not 0 < attainment <= 1:
+        raise MoesimError(f"--attainment: must be in (0, 1], got {attainment}")
+    t0 = time.monotonic()
+    for s in space.strategies:
+        ParallelLayout.parse(s)
+    candidates, skipped = space.candidates()
+    kind_grids: dict[ReplicaKind, Grid] = {}
+    for d in candidates:
+        for kind, g in grids(d, [base], config).items():
+            kind_grids[kind] = kind_grids[kind].union(g) if kind in kind_grids else g
+    say = progress or (lambda _line: None)
+    say(f"serve search: {len(candidates)} candidates, {len(kind_grids)} replica kinds to cost")
+    costs, report = step_costs(kind_grids, cache or StepCache(), executor,
+                               lambda done, total: say(f"step costs: {done}/{total} simulated"))
+    results = []
+    for d in candidates:
+        c = capacity(d, base, config, slo, costs, attainment, start_rps, iterations, kv_backend)
+        results.append(c)
+        say(f"{d.label()}: {c.goodput_per_gpu_rps:.4g} goodput/s per GPU "
+            f"({len(c.evaluations)} rates tried)")
+    results.sort(key=lambda c: (-c.goodput_per_gpu_rps, c.deployment.num_gpus, c.deployment.label()))
+    settings = {"attainment": attainment, "start_rps": start_rps, "iterations": iterations, "kv_backend": kv_backend,
+                "requests": len(base), "requests_source": base.source, "scheduler": asdict(config), "slo": asdict(slo)}
+    return SearchResult(search_id(space, base, config, slo, attainment, kv_backend), tuple(results), tuple(skipped),
+                        report, time.monotonic() - t0, settings)

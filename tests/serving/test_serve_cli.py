@@ -1,0 +1,90 @@
+"""`moesim serve` and `moesim serve search` through the real entry point, with their store and report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.csv as pcsv
+import pytest
+from cli_fuzz import run_cli
+from serve_helpers import TRACE
+
+from moesim.experiments.store import query_results
+
+SMALL = ("--token-budget", "1024", "--max-seqs", "8")
+
+
+def serve_args(model: str, cache: Path, *more: str) -> list[str]:
+    return ["serve", "--model", model, "--topology", "star:2", "--strategy", "TP1EP2", "--backend", "flow",
+            "--cache", str(cache), *SMALL, *more]
+
+
+def test_serve_a_trace_twice_gives_the_same_requests_and_stores_a_report(tiny_model, cache_dir, tmp_path):
+    out = tmp_path / "store"
+    files = [tmp_path / "a.csv", tmp_path / "b.csv"]
+    for f in files:
+        code, stdout, err = run_cli(*serve_args(tiny_model, cache_dir, "--trace", str(TRACE), "--slo-ttft", "10ms",
+                                                "--slo-tpot", "1ms", "--per-request", str(f), "--out", str(out),
+                                                "--json", "--check-points", "0"))
+        assert code == 0, err
+    record = json.loads(stdout)
+    assert record["requests"] == 40 and record["mode"] == "colocated" and 0 <= record["slo_attainment"] <= 1
+    assert record["mean_in_system"] == pytest.approx(record["little_lambda_w"], rel=1e-9)
+    assert files[0].read_bytes() == files[1].read_bytes()
+    assert pcsv.read_csv(files[0]).num_rows == 40
+    rows = query_results(out, "SELECT serve_id, requests, requests_path, ttft_p90_s FROM serving")
+    assert rows.num_rows == 1 and rows.column("ttft_p90_s")[0].as_py() == record["ttft_p90_s"]  # rerun: replaced
+    assert (out / rows.column("requests_path")[0].as_py()).is_file()
+    code, stdout, err = run_cli("report", str(out))
+    assert code == 0, err
+    page = (out / "report.html").read_text()
+    assert '<section id="serving"><h2>Serving</h2>' in page and "Latency CDFs" in page
+    assert (out / "figures" / "serving_latency_cdf.png").is_file()
+
+
+def test_serve_prints_the_figures(tiny_model, cache_dir):
+    code, stdout, err = run_cli(*serve_args(tiny_model, cache_dir, "--rate", "100", "--requests", "100",
+                                            "--prompt", "uniform:16:500", "--output", "fixed:8", "--slo-ttft", "1s"))
+    assert code == 0, err
+    for text in ("TTFT", "TPOT", "E2E", "throughput", "goodput", "Little's law", "interpolation error"):
+        assert text in stdout
+    assert "step costs:" in stdout
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["--trace", "missing.csv"], 2, "missing.csv: trace file not found"),
+    (["--rate", "5", "--slo-ttft", "soon"], 2, "--slo-ttft: field 'duration'"),
+    (["--rate", "5", "--disaggregate", "2"], 2, "expected PREFILL_SERVERS:DECODE_SERVERS"),
+    (["--rate", "5", "--disaggregate", "1:1", "--prefill-strategy", "TP2EP2"], 2, "takes 4 servers per replica"),
+    (["--rate", "5", "--policy", "random"], 2, "field 'policy'"),
+    (["--rate", "5", "--set", "tokens=64"], 2, "set by the serving simulator"),
+    ([], 2, "give a trace"),
+])
+def test_bad_input_is_one_line_with_exit_code_2(tiny_model, cache_dir, args, code, message):
+    got, _, err = run_cli(*serve_args(tiny_model, cache_dir, *args))
+    assert got == code and message in err and err.count("\n") == 1, err
+
+
+def test_a_missing_model_is_a_usage_error(cache_dir):
+    code, _, err = run_cli("serve", "--topology", "star:2", "--strategy", "TP1EP2", "--rate", "1")
+    assert code == 3 and "--model" in err
+
+
+def test_serve_search_stores_every_rate_tried_and_the_report_draws_the_curves(tiny_model, cache_dir, tmp_path):
+    out = tmp_path / "search"
+    code, stdout, err = run_cli("serve", "search", "--model", tiny_model, "--topology", "star:4", "--strategies",
+                                "TP1EP2", "--backend", "flow", "--cache", str(cache_dir), *SMALL, "--requests", "200",
+                                "--prompt", "uniform:16:500", "--output", "uniform:1:32", "--slo-ttft", "5ms",
+                                "--slo-tpot", "1ms", "--iterations", "2", "--workers", "1", "--out", str(out), "--json",
+                                "--quiet")
+    assert code == 0, err
+    result = json.loads(stdout)
+    modes = [c["mode"] for c in result["candidates"]]
+    assert sorted(modes) == ["colocated", "disaggregated"]
+    tried = sum(len(c["rates_tried"]) for c in result["candidates"])
+    rows = query_results(out, "SELECT search_id, requests_path FROM serving")
+    assert rows.num_rows == tried and set(rows.column("search_id").to_pylist()) == {result["search_id"]}
+    assert sum(p is not None for p in rows.column("requests_path").to_pylist()) == 2  # one capacity row each
+    assert run_cli("report", str(out))[0] == 0
+    assert (out / "figures" / "serving_throughput_latency.png").is_file()

@@ -1,0 +1,96 @@
+"""Step costs: the grid, the cache keyed by run id, interpolation and its reported error, the executors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from moesim.experiments.inputs import plan_runs
+from moesim.serving import Deployment, SchedulerConfig, StepCache, poisson, serve
+from moesim.serving.costs import Grid, StepCosts, batch_axis, context_axis, fill, step_spec
+from moesim.serving.requests import parse_length
+from moesim.system.run import simulate_run
+
+
+def kind_of(model: str):
+    (replica,) = Deployment(model, "star:2", "TP1EP2", backend="flow").replicas()
+    return replica.kind
+
+
+def test_the_axes_cover_the_limits():
+    assert batch_axis(200) == (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    assert batch_axis(1) == (1, 2)
+    assert context_axis(5000) == (0, 1024, 4096, 16384)
+    assert context_axis(0) == (0, 1024)
+
+
+def test_a_rerun_finds_every_step_in_the_cache_under_its_run_id(tiny_model, tmp_path):
+    kind = kind_of(tiny_model)
+    specs = [step_spec(kind, "prefill", t, 0) for t in (64, 128)] + [step_spec(kind, "decode", 4, 1024)]
+    cache = StepCache(tmp_path)
+    walls, first = fill(specs, cache)
+    again, second = fill(specs, cache)
+    assert (first.simulated, second.simulated, second.cached) == (3, 0, 3)
+    assert again == walls
+    ids = {p.run_id for p in plan_runs(specs)}
+    assert {p.stem for p in tmp_path.glob("*.json")} == ids
+    for s in specs:
+        assert walls[s.key()] == simulate_run(s).wall_s
+
+
+def test_changing_the_model_file_simulates_its_steps_again(tiny_model, tmp_path):
+    path = tmp_path / "model.yaml"
+    path.write_text(open(tiny_model).read())
+    specs = [step_spec(kind_of(str(path)), "prefill", 32, 0)]
+    cache = StepCache(tmp_path / "cache")
+    before, _ = fill(specs, cache)
+    data = yaml.safe_load(path.read_text())
+    data["num_layers"] = 2
+    path.write_text(yaml.safe_dump(data))
+    after, report = fill(specs, cache)
+    assert report.simulated == 1 and after[specs[0].key()] > before[specs[0].key()]
+
+
+def test_grid_points_are_the_simulated_steps_and_between_them_the_error_is_reported(tiny_model, cache_dir):
+    kind = kind_of(tiny_model)
+    grid = Grid((1, 2, 4, 8), (1, 2, 4, 8), (0, 1024))
+    walls, _ = fill([step_spec(kind, *p) for p in grid.points()], StepCache(cache_dir))
+    costs = StepCosts(kind, grid, walls)
+    assert costs.interpolated("prefill", 4, 0) == pytest.approx(walls[step_spec(kind, "prefill", 4, 0).key()], rel=1e-12)
+    assert costs.decode(8, 1024) == pytest.approx(walls[step_spec(kind, "decode", 8, 1024).key()], rel=1e-12)
+    lo, hi = costs.decode(2, 512), costs.decode(4, 512)
+    assert min(lo, hi) <= costs.decode(3, 512) <= max(lo, hi)
+    # a serve run reports the error at its most used cells against a simulation of their mean point
+    reqs = poisson(200.0, 200, parse_length("uniform:10:300", "p", "prompt_tokens"),
+                   parse_length("uniform:2:30", "o", "output_tokens"), 1)
+    res = serve(Deployment(tiny_model, "star:2", "TP1EP2", backend="flow"), reqs,
+                SchedulerConfig(token_budget=512, max_seqs=8), cache=StepCache(cache_dir), check_points=2)
+    assert {e["phase"] for e in res.interpolation} == {"prefill", "decode"}
+    for e in res.interpolation:
+        phase, x, c = e["phase"], e["tokens_or_batch"], e["context_tokens"]
+        simulated = simulate_run(step_spec(kind, phase, x, c)).wall_s
+        assert e["simulated_s"] == simulated
+        assert e["error"] == pytest.approx(e["interpolated_s"] / simulated - 1, abs=1e-15)
+        assert abs(e["error"]) < 0.05
+    assert res.record()["interpolation_error_max"] == max(abs(e["error"]) for e in res.interpolation)
+    assert json.loads(json.dumps(res.record(), default=repr))["step_grid"][0]["prefill_tokens"][-1] == 512
+
+
+def test_the_local_executor_fills_the_same_costs_as_this_process(tiny_model, tmp_path):
+    kind = kind_of(tiny_model)
+    specs = [step_spec(kind, "prefill", t, 0) for t in (16, 48)] + [step_spec(kind, "decode", b, 2048) for b in (2, 6)]
+    inline, _ = fill(specs, StepCache(tmp_path / "inline"))
+    pooled, report = fill(specs, StepCache(tmp_path / "pool"), executor="local", workers=2)
+    assert pooled == inline and report.simulated == 4
+
+
+@pytest.mark.slow
+def test_a_local_ray_instance_fills_the_same_costs_as_this_process(tiny_model, tmp_path):
+    pytest.importorskip("ray")
+    kind = kind_of(tiny_model)
+    specs = [step_spec(kind, "prefill", 24, 0), step_spec(kind, "decode", 3, 512)]
+    inline, _ = fill(specs, StepCache(tmp_path / "inline"))
+    on_ray, report = fill(specs, StepCache(tmp_path / "ray"), executor="ray", workers=2)
+    assert on_ray == inline and report.simulated == 2

@@ -1,0 +1,84 @@
+"""Disaggregation: KV caches move from prefill to decode replicas as flows of a network backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from moesim.models.catalog import get_model
+from moesim.network.base import Flow
+from moesim.network.params import network_mode
+from moesim.network.paths import PathModel
+from moesim.serving import Deployment, Requests, SchedulerConfig, StepCache, serve
+from moesim.serving.deployment import sub_topology
+from moesim.topology.catalog import get_topology
+
+PROMPT = 1000
+
+
+def disaggregated(model: str) -> Deployment:
+    """star:4: a TP1EP2 prefill replica on hosts 0–1, a TP1EP2 decode replica on hosts 2–3."""
+    return Deployment(model, "star:4", "TP1EP2", backend="flow", disaggregate=(2, 2))
+
+
+def together(n: int, output: int = 4) -> Requests:
+    """``n`` requests arriving at once, each a 1000-token prompt and ``output`` output tokens."""
+    return Requests(np.zeros(n), np.full(n, PROMPT, dtype=np.int64), np.full(n, output, dtype=np.int64),
+                    np.arange(n, dtype=np.int64), "test")
+
+
+def kv_bytes_per_gpu(model: str) -> int:
+    """KV cache of the prompt on one decode GPU (docs/workload.md): GQA caches K and V of its KV heads,
+    2 · ⌈kv_heads / TP⌉ · head_dim · 2 bytes per token and layer (TP 1 here)."""
+    m = get_model(model)
+    return PROMPT * m.num_layers * 2 * m.attention.num_kv_heads * m.attention.head_dim * 2
+
+
+def alone_s(model: str, concurrent: int = 1) -> float:
+    """A flow from host 0 to host 2 carrying the KV bytes, sharing its links with ``concurrent`` − 1 equal
+    flows: wire bytes (payload plus headers) over its share of the bottleneck, plus the path's fixed latency
+    (propagation both ways and store-and-forward of the last packet and its ACK: moesim.network.paths)."""
+    topo, params = get_topology("star:4"), network_mode("ib_cc0")
+    size = kv_bytes_per_gpu(model)
+    path = PathModel(topo, params).describe(Flow(0, 0, 2, size))
+    bottleneck_bps = min(topo.links[i].bandwidth_bps for i in path.fwd)
+    return concurrent * size * path.data_coef / (bottleneck_bps / 8) + path.latency_s
+
+
+def test_the_kv_transfer_of_one_request_alone_is_bytes_over_the_bottleneck_plus_latency(tiny_model, cache_dir):
+    config = SchedulerConfig(token_budget=4096, max_seqs=16, policy="prefill-first")
+    res = serve(disaggregated(tiny_model), together(1), config, cache=StepCache(cache_dir), check_points=0)
+    assert res.table.column("kv_transfer_s")[0].as_py() == pytest.approx(alone_s(tiny_model), rel=1e-9)
+    assert res.table.column("decode_replica")[0].as_py() == 1  # the replica on hosts 2–3
+
+
+def test_kv_transfers_that_start_together_share_the_links(tiny_model, cache_dir):
+    """Four prefills in one step hand over together: each of the two paths carries four equal flows, so under
+    max-min sharing each transfer takes four times the alone bandwidth term, plus the same latency."""
+    config = SchedulerConfig(token_budget=4096, max_seqs=16, policy="prefill-first")
+    res = serve(disaggregated(tiny_model), together(4), config, cache=StepCache(cache_dir), check_points=0)
+    transfer = res.table.column("kv_transfer_s").to_numpy()
+    assert np.allclose(transfer, alone_s(tiny_model, concurrent=4), rtol=1e-9)
+    assert transfer.min() > 3 * alone_s(tiny_model)
+
+
+def test_a_transfer_waits_until_the_decode_replica_has_room(tiny_model, cache_dir):
+    """With room for one request per replica, the second request's KV cache leaves the prefill replica only
+    when the first request has finished decoding and freed the decode replica's cache."""
+    config = SchedulerConfig(token_budget=4096, max_seqs=16, kv_tokens=PROMPT + 200)
+    res = serve(disaggregated(tiny_model), together(2, output=200), config, cache=StepCache(cache_dir),
+                check_points=0)
+    t = {c: res.table.column(c).to_numpy() for c in ("first_token_s", "kv_sent_s", "finish_s")}
+    assert t["kv_sent_s"][0] == t["first_token_s"][0]
+    assert t["first_token_s"][1] < t["finish_s"][0]  # its prefill was done while the first one decoded
+    assert t["kv_sent_s"][1] == t["finish_s"][0]
+
+
+def test_a_replica_runs_on_a_cluster_of_its_own_size():
+    assert sub_topology("hgx-h100:4", 2) == "hgx-h100:2"
+    assert sub_topology("mi300x:8:ls3", 4) == "mi300x:4:ls3"
+    assert sub_topology("star:8", 2) == "star:2"
+    d = Deployment("deepseek-v4-flash", "hgx-h100:4", "TP4EP4", disaggregate=(2, 2), prefill_strategy="TP8EP2")
+    reps = d.replicas()
+    assert [(r.role, r.kind.topology, r.gpus[0], len(r.gpus)) for r in reps] == [
+        ("prefill", "hgx-h100:2", 0, 16), ("decode", "hgx-h100:2", 16, 16)]
