@@ -2,9 +2,10 @@
 ``-`` for standard output, and strict YAML reading.
 
 ``atomic_write`` writes a temporary file in the target's folder and renames it over the target, so readers
-see the old file or the whole new one. A symlink is followed (its target is replaced, the link stays) and a
-special file (``/dev/stdout``, a FIFO, a terminal) is written in place: renaming over those would replace
-the device or the pipe by a regular file. Every failure is a one-line ``MoesimError`` naming the path.
+see the old file or the whole new one. A special file (``/dev/stdout``, a FIFO, a terminal), or a link to
+one, is written in place: renaming over those would replace the device or the pipe by a regular file. A
+link to anything else is refused: writing through it would replace a file the user did not name, and
+replacing the link would silently drop it. Every failure is a one-line ``MoesimError`` naming the path.
 """
 
 from __future__ import annotations
@@ -44,6 +45,19 @@ def _in_place(path: Path) -> bool:
     return path.is_symlink() and os.path.realpath(path).startswith(("/dev/", "/proc/"))
 
 
+def _refuse_link(path: Path, option: str = "") -> None:
+    """A one-line error when ``path`` is a symbolic link to a regular file, or a dangling one (links to
+    special files, e.g. ``/dev/stdout``, are written in place)."""
+    if not path.is_symlink():
+        return
+    real = os.path.realpath(path)
+    if real.startswith(("/dev/", "/proc/")) or (os.path.exists(real) and not os.path.isfile(real)):
+        return
+    where = f"{option} {path}" if option else str(path)
+    raise MoesimError(f"{where}: is a symbolic link to {real}; moesim does not write through links "
+                      "(name the file itself, or remove the link)")
+
+
 def atomic_write(path: str | Path, data: bytes | str) -> Path:
     """Write ``data`` to ``path`` so readers see the old file or the whole new one, never a part.
 
@@ -51,6 +65,7 @@ def atomic_write(path: str | Path, data: bytes | str) -> Path:
     """
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else data
+    _refuse_link(path)
     if _in_place(path):
         try:
             with open(path, "wb") as f:
@@ -58,7 +73,7 @@ def atomic_write(path: str | Path, data: bytes | str) -> Path:
         except OSError as exc:
             raise MoesimError(f"{path}: cannot write ({_reason(exc)})") from None
         return path
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    target = path
     folder = target.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -137,6 +152,7 @@ def output_file(path: str | Path, option: str = "--to") -> str:
     target = Path(path)
     if target.is_dir():
         raise MoesimError(f"{option} {target}: is a folder; name a file (or - for standard output)")
+    _refuse_link(target, option)
     for parent in target.parents:
         if parent.exists():
             if not parent.is_dir():
