@@ -245,6 +245,29 @@ class ResultsStore:
                 self.con.execute(f'ALTER TABLE runs ADD COLUMN "{name}" VARCHAR')
         self._columns = self._existing_columns()
 
+    def rekey(self, moves: dict[str, tuple[str, str]]) -> int:
+        """Give the rows stored under an old run id (a key of ``moves``) their new ``(run_id, input_hash)``,
+        breakdown file included, so that a store keyed by an earlier scheme keeps its results instead of
+        simulating them again. New breakdown files are written first and the rows change in one
+        transaction; files of a rekeying cut short are orphans the next sweep removes. Returns the rows moved."""
+        import pyarrow.parquet as pq
+
+        stored = {r[0] for r in self.con.execute("SELECT run_id FROM runs").fetchall()}
+        found = [(old, *moves[old]) for old in moves if old in stored and moves[old][0] not in stored]
+        if not found:
+            return 0
+        root = self.directory / BREAKDOWN_DIR
+        for old, new, _ in found:
+            if (root / f"{old}.parquet").is_file():
+                self._write_breakdown(new, pq.read_table(root / f"{old}.parquet").drop_columns(["run_id"]))
+        self.con.execute("BEGIN TRANSACTION")
+        self.con.executemany("UPDATE runs SET run_id = ?, input_hash = ? WHERE run_id = ?",
+                             [[new, key, old] for old, new, key in found])
+        self.con.execute("COMMIT")
+        for old, _, _ in found:
+            (root / f"{old}.parquet").unlink(missing_ok=True)
+        return len(found)
+
     def forget_stale(self, planned: dict[str, str]) -> int:
         """Delete rows of the planned specs (spec_key → run_id) whose inputs changed; returns how many."""
         rows = self.con.execute("SELECT run_id, spec_key, diagnostics_path FROM runs").fetchall()

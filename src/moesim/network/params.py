@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from moesim.errors import MoesimError, input_error
@@ -41,6 +42,12 @@ CHOICES: dict[str, tuple[str, ...]] = {
 """Fields whose value is one of a few names."""
 
 
+def cc_only(default: Any) -> Any:
+    """A field that acts only through flows carrying congestion control (ECN marking and CNPs, INT
+    headers, rate and window updates); listed in ``CC_ONLY_FIELDS``."""
+    return field(default=default, metadata={"cc_only": True})
+
+
 def check_choice(key: str, value: Any, source: str) -> None:
     """A one-line error unless ``value`` is allowed for ``key`` (fields listed in ``CHOICES``)."""
     if key in CHOICES and value not in CHOICES[key]:
@@ -58,9 +65,9 @@ class TransportParams:
     l2_ack_interval: int = 1
     l2_back_to_zero: bool = False
     has_win: bool = True
-    global_t: bool = False
-    var_win: bool = True
-    rate_bound: bool = True
+    global_t: bool = cc_only(False)
+    var_win: bool = cc_only(True)
+    rate_bound: bool = cc_only(True)
     ack_high_prio: bool = False
     nack_interval_s: float = 500e-6
     # per-flow policy: flows between GPUs of one server carry no congestion-control state
@@ -68,7 +75,7 @@ class TransportParams:
     # header sizes (bytes): data = payload + SeqTs 6 + UDP 8 + IPv4 20 + PPP 2 (+ INT); ACK 48 (+ INT)
     data_header_bytes: int = 36
     ack_bytes: int = 48
-    int_header_bytes: int = 42
+    int_header_bytes: int = cc_only(42)
 
 
 @dataclass(frozen=True)
@@ -78,13 +85,13 @@ class SwitchParams:
 
     buffer_bytes: int = 32 * 1024 * 1024
     headroom_factor: float = 3.0
-    enable_qcn: bool = True
-    kmin_kb: tuple[tuple[float, float], ...] = KMIN_KB
-    kmax_kb: tuple[tuple[float, float], ...] = KMAX_KB
-    pmax: float = 0.2
+    enable_qcn: bool = cc_only(True)
+    kmin_kb: tuple[tuple[float, float], ...] = cc_only(KMIN_KB)
+    kmax_kb: tuple[tuple[float, float], ...] = cc_only(KMAX_KB)
+    pmax: float = cc_only(0.2)
     # a port rate missing from the KMIN/KMAX maps: "scale" the 400 Gbps entry with the rate (docs/study.md
     # §5), or "zero" as the reference code reads it with its assertions compiled out (docs/network.md)
-    ecn_unmapped_rate: str = "scale"
+    ecn_unmapped_rate: str = cc_only("scale")
 
     def kmin_bytes(self, rate_bps: float) -> float:
         return _lookup(self.kmin_kb, rate_bps, "KMIN_MAP", self.ecn_unmapped_rate) * 1000.0
@@ -98,7 +105,7 @@ class FluidOptions:
     """Options of the fluid backend only (docs/network-fluid.md); no other backend reads them."""
 
     # ECN marks as expected values, or drawn per flow
-    fluid_marks: str = "expected"
+    fluid_marks: str = cc_only("expected")
     # which queues a round trip crosses: the data path's, or also the ACK path's ("round_trip": ACKs
     # wait behind reverse traffic unless ack_high_prio); "auto": round_trip with random marks, data with
     # expected ones
@@ -128,6 +135,8 @@ SECTIONS: dict[str, type] = {
 DEFAULT_ALGORITHM_PARAMS: tuple[Any, ...] = tuple(
     e.obj.params_type() for e in CC_ALGORITHMS if e.obj.params_type is not None)
 """Each registered algorithm's own parameters (its ``params_type``) at their defaults, in registry order."""
+CC_ALGORITHMS.close("the network parameters hold the sections of the algorithms registered when "
+                    "moesim.network.cc is imported: import the algorithm's module in moesim/network/cc/__init__.py")
 
 SECTION_TYPES: tuple[type, ...] = (*SECTIONS.values(), *(type(s) for s in DEFAULT_ALGORITHM_PARAMS))
 """Every section's dataclass: the fixed ones, then the algorithms' own."""
@@ -230,25 +239,39 @@ class NetworkParams:
 
 
 CC_ONLY_FIELDS = frozenset({
-    "cc_mode", "enable_qcn", "global_t", "var_win", "fast_react", "u_target", "mi_thresh", "int_multi",
-    "multi_rate", "sample_feedback", "rate_bound", "alpha_resume_interval_s", "rate_decrease_interval_s",
-    "clamp_target_rate", "rp_timer_s", "ewma_gain", "fast_recovery_times", "rate_ai_bps", "rate_hai_bps",
-    "min_rate_bps", "rate_on_first_cnp", "kmin_kb", "kmax_kb", "pmax", "ecn_unmapped_rate", "int_header_bytes",
-    "fluid_marks",
+    "cc_mode",
+    *(f.name for cls in SECTION_TYPES for f in dataclasses.fields(cls)
+      if f.metadata.get("cc_only") or cls is RateParams or cls not in _ATTRIBUTE),
 })
-"""Fields that only act through flows carrying congestion control: ECN marking and CNPs, INT headers,
-rate and window updates. A run in which no flow can carry CC (the per-flow policy; e.g. one server)
-reads none of them, whatever its network mode."""
+"""Fields that only act through flows carrying congestion control: ``cc_mode``, the fields marked
+``cc_only`` in their section, the shared rate keys and every algorithm's own section. A run in which no
+flow can carry CC (the per-flow policy; e.g. one server) reads none of them, whatever its network mode."""
 
 
-def effective_params(params: NetworkParams, cc_flows: bool) -> dict[str, Any]:
-    """The parameters a simulation reads, as a dict: without the mode's name and the NIC–switch delay
-    (the topology's links carry it), and without ``CC_ONLY_FIELDS`` when no flow can carry CC. Runs
-    whose effective parameters (and other inputs) coincide are one simulation."""
-    out = {k: v for k, v in params.as_dict().items() if k not in ("name", "nic_switch_delay_s")}
+def without_cc_only(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (flat names) without the fields of ``CC_ONLY_FIELDS``."""
+    out = dict(values)
+    for name in CC_ONLY_FIELDS:
+        out.pop(name, None)
+    return out
+
+
+def effective_params(params: NetworkParams, sections: Iterable[str], models_cc: bool,
+                     cc_flows: bool) -> dict[str, Any]:
+    """The parameters a simulation reads, as a flat dict: the ``sections`` its backend reads (without the
+    NIC–switch delay, which the topology's links carry), and, when flows can carry congestion control,
+    ``cc_mode`` and, for a backend that models CC, the parameters its algorithm reads (``param_names``);
+    without such flows no field of ``CC_ONLY_FIELDS``. Runs whose effective parameters (and other inputs)
+    coincide are one simulation, so a parameter of one algorithm never changes the key of another's runs."""
+    out: dict[str, Any] = {}
+    for name in sections:
+        out.update(dataclasses.asdict(getattr(params, name)))
+    out.pop("nic_switch_delay_s", None)
     if not cc_flows:
-        for k in CC_ONLY_FIELDS:
-            out.pop(k)
+        return without_cc_only(out)
+    out["cc_mode"] = params.cc_mode
+    if models_cc:
+        out.update({n: params.value(n) for n in params.cc_algorithm.param_names})
     return out
 
 
