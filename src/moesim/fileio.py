@@ -161,6 +161,17 @@ def output_file(path: str | Path, option: str = "--to") -> str:
     return str(target)
 
 
+def refuse_special_file(path: str | Path, what: str) -> None:
+    """A one-line error when the input ``path`` is a FIFO, a socket or a device: reading one waits for a
+    writer, or never ends, instead of reading a file. A missing file is left to the reader to report."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise MoesimError(f"{path}: not a regular file (a FIFO, socket or device); give the {what} as a file")
+
+
 class _StrictLoader(yaml.SafeLoader):
     """A safe loader that rejects duplicate mapping keys (PyYAML silently keeps the last one)."""
 

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from moesim.errors import MoesimError, input_error
-from moesim.fileio import load_yaml_strict
+from moesim.fileio import load_yaml_strict, refuse_special_file
 from moesim.topology.builder import (
     CableSpec,
     ClusterSpec,
@@ -155,6 +155,7 @@ def load_cluster_yaml(path: str | Path) -> ClusterSpec:
     """Read and validate a topology YAML file."""
     path = Path(path)
     source = str(path)
+    refuse_special_file(path, "topology YAML")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -20,12 +20,13 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
-from moesim.errors import MoesimError, input_error
+from moesim.errors import input_error
 from moesim.models.spec import ModelSpec
 from moesim.registry import Registry
-from moesim.schema import constraint
+from moesim.schema import MAX_COUNT, Constraint, Param, check_fields, constraint
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.routing import (
@@ -49,11 +50,15 @@ STUDY_RANKS = 32
 # layer does the real timing with its own (overridable) settings.
 STUDY_PEAK_FLOPS = 1.0e15
 STUDY_MEM_BW_BYTES_PER_S = 1.6e12
+ROOFLINE = (Param("peak_flops", "workload", float, "FLOP/s", Constraint(low=0, low_open=True)),
+            Param("mem_bw_bytes_per_s", "workload", float, "B/s", Constraint(low=0, low_open=True)))
 
 COLLECTIVE_ADDRESSING = ("dims", "groups")
 PHASES = ("prefill", "decode")
 MAX_DECODE_TOKENS = 10**9
 MAX_DECODE_STEPS = 1024
+TOKENS = Param("tokens", "workload", int, "tokens", Constraint(low=1, high=MAX_DECODE_TOKENS))
+"""The prefill length of a run: every message size stays an exact float64 up to 10^9 tokens."""
 """Every step is its own copy of the layers in the graph, so the node count grows with the steps."""
 DECODE_KNOBS = {
     "batch": (1, 1, MAX_DECODE_TOKENS),
@@ -95,10 +100,10 @@ class WorkloadOptions:
     ``expert_slots`` redundant replicas per rank) or a placement file (one line of expert ids per EP rank).
     """
 
-    weight_bytes_per_param: float = 1.0
-    expert_bytes_per_param: float = 0.5
-    num_ranks: int | None = None
-    collective_addressing: str = "dims"
+    weight_bytes_per_param: float = field(default=1.0, metadata=constraint(low=0, high=64, low_open=True))
+    expert_bytes_per_param: float = field(default=0.5, metadata=constraint(low=0, high=64, low_open=True))
+    num_ranks: int | None = field(default=None, metadata=constraint(low=1, high=MAX_COUNT))
+    collective_addressing: str = field(default="dims", metadata=constraint(choices=COLLECTIVE_ADDRESSING))
     phase: str = field(default="prefill", metadata=constraint(choices=PHASES))
     batch: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_TOKENS))
     context_tokens: int | None = field(default=None, metadata=constraint(low=0, high=MAX_DECODE_TOKENS))
@@ -109,27 +114,14 @@ class WorkloadOptions:
     routing_hot_share: float | None = field(default=None, metadata=constraint(low=0, high=1))
     routing_table: str | None = None
     routing_seed: int = field(default=0, metadata=constraint(low=0, high=2**32 - 1))
-    expert_placement: str = "contiguous"
+    expert_placement: str = field(default="contiguous", metadata={"note": f"{', '.join(PLACEMENT_RULES)} or a "
+                                                                          "placement file"})
     expert_slots: int = field(default=1, metadata=constraint(low=0, high=MAX_EXPERT_SLOTS))
 
     def __post_init__(self) -> None:
+        check_fields(self, "workload options")
         self._check_phase()
         self._check_routing()
-        for name in ("weight_bytes_per_param", "expert_bytes_per_param"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-                raise input_error("workload options", name, f"must be a positive number, got {value!r}")
-        if self.num_ranks is not None and (not isinstance(self.num_ranks, int) or self.num_ranks < 1):
-            raise input_error(
-                "workload options", "num_ranks", f"must be a positive integer, got {self.num_ranks!r}"
-            )
-        if self.collective_addressing not in COLLECTIVE_ADDRESSING:
-            raise input_error(
-                "workload options",
-                "collective_addressing",
-                f"unknown value {self.collective_addressing!r}",
-                COLLECTIVE_ADDRESSING,
-            )
 
     @property
     def skewed(self) -> bool:
@@ -146,22 +138,19 @@ class WorkloadOptions:
                 if default is None:
                     raise input_error("workload options", name, f"routing={routing} needs a file path")
                 object.__setattr__(self, name, default)
-        if self.expert_placement not in PLACEMENT_RULES and not self.expert_placement.strip():
-            raise input_error("workload options", "expert_placement", "is empty", PLACEMENT_RULES)
-        if not isinstance(self.expert_slots, int) or not 0 <= self.expert_slots <= MAX_EXPERT_SLOTS:
-            raise input_error("workload options", "expert_slots", f"must be an integer in [0, {MAX_EXPERT_SLOTS}]")
+        if self.expert_placement not in PLACEMENT_RULES and not Path(self.expert_placement).is_file():
+            raise input_error("workload options", "expert_placement", f"{self.expert_placement!r} is neither a "
+                              "rule nor a file", [*PLACEMENT_RULES, "a placement file"])
 
     def _check_phase(self) -> None:
         if self.phase not in PHASES:
             raise input_error("workload options", "phase", f"unknown value {self.phase!r}", PHASES)
-        for name, (default, low, high) in DECODE_KNOBS.items():
+        for name, (default, _, _) in DECODE_KNOBS.items():
             value = getattr(self, name)
             if self.phase == "prefill" and value is not None:
                 raise input_error("workload options", name, "applies only with phase=decode")
             if self.phase == "decode" and value is None:
                 object.__setattr__(self, name, default)  # a decode run states every knob (and hashes so)
-            elif value is not None and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
-                raise input_error("workload options", name, f"must be an integer in [{low}, {high}], got {value!r}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -372,12 +361,10 @@ class _Op:
 
 def _validate(model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions) -> None:
     src = f"model {model.key}"
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
-        raise input_error("workload", "tokens", f"must be a positive integer, got {tokens!r}")
-    for name in ("hidden_size", "comm_dim", "num_layers", "routed_experts", "top_k", "expert_ffn_width"):
-        if getattr(model, name) < 1:
-            raise input_error(src, name, f"must be ≥ 1, got {getattr(model, name)}")
-    if not 0 <= model.first_dense_layers <= model.num_layers:
+    if options.phase == "prefill":  # decode: batch × decode_steps, each declared with its range
+        TOKENS.check(tokens, "workload", strict=True)
+    check_fields(model, src)
+    if model.first_dense_layers > model.num_layers:
         raise input_error(
             src, "first_dense_layers", f"must be in 0..{model.num_layers}, got {model.first_dense_layers}"
         )
@@ -706,8 +693,8 @@ def summary(
     mem_bw_bytes_per_s: float = STUDY_MEM_BW_BYTES_PER_S,
 ) -> WorkloadSummary:
     """Per-rank node counts, communication bytes, FLOPs and a roofline GPU-time estimate."""
-    if peak_flops <= 0 or mem_bw_bytes_per_s <= 0:
-        raise MoesimError("summary: peak_flops and mem_bw_bytes_per_s must be > 0")
+    for p, value in zip(ROOFLINE, (peak_flops, mem_bw_bytes_per_s), strict=True):
+        p.check(value, "summary", strict=True)
     cache: dict[int, RankSummary] = {}
     ranks = []
     for g in workload.graphs:
