@@ -193,18 +193,29 @@ def test_input_errors_exit_2_with_one_line(args: list[str], message: str) -> Non
 @pytest.mark.parametrize(("args", "message"), [
     (["frobnicate"], "No such command 'frobnicate'"),
     (["run", "--bogus"], "No such option: --bogus"),
-    (["run", "--topology", "3", "--strategy", "TP2EP16"], "Missing option '--model'"),
-    (["compare", "somewhere"], "Missing option '--reference'"),
     (["run", "--model", "deepseek-v4-flash", "--topology", "3", "--strategy", "TP2EP16", "--seeds", "abc"],
      "Invalid value for '--seeds'"),
-    (["topology", "show"], "Missing argument"),
     (["models", "list", "extra"], "unexpected extra argument"),
-], ids=["unknown-command", "unknown-option", "missing-option", "missing-reference", "not-an-integer",
-        "missing-argument", "extra-argument"])
+], ids=["unknown-command", "unknown-option", "not-an-integer", "extra-argument"])
 def test_usage_errors_exit_3_with_the_usage(args: list[str], message: str) -> None:
     res = moesim_cli(*args)
     assert res.returncode == 3, (res.returncode, res.stderr)
     assert res.stderr.startswith("Usage: moesim ") and message in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run", "--topology", "3", "--strategy", "TP2EP16"], "moesim run: Missing option '--model'"),
+    (["compare", "somewhere"], "moesim compare: Missing option '--reference'"),
+    (["topology", "show"], "moesim topology show: Missing argument"),
+    (["workload", "generate", "--strategy", "TP2EP16"], "field '--model': is required"),
+    (["sweep", "study", "--dry-run"], "moesim sweep study: Missing option '--out'"),
+], ids=["run", "compare", "argument", "workload-generate", "sweep"])
+def test_a_required_input_left_out_exits_2_with_one_line(args: list[str], message: str) -> None:
+    """Every command alike: a missing required option or argument is an input error (exit 2, one line)."""
+    res = moesim_cli(*args)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert res.stderr.startswith("moesim: error: ") and res.stderr.count("\n") == 1, res.stderr
+    assert message in res.stderr and res.stdout == ""
 
 
 # ------------------------------------------------------------------------------------------ strategy names

@@ -145,9 +145,14 @@ class Param:
         return f"{kind}{unit} in {self.allowed.describe()}"
 
     @property
-    def numeric(self) -> bool:
-        """A number, or a list of numbers (its range applies to each)."""
-        return _item(self.kind) in (int, float) and not self.allowed.choices
+    def item(self) -> Any:
+        """The scalar type: ``int`` of ``int | None``, ``float`` of a list of [float, float] pairs."""
+        return _item(self.kind)
+
+    @property
+    def is_list(self) -> bool:
+        """A list of values (its range applies to each number in it)."""
+        return typing.get_origin(_base(self.kind)) is tuple
 
     def check(self, value: Any, source: str, strict: bool = False, label: str | None = None) -> Any:
         """``value`` in this parameter's type, or a one-line error naming ``source``, the parameter (or
