@@ -29,7 +29,6 @@ from moesim.commands import COMMAND_MODULES
 from moesim.errors import MoesimError
 
 EXIT_OK = 0
-EXIT_RUNS_FAILED = 1
 EXIT_INPUT = 2
 EXIT_USAGE = 3
 

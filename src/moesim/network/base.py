@@ -11,7 +11,6 @@ registration, so callers read a capability instead of probing methods or testing
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -148,8 +147,6 @@ class NetworkBackend(ABC):
 
 
 BACKENDS: Registry[type[NetworkBackend]] = Registry("network backend")
-
-INF = math.inf
 
 
 def models_congestion_control(backend: str) -> bool:

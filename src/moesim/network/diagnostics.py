@@ -22,8 +22,6 @@ from moesim.errors import MoesimError
 from moesim.fileio import atomic_write
 from moesim.schema import MAX_COUNT, MAX_DURATION_S, check_fields, param
 
-TABLES = ("fct", "pfc", "qlen", "port_bytes")
-
 
 @dataclass(frozen=True)
 class DiagnosticsSpec:
