@@ -5,6 +5,7 @@ names. Each command runs as a real process (``python -m moesim``), on a small st
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -261,3 +262,19 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
 def test_listings_import_no_simulator(args: list[str]) -> None:
     loaded = _heavy_imports(*args)
     assert not {"numba", "numpy", "networkx", "pandas", "moesim.network", "moesim.system.run"} & set(loaded), loaded
+
+
+# ------------------------------------------------------------------------------------------ shell completion
+
+def test_shell_completion_in_bash() -> None:
+    """``eval "$(_MOESIM_COMPLETE=bash_source moesim)"`` installs the completion; bash then completes commands
+    and options by asking moesim (``_MOESIM_COMPLETE=complete_bash``)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    script = subprocess.run(["moesim"], env={**env, "_MOESIM_COMPLETE": "bash_source"}, capture_output=True,
+                            text=True, timeout=120)
+    assert script.returncode == 0 and "complete -o default -F _moesim_completion moesim" in script.stdout
+    probe = ('source <(_MOESIM_COMPLETE=bash_source moesim); for line in "moesim topo" "moesim sweep study --ba"; '
+             'do read -ra COMP_WORDS <<< "$line"; COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); '
+             '_moesim_completion moesim; echo "${COMPREPLY[*]}"; done')
+    res = subprocess.run(["bash", "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.splitlines() == ["topology", "--backend --backends"], res

@@ -29,6 +29,8 @@ from moesim.commands import COMMAND_MODULES
 from moesim.errors import MoesimError
 
 EXIT_OK = 0
+COMPLETE_VAR = "_MOESIM_COMPLETE"
+"""Shell completion: ``eval "$(_MOESIM_COMPLETE=bash_source moesim)"`` (or ``zsh_source``, ``fish_source``)."""
 EXIT_INPUT = 2
 EXIT_USAGE = 3
 
@@ -101,6 +103,19 @@ def _command() -> Any:
     return typer.main.get_command(app)
 
 
+def _complete(command: Any) -> None:
+    """Shell completion (bash, zsh, fish): print the shell's script (``bash_source``) or the completions of
+    the words in its variables (``bash_complete``), then exit. Typer's completion reads the instruction
+    the other way round (``source_bash``); both spellings are taken."""
+    from typer.completion import completion_init
+
+    completion_init()
+    shell, _, what = os.environ[COMPLETE_VAR].partition("_")
+    if what in ("source", "complete"):
+        os.environ[COMPLETE_VAR] = f"{what}_{shell}"
+    command.main(args=[], prog_name="moesim", complete_var=COMPLETE_VAR)
+
+
 def run_cli(args: list[str] | None = None) -> int:
     """Run the command line ``args`` (default: ``sys.argv[1:]``) and return its exit code; user errors
     become one line on stderr, never a traceback.
@@ -111,6 +126,8 @@ def run_cli(args: list[str] | None = None) -> int:
     from moesim.interrupts import exit_code, sigterm_as_interrupt
 
     command = _command()
+    if COMPLETE_VAR in os.environ:
+        _complete(command)
     try:
         with sigterm_as_interrupt():
             with command.make_context("moesim", list(sys.argv[1:] if args is None else args)) as ctx:

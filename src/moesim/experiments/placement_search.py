@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from moesim.errors import MoesimError
 from moesim.experiments.executors import EXECUTORS
 from moesim.experiments.inputs import plan_runs, work_units
+from moesim.network import BACKENDS
 from moesim.schema import MAX_COUNT, MAX_DURATION_S, check_fields, param
 from moesim.system.run import PreparedRun, prepare, simulate_run
 from moesim.system.spec import RunResult, RunSpec
@@ -48,6 +49,9 @@ class SearchSpec:
 
     def __post_init__(self) -> None:
         check_fields(self, "placement search")
+        if self.rescore_backend is not None and self.rescore_backend not in BACKENDS:
+            raise MoesimError(f"placement search: field 'rescore': unknown backend '{self.rescore_backend}' "
+                              f"(allowed: {', '.join(BACKENDS.names())}, none)")
 
 
 @dataclass(frozen=True)
