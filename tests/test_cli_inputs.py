@@ -52,7 +52,7 @@ def model_file(folder: Path, **fields: object) -> Path:
     ([*DRY, "--progress", "bogus"], ("--progress: unknown display 'bogus'",)),
     ([*DRY, "--executor", "bogus"], ("--executor: unknown executor 'bogus'",)),
     ([*DRY, "--breakdown", "bogus"], ("--breakdown: unknown level 'bogus'",)),
-    ([*DRY, "--workers", "0"], ("--workers: must be ≥ 1",)),
+    ([*DRY, "--workers", "0"], ("field '--workers': 0 is not allowed",)),
     ([*RUN, "--set", "dataset_splits=1e12"], ("field 'dataset_splits'", "[1, 1024]")),
     ([*RUN, "--set", "cc_mode=99"], ("field 'cc_mode'", "one of 0, 1, 3, 7, 8, 10, 12")),
     ([*RUN, "--set", "expert_placement=bogus"], ("field 'expert_placement'", "neither a rule nor a file")),

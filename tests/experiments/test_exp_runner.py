@@ -117,7 +117,7 @@ def test_unknown_and_unavailable_executors(small_specs: list, tmp_path: Path) ->
     except ImportError:
         with pytest.raises(MoesimError, match=r"dask is not installed"):
             run_sweep(small_specs[:1], tmp_path, executor="dask", progress="none")
-    with pytest.raises(MoesimError, match=r"--workers: must be ≥ 1"):
+    with pytest.raises(MoesimError, match=r"field '--workers': 0 is not allowed"):
         run_sweep(small_specs[:1], tmp_path, workers=0, progress="none")
 
 

@@ -94,12 +94,12 @@ def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | Non
 def check_options(executor: str, workers: int | None, progress: str, breakdown: str | None = None) -> None:
     """The options a sweep checks when it starts, checked up front, so ``--dry-run`` refuses them too."""
     from moesim.experiments.executors import EXECUTORS
+    from moesim.experiments.executors.base import check_workers
     from moesim.experiments.progress import make_progress
 
     if executor not in EXECUTORS:
         raise MoesimError(f"--executor: unknown executor '{executor}' (allowed: {', '.join(EXECUTORS.names())})")
-    if workers is not None and workers < 1:
-        raise MoesimError(f"--workers: must be ≥ 1, got {workers}")
+    check_workers(workers)
     make_progress(progress)
     if breakdown is not None:
         from moesim.system.breakdown import LEVELS

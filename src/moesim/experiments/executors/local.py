@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 
 from moesim.errors import MoesimError
-from moesim.experiments.executors.base import EXECUTORS, Executor
+from moesim.experiments.executors.base import EXECUTORS, Executor, check_workers
 from moesim.experiments.inputs import WorkUnit
 from moesim.experiments.worker import RunOutcome, error_text, failed, run_unit
 
@@ -72,8 +72,7 @@ class LocalExecutor(Executor):
     def __init__(self, workers: int | None = None, address: str | None = None, max_retries: int = 3) -> None:
         if address:
             raise MoesimError("--address: only the ray and dask executors connect to a cluster")
-        if workers is not None and workers < 1:
-            raise MoesimError(f"--workers: must be ≥ 1, got {workers}")
+        check_workers(workers)
         refuse_when_importing_main()
         super().__init__(workers or os.cpu_count() or 1, None, max_retries)
 
