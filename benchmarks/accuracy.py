@@ -12,6 +12,11 @@ Checks (they print the figures and exit 1 when a target is missed):
     python benchmarks/accuracy.py validation [--tokens 256,1024] [--backend fluid] [--set k=v] [--workers 2]
     python benchmarks/accuracy.py study [--store DIR]           # a V4 Flash study store of the candidate backend
 
+The error bands the report states its confidence with (src/moesim/analysis/references/error_bands.yaml,
+moesim.analysis.bands) are measured against both references, one command, deterministic given the code:
+
+    python benchmarks/accuracy.py bands [--backends fluid,flow,analytical] [--store DIR] [--workers 2]
+
 The validation set is a fixed list of V4 Flash configurations: twelve (topology, strategy) cells — every
 topology twice, every strategy three times — each with ring/roce_hpcc, ring/roce_dcqcn, dbt/roce_hpcc and
 one no-CC or IB run (ib_cc0 / ib_hpcc, alternating, on ring or dbt).
@@ -20,6 +25,10 @@ one no-CC or IB run (ib_cc0 / ib_hpcc, alternating, on ring or dbt).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import hashlib
+import shlex
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -27,16 +36,21 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from moesim import __version__
 from moesim.analysis.accuracy import per_configuration, statistics_agreement, summarise
-from moesim.analysis.results import as_table, load_results
+from moesim.analysis.bands import BANDS_FILE, ErrorBands, bands_yaml, family_of, measure
+from moesim.analysis.results import as_table, levels, load_results
 from moesim.commands.run import parse_set
 from moesim.experiments import export_results, run_sweep
+from moesim.experiments.inputs import code_hash
+from moesim.fileio import atomic_write
 from moesim.system.spec import RunSpec
 
 MODEL = "deepseek-v4-flash"
 REFERENCE = Path(__file__).resolve().parent / "reference"
 VALIDATION_PARQUET = REFERENCE / "packet_validation.parquet"
 MATRIX_PARQUET = REFERENCE / "packet_v4_flash.parquet"
+BANDS_YAML = Path(__file__).resolve().parents[1] / "src" / "moesim" / "analysis" / "references" / BANDS_FILE
 SEEDS = 5
 JITTER_S = 1e-8
 CELLS = (("1", "TP2EP16"), ("2", "TP4EP8"), ("3", "TP8EP4"), ("4", "TP16EP2"), ("5", "TP2EP16"), ("6", "TP4EP8"),
@@ -125,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--store", type=Path, help="a V4 Flash study store of the candidate backend (default: run it)")
     s.add_argument("--backend", default="fluid")
     s.add_argument("--workers", type=int, default=2)
+    b = sub.add_parser("bands")
+    b.add_argument("--backends", default="fluid,flow,analytical")
+    b.add_argument("--store", type=Path, help="keep the candidate runs under this folder (reused when rerun)")
+    b.add_argument("--workers", type=int, default=2)
+    b.add_argument("--out", type=Path, default=BANDS_YAML)
     args = ap.parse_args(argv)
     if args.what.startswith("packet-") and args.export_only:
         _export(args.out, VALIDATION_PARQUET if args.what == "packet-validation" else MATRIX_PARQUET)
@@ -136,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "validation":
         return validation(tuple(int(t) for t in ("256" if args.ci else args.tokens).split(",")), args.backend,
                           parse_set(args.overrides), args.workers, list(CI_SUBSET) if args.ci else None, args.store)
+    if args.what == "bands":
+        return bands(args.backends.split(","), args.store, args.workers, args.out)
     return study(args.store, args.backend, args.workers)
 
 
@@ -191,7 +212,8 @@ def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.0
 
     ref = _reference(MATRIX_PARQUET)
     specs = study_matrix().with_preset("flash").with_levels("backend", [backend]).runs()
-    agreement = statistics_agreement(_candidate(specs, store, workers), ref)
+    candidate = _pick(_candidate(specs, store, workers), "backend", {backend})
+    agreement = statistics_agreement(candidate, ref)
     worst = sorted(agreement.numbers.to_pylist(), key=lambda r: -abs(r["error"]))
     print(f"V4 Flash study, {backend} against packet (4096 tokens, 192 runs)")
     print("\n".join(agreement.lines(tolerance)))
@@ -204,7 +226,86 @@ def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.0
         print("\norderings that differ:")
         for r in differ:
             print(f"  {r['statistic']}: packet {r['reference']}; {backend} {r['candidate']}")
+    unresolved = _unresolved(candidate)
+    compared = agreement.orderings.column("statistic").to_pylist()
+    missed = [r["statistic"] for r in differ if r["statistic"] not in unresolved]
+    print(f"\n{sum(s in unresolved for s in compared)} of {len(compared)} orderings are unresolved at this fidelity "
+          f"(error bands: {BANDS_FILE}); of the {len(differ)} that differ, "
+          + ("every one is flagged unresolved" if not missed else f"{len(missed)} are not: " + "; ".join(missed)))
     return int(agreement.worst_abs_error > tolerance or bool(differ))
+
+
+def _unresolved(table: pa.Table) -> set[str]:
+    """The orderings of ``table``'s analysis that its error bands leave unresolved (moesim.analysis.confidence)."""
+    from moesim.analysis.bands import load_bands
+    from moesim.analysis.confidence import orderings
+    from moesim.analysis.study import analyse
+
+    return {o.statistic for o in orderings(analyse(table, with_architecture=False), load_bands()) if not o.resolved}
+
+
+# --- error bands --------------------------------------------------------------------------------------
+
+
+def _errors(table: pa.Table, backend: str) -> list[tuple]:
+    """(family, error) of each row of a ``per_configuration`` table."""
+    return [(family_of(RunSpec(r["model"], r["topology"], r["strategy"], r["algorithm"], r["network"], backend)),
+             r["error"]) for r in table.to_pylist()]
+
+
+def _total(table: pa.Table, column: str) -> float:
+    return float(sum(v for v in table.column(column).to_pylist() if v is not None))
+
+
+def _commit() -> str:
+    """The repository's commit, flagged when the source tree has uncommitted changes."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "src"], cwd=root, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return head.stdout.strip() + (" with uncommitted changes under src/" if dirty.stdout.strip() else "")
+
+
+def _reference_note(path: Path, table: pa.Table) -> dict:
+    return {"file": f"benchmarks/reference/{path.name}", "runs": table.num_rows,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def bands(backends: list[str], store: Path | None, workers: int, out: Path) -> int:
+    """Measure each backend against both packet references (moesim.analysis.bands) and write the bands file.
+
+    The V4 Flash matrix (4096 tokens) and the validation sets (each configuration against the median of its
+    packet seeds) are measured apart and combined family by family, keeping the larger band, so a band holds at
+    every scale (``moesim.analysis.bands.measure``). The cost of each backend relative to packet is its simulation time over the packet matrix's."""
+    from moesim.experiments import study_matrix
+
+    matrix_ref, validation_ref = _reference(MATRIX_PARQUET), _reference(VALIDATION_PARQUET)
+    tokens = tuple(int(t) for t in levels(validation_ref, "tokens"))
+    measured = {}
+    for backend in backends:
+        matrix = _candidate(study_matrix().with_preset("flash").with_levels("backend", [backend]).runs(),
+                            store / f"{backend}-matrix" if store else None, workers)
+        validation = _candidate(validation_specs(backend, tokens), store / f"{backend}-validation" if store else None,
+                                workers)
+        cost = _total(matrix, "sim_wallclock_s") / _total(matrix_ref, "sim_wallclock_s")
+        errors = [_errors(per_configuration(matrix, matrix_ref), backend),
+                  _errors(per_configuration(validation, validation_ref), backend)]
+        b = measured[backend] = measure(errors, cost)
+        print(f"\n{backend}: band {100 * b.overall.band:.1f} % over {b.overall.runs} runs; simulation time "
+              f"{cost:.3g} × packet's")
+        for fam, fb in b.families.items():
+            print(f"  {fam.label():<45} {100 * fb.band:6.1f} %  ({fb.runs} runs)")
+    provenance = {
+        "moesim_version": __version__, "commit": _commit(), "source_sha256": code_hash(),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
+        "command": shlex.join(["python", "benchmarks/accuracy.py", *sys.argv[1:]]),
+        "references": [_reference_note(MATRIX_PARQUET, matrix_ref), _reference_note(VALIDATION_PARQUET, validation_ref)],
+    }
+    atomic_write(out, bands_yaml(ErrorBands("packet", measured, provenance)))
+    print(f"\nwrote {out}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Time the README's study command (`moesim sweep study`, default backend) from a cold process into a
-fresh store: wall time, CPU time of the process and its workers, peak memory of the largest process.
+fresh store: wall time, CPU time of the process and its workers, peak memory of the largest process, and from
+the store the simulation time per run (total, median, 90th percentile) and the slowest runs.
 
     python benchmarks/bench_study.py [--repeat 1] [--workers 2] [--backend fluid] [--models a,b] [--study modern]
 
@@ -17,9 +18,34 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+import numpy as np
+
+SLOWEST = 15
 
 
-def one(args: argparse.Namespace, extra: list[str]) -> tuple[float, float, float, str]:
+def simulation_lines(store: Path) -> list[str]:
+    """Simulation time per run as stored (``sim_wallclock_s``: total, median, 90th percentile), the total over
+    distinct simulations (runs with equal inputs share one) and the slowest runs."""
+    import duckdb
+
+    con = duckdb.connect(str(store / "results.duckdb"), read_only=True)
+    try:
+        rows = con.execute("SELECT model, topology, strategy, algorithm, network, sim_wallclock_s, input_hash FROM runs "
+                           "WHERE status = 'ok' ORDER BY sim_wallclock_s DESC, run_id").fetchall()
+    finally:
+        con.close()
+    per_run = np.array([r[5] for r in rows])
+    distinct = sum({r[6]: r[5] for r in rows}.values())
+    out = [f"  simulation: {per_run.sum():.0f} s over {len(rows)} runs ({distinct:.0f} s in distinct simulations); "
+           f"per run median {np.median(per_run):.2f} s, 90th percentile {np.percentile(per_run, 90):.2f} s; "
+           f"the {SLOWEST} slowest runs:"]
+    out += [f"    {r[5]:7.2f} s  {' / '.join(str(x) for x in r[:5])}" for r in rows[:SLOWEST]]
+    return out
+
+
+def one(args: argparse.Namespace, extra: list[str]) -> tuple[float, float, float, str, list[str]]:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "moesim", "sweep", args.study, "--out", tmp, "--workers", str(args.workers),
                "--progress", "none"]
@@ -36,7 +62,7 @@ def one(args: argparse.Namespace, extra: list[str]) -> tuple[float, float, float
             raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr}")
         cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         summary = next((ln for ln in done.stdout.splitlines() if " runs:" in ln), "")
-        return wall_s, cpu_s, after.ru_maxrss / 1024, summary
+        return wall_s, cpu_s, after.ru_maxrss / 1024, summary, simulation_lines(Path(tmp))
 
 
 def main() -> None:
@@ -50,10 +76,11 @@ def main() -> None:
     extra = [a for a in extra if a != "--"]
     walls, cpus = [], []
     for i in range(args.repeat):
-        wall_s, cpu_s, rss_mib, summary = one(args, extra)
+        wall_s, cpu_s, rss_mib, summary, sim = one(args, extra)
         walls.append(wall_s)
         cpus.append(cpu_s)
         print(f"[{i + 1}/{args.repeat}] wall {wall_s:.1f} s, CPU {cpu_s:.0f} s, peak RSS {rss_mib:.0f} MiB; {summary}")
+        print("\n".join(sim))
     print(f"median of {args.repeat}: wall {statistics.median(walls):.1f} s ({statistics.median(walls) / 60:.2f} min), "
           f"CPU {statistics.median(cpus):.0f} s on {args.workers} workers")
 

@@ -23,7 +23,7 @@ UNEVEN = "3"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 API_NAMES = ("RunOutput", "load_model", "load_results", "load_topology", "place", "run", "sweep")
-RANK_COLUMNS = ["rank", "wall_s", "gpu_s", "comm_s", "bottleneck"]
+RANK_COLUMNS = ["rank", "wall_s", "gpu_s", "comm_s", "exposed_comm_s", "bottleneck"]
 NODE_COLUMNS = ["rank", "node_id", "name", "layer", "kind", "start_s", "end_s", "duration_s"]
 LAYER_COLUMNS = ["rank", "layer", "start_s", "end_s", "duration_s", "compute_s", "comm_s", "nodes"]
 BREAKDOWN_COLUMNS = ["rank", "layer", "kind", "nodes", "size_bytes", "start_s", "end_s", "busy_s", "wait_s", "copied"]
@@ -92,6 +92,7 @@ def test_ranks_table(flow_run: moesim.RunOutput) -> None:
     assert bottleneck["rank"] == flow_run.bottleneck_rank and bottleneck["wall_s"] == flow_run.wall_s
     assert ranks["wall_s"].max() == flow_run.wall_s and ranks["wall_s"].nunique() > 1
     assert ((ranks["gpu_s"] > 0) & (ranks["comm_s"] > 0)).all()
+    assert (ranks["exposed_comm_s"] == (ranks["wall_s"] - ranks["gpu_s"]).clip(lower=0.0)).all()
 
 
 def test_tables_of_layers_need_a_timeline(flow_run: moesim.RunOutput) -> None:

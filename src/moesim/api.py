@@ -84,6 +84,11 @@ class RunOutput:
         return self.result.comm_s
 
     @property
+    def exposed_comm_s(self) -> float:
+        """Communication not hidden by compute on the bottleneck rank (wall − GPU time; docs/system.md)."""
+        return self.result.exposed_comm_s
+
+    @property
     def bottleneck_rank(self) -> int:
         return self.result.bottleneck_rank
 
@@ -97,11 +102,12 @@ class RunOutput:
 
     @property
     def ranks(self) -> pd.DataFrame:
-        """One row per rank: ``rank, wall_s, gpu_s, comm_s, bottleneck`` (ASTRA-sim's per-rank figures)."""
+        """One row per rank: ``rank, wall_s, gpu_s, comm_s, exposed_comm_s, bottleneck`` (ASTRA-sim's
+        per-rank figures and the communication not hidden by compute)."""
         pd = _pandas()
-        rows = [{"rank": r, "wall_s": t.wall_s, "gpu_s": t.gpu_s, "comm_s": t.comm_s,
+        rows = [{"rank": r, "wall_s": t.wall_s, "gpu_s": t.gpu_s, "comm_s": t.comm_s, "exposed_comm_s": t.exposed_comm_s,
                  "bottleneck": r == self.result.bottleneck_rank} for r, t in enumerate(self.result.ranks)]
-        return pd.DataFrame(rows, columns=["rank", "wall_s", "gpu_s", "comm_s", "bottleneck"])
+        return pd.DataFrame(rows, columns=["rank", "wall_s", "gpu_s", "comm_s", "exposed_comm_s", "bottleneck"])
 
     @property
     def nodes(self) -> pd.DataFrame:
@@ -159,7 +165,8 @@ class RunOutput:
     def __repr__(self) -> str:
         s = self.spec
         return (f"RunOutput({s.model} topology {s.topology} {s.strategy} {s.algorithm} {s.network} "
-                f"[{self.backend}]: wall {self.wall_s:.6f} s, GPU {self.gpu_s:.6f} s, comm {self.comm_s:.6f} s)")
+                f"[{self.backend}]: wall {self.wall_s:.6f} s, GPU {self.gpu_s:.6f} s, comm {self.comm_s:.6f} s, "
+                f"exposed comm {self.exposed_comm_s:.6f} s)")
 
 
 def _strategy(strategy: str) -> str:

@@ -107,7 +107,11 @@ def test_report_files(built):
     assert not re.search(r"""(src|href)\s*=\s*["'](https?:|//)""", page)
     assert "@import" not in page and "url(" not in page
     # the summary is the generated findings
-    assert sum(ln.startswith("- ") for ln in (out / "findings.md").read_text().splitlines()) == len(files.findings)
+    md = (out / "findings.md").read_text()
+    summary = md.split("\n## Summary\n\n", 1)[1].split("\n\n## ", 1)[0]
+    assert sum(ln.startswith("- [") for ln in summary.splitlines()) == len(files.findings)
+    assert md.startswith("# Findings\n\n- moesim version: test\n- date (runs finished, UTC): ")
+    assert f"- command: `{COMMAND}`\n- backend: fluid\n" in md
     for f in files.findings:
         assert htmllib.escape(f.text) in page
 

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,20 @@ def test_a_killed_ray_worker_is_retried(ray_cluster, small_specs: list, referenc
     assert stream.killed is not None, "no Ray worker was running a task"
     assert (summary.ran, summary.failures) == (24, ())
     assert_same_values(tmp_path, reference_store)
+
+
+def test_refine_runs_on_the_ray_cluster(ray_cluster, small_specs: list, tmp_path: Path) -> None:
+    """`moesim refine --executor ray`: flow runs refined on fluid by the cluster's workers give the rows a local
+    refine gives (2 topologies × 2 strategies of the small matrix under roce_dcqcn)."""
+    from moesim.analysis.refine import refine
+
+    address, _ = ray_cluster
+    specs = [replace(s, backend="flow") for s in small_specs if s.topology in ("2", "5") and s.network == "roce_dcqcn"]
+    stores = {}
+    for where in ("ray", "local"):
+        stores[where] = tmp_path / where
+        assert run_sweep(specs, stores[where], workers=1, progress="none").ran == 4
+    on_ray = refine(stores["ray"], "fluid", None, executor="ray", address=address, progress="none")
+    local = refine(stores["local"], "fluid", None, workers=1, progress="none")
+    assert on_ray.ran == local.ran > 0 and on_ray.failures == () and on_ray.remaining == local.remaining
+    assert_same_values(stores["ray"], stores["local"])

@@ -76,3 +76,24 @@ def test_the_default_order_is_total_it_ends_with_the_primary_key() -> None:
     keys = [c.strip() for c in schema.ORDER_BY.split(",")]
     assert keys[-1] == "run_id" and set(keys) <= set(schema.BASE_COLUMNS)
     assert schema.DEFAULT_QUERY.endswith(schema.ORDER_BY)
+
+
+def test_a_store_written_before_exposed_comm_s_opens_resumes_and_reads(tmp_path: Path, small_dir: Path) -> None:
+    """A store whose ``runs`` table lacks a column added later: opening it for writing adds the column (empty),
+    a new run fills it, and the analysis derives it for the old rows from its definition, wall − GPU time."""
+    spec = RunSpec(str((small_dir / "tiny.yaml").resolve()), "1", "TP2EP16", overrides=(("tokens", 512),))
+    with ResultsStore(tmp_path) as store:
+        store.record(RunOutcome(input_hash(spec), spec, result=simulate_run(spec)))
+    con = duckdb.connect(str(tmp_path / schema.DB_NAME))
+    con.execute("ALTER TABLE runs DROP COLUMN exposed_comm_s")
+    con.close()
+    old = load_results(tmp_path)
+    assert old.column("exposed_comm_s").to_pylist() == [max(w - g, 0.0) for w, g in zip(
+        old.column("wall_s").to_pylist(), old.column("gpu_s").to_pylist(), strict=True)]
+    other = RunSpec(spec.model, "1", "TP4EP8", overrides=(("tokens", 512),))
+    with ResultsStore(tmp_path) as store:
+        assert store.completed_ids() == {input_hash(spec)}
+        store.record(RunOutcome(input_hash(other), other, result=simulate_run(other)))
+    assert "exposed_comm_s" in [name for name, *_ in _table_info(tmp_path)]
+    table = load_results(tmp_path)
+    assert table.num_rows == 2 and table.column("exposed_comm_s").null_count == 0

@@ -18,8 +18,9 @@ from moesim.system.run import prepare, simulate_run
 from moesim.system.spec import RunSpec
 from moesim.topology.catalog import get_topology
 from moesim.workload.chakra import write_et
-from moesim.workload.generator import WorkloadOptions, generate
+from moesim.workload.generator import generate
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.options import WorkloadOptions
 from moesim.workload.routing import popularity_counts, zipf_weights
 
 V4 = ("deepseek-v4-flash", "1", "TP4EP8")

@@ -14,11 +14,18 @@ import pytest
 from moesim.errors import MoesimError
 from moesim.system.run import prepare, result_of, simulate_prepared
 from moesim.system.spec import RunSpec
-from moesim.system.trace import CHUNK_TID, COLLECTIVE_TID, COMPUTE_TID, chrome_trace, write_chrome_trace
+from moesim.system.trace import (
+    CHUNK_TID,
+    COLLECTIVE_TID,
+    COMPUTE_TID,
+    TRACK_TID,
+    chrome_trace,
+    write_chrome_trace,
+)
 
 
-def _run(fast_forward: bool, topology: str = "1", strategy: str = "TP2EP16"):
-    p = prepare(RunSpec("deepseek-v4-flash", topology, strategy, "dbt_direct", "ib_cc0", "flow"))
+def _run(fast_forward: bool, topology: str = "1", strategy: str = "TP2EP16", overrides=()):
+    p = prepare(RunSpec("deepseek-v4-flash", topology, strategy, "dbt_direct", "ib_cc0", "flow", overrides))
     p = dataclasses.replace(p, settings=dataclasses.replace(p.settings, fast_forward=fast_forward))
     sim = simulate_prepared(p, detail=True)
     return result_of(p, sim), sim.breakdown
@@ -40,7 +47,6 @@ def _check_structure(trace, result):
     ranks = range(len(result.ranks))
     names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     assert sorted(names) == list(ranks) and "bottleneck" in names[result.bottleneck_rank]
-    last_end: dict[tuple[int, int], float] = defaultdict(float)
     last_ts: dict[tuple[int, int], float] = defaultdict(float)
     for e in events:
         assert {"ph", "ts", "pid", "tid", "name"} <= e.keys() and e["pid"] in ranks
@@ -51,17 +57,32 @@ def _check_structure(trace, result):
         last_ts[key] = e["ts"]
         if e["ph"] == "X":
             assert e["dur"] >= 0
-            if e["tid"] in (COMPUTE_TID, COLLECTIVE_TID):  # one node at a time: no overlap
-                assert e["ts"] >= last_end[key] - 1e-6
-                last_end[key] = e["ts"] + e["dur"]
+    _check_nesting(events)
     return events
 
 
-def _busy_us(events, tid):
+def _check_nesting(events):
+    """Slices on one track (rank, tid) nest: each one starts after the enclosing ones' starts and ends before
+    their ends (1e-6 µs of rounding)."""
+    open_ends: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for e in sorted((e for e in events if e["ph"] == "X"), key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"])):
+        stack = open_ends[(e["pid"], e["tid"])]
+        while stack and stack[-1] <= e["ts"] + 1e-6:
+            stack.pop()
+        end = e["ts"] + e["dur"]
+        assert not stack or end <= stack[-1] + 1e-6, f"slice {e['name']} on rank {e['pid']} track {e['tid']} overlaps"
+        stack.append(end)
+
+
+def _busy_us(events, thread):
+    """Per rank, the time of a thread's nodes: simulated slices and fast-forward summaries."""
     out: dict[int, float] = defaultdict(float)
+    tid = COMPUTE_TID if thread == "compute" else COLLECTIVE_TID
     for e in events:
-        if e["ph"] == "X" and e["tid"] == tid:
-            out[e["pid"]] += e["args"]["busy_s"] * 1e6 if e["cat"] == "summary" else e["dur"]
+        if e["ph"] == "X" and e["cat"] == "summary" and e["args"]["thread"] == thread:
+            out[e["pid"]] += e["args"]["busy_s"] * 1e6
+        elif e["ph"] == "X" and e["tid"] == tid:
+            out[e["pid"]] += e["dur"]
     return out
 
 
@@ -70,14 +91,14 @@ def test_trace_structure_and_totals_match_the_run(which, request):
     result, breakdown = request.getfixturevalue(which)
     trace = chrome_trace(result, breakdown)
     events = _check_structure(trace, result)
-    compute, comm = _busy_us(events, COMPUTE_TID), _busy_us(events, COLLECTIVE_TID)
+    compute, comm = _busy_us(events, "compute"), _busy_us(events, "collectives")
     for r, t in enumerate(result.ranks):
         assert compute[r] == pytest.approx(t.gpu_s * 1e6, rel=1e-6)
         assert comm[r] == pytest.approx(t.comm_s * 1e6, rel=1e-6)
         ends = [e["ts"] + e["dur"] for e in events if e["ph"] == "X" and e["pid"] == r]
         assert max(ends) == pytest.approx(t.wall_s * 1e6, rel=1e-9)
     assert trace["otherData"]["wall_s"] == result.wall_s
-    chunks = [e for e in events if e["ph"] == "X" and e["tid"] >= CHUNK_TID]
+    chunks = [e for e in events if e["ph"] == "X" and CHUNK_TID <= e["tid"] < CHUNK_TID + TRACK_TID]
     assert chunks and all(e["name"].startswith("chunk ") for e in chunks)
 
 
@@ -88,6 +109,9 @@ def test_fast_forwarded_layers_are_summarised_not_expanded(full, fast):
     assert not any(e.get("cat") == "summary" for e in events_full)
     assert {e["pid"] for e in summaries} == set(range(len(fast[0].ranks)))
     assert all(e["name"].startswith("fast-forwarded layers") for e in summaries)
+    assert all(e["tid"] >= 3 * TRACK_TID for e in summaries)  # on summary tracks, apart from what ran
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events_fast if e["name"] == "thread_name"}
+    assert all(names[(e["pid"], e["tid"])].endswith("(summary)") for e in summaries)
     assert len(events_fast) < len(events_full) / 3
 
 
@@ -149,3 +173,14 @@ def test_cli_trace_errors_are_one_line(tmp_path, extra, needle):
     proc = _moesim(*RUN, *[a.format(tmp=tmp_path) for a in extra])
     assert proc.returncode != 0 and needle in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_slices_nest_on_every_track_with_overlapping_micro_batches():
+    """Two-batch overlap runs compute beside communication and several chunks at once: every track still
+    holds slices that nest (here: never overlap), with fast-forward on and off."""
+    for fast_forward in (False, True):
+        result, breakdown = _run(fast_forward, "hgx-h100:4", "TP4EP8", (("overlap", "two-batch"),))
+        events = _check_structure(chrome_trace(result, breakdown), result)
+        compute, comm = _busy_us(events, "compute"), _busy_us(events, "collectives")
+        assert compute[0] == pytest.approx(result.ranks[0].gpu_s * 1e6, rel=1e-6)
+        assert comm[0] == pytest.approx(result.ranks[0].comm_s * 1e6, rel=1e-6)

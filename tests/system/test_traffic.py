@@ -7,7 +7,7 @@ import pytest
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
 from moesim.system.traffic import workload_traffic
-from moesim.workload.generator import ep_alltoall_bytes, tp_allreduce_bytes
+from moesim.workload.costs import ep_alltoall_bytes, tp_allreduce_bytes
 
 
 def _prepared(topology: str, strategy: str, placement: str = "contiguous"):  # type: ignore[no-untyped-def]

@@ -11,9 +11,10 @@ from moesim.errors import MoesimError
 from moesim.models.catalog import get_model, list_models
 from moesim.workload import et_def_pb2 as pb
 from moesim.workload.chakra import comm_groups_path, logical_topology_path, read_et, write_et
-from moesim.workload.generator import STUDY_STRATEGIES, WorkloadOptions, generate
+from moesim.workload.generator import generate
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.options import STUDY_STRATEGIES, WorkloadOptions
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "chakra" / "astra-sim-microbenchmarks"
 ALL_VALID = [

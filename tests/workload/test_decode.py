@@ -10,15 +10,11 @@ import pytest
 
 from moesim.errors import MoesimError
 from moesim.models.catalog import STUDY_MODELS, get_model
-from moesim.workload.generator import (
-    STUDY_STRATEGIES,
-    WorkloadOptions,
-    attention_shard,
-    expert_hit_fraction,
-    generate,
-)
+from moesim.workload.costs import attention_shard, expert_hit_fraction
+from moesim.workload.generator import generate
 from moesim.workload.graph import CollectiveType, NodeKind
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.options import STUDY_STRATEGIES, WorkloadOptions
 
 
 def decode(model: str, strategy: str, batch: int, context: int = 512, steps: int = 1):

@@ -9,16 +9,12 @@ import pytest
 from moesim.errors import MoesimError
 from moesim.models.catalog import STUDY_MODELS, get_model, list_models
 from moesim.models.spec import AttentionSpec, ModelSpec
-from moesim.workload.generator import (
-    STUDY_STRATEGIES,
-    WorkloadOptions,
-    comm_proxies,
-    generate,
-    roofline_s,
-    summary,
-)
+from moesim.workload.costs import comm_proxies, roofline_time_s
+from moesim.workload.generator import generate
 from moesim.workload.graph import CollectiveType, NodeKind
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.options import STUDY_STRATEGIES, WorkloadOptions
+from moesim.workload.summary import summary
 
 T = 4096
 STUDY = [(m, s) for m in STUDY_MODELS for s in STUDY_STRATEGIES]
@@ -234,11 +230,22 @@ def test_v4_flash_gpu_time_tp8_matches_calibration() -> None:
 
 
 def test_roofline_estimate_is_sum_of_node_maxima() -> None:
+    """The summary sums the engine's roofline: max(FLOPs/peak, bytes/bandwidth) per node, whole ns."""
     wl = generate(get_model("deepseek-v4-flash"), ParallelLayout.parse("TP4EP8"), T)
     comp = [n for n in wl.graphs[0].nodes if n.kind is NodeKind.COMPUTE]
-    expected = sum(max(n.flops / 1.0e15, n.bytes_moved / 1.6e12) for n in comp)
-    assert summary(wl).gpu_s_estimate == pytest.approx(expected, rel=1e-12)
-    assert roofline_s(comp[0], 1.0e15, 1.6e12) == max(comp[0].flops / 1e15, comp[0].bytes_moved / 1.6e12)
+    expected = sum(int(max(n.flops / 1.0e15, n.bytes_moved / 1.6e12) * 1e9) * 1e-9 for n in comp)
+    assert summary(wl).gpu_s_estimate == pytest.approx(expected, rel=1e-9)
+    assert summary(wl).gpu_s_estimate == sum(roofline_time_s(n, 1.0e15, 1.6e12) for n in comp)
+
+
+def test_roofline_edge_cases() -> None:
+    """No bytes: skipped (0 s); no FLOPs: bytes/bandwidth; roofline off: the recorded duration (1 ns at least)."""
+    from moesim.workload.graph import Node
+
+    assert roofline_time_s(Node(0, "x", NodeKind.COMPUTE, flops=10**9), 1e12, 1e9) == 0.0
+    assert roofline_time_s(Node(0, "x", NodeKind.COMPUTE, bytes_moved=3000), 1e12, 1e9) == 3e-6
+    assert roofline_time_s(Node(0, "x", NodeKind.COMPUTE, flops=10**9, duration_ns=7), 1e12, 1e9, roofline=False) == 7 * 1e-9
+    assert roofline_time_s(Node(0, "x", NodeKind.COMPUTE), 1e12, 1e9, roofline=False) == 1e-9
 
 
 # --- validation ----------------------------------------------------------------------------------

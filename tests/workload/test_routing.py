@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from moesim.errors import MoesimError
 from moesim.models.catalog import get_model
 from moesim.models.spec import AttentionSpec, ModelSpec
-from moesim.workload.generator import WorkloadOptions, generate, moe_routing, routing_imbalance
+from moesim.workload.generator import generate, moe_routing, routing_imbalance
 from moesim.workload.graph import CollectiveType
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.options import WorkloadOptions
 from moesim.workload.routing import (
     contiguous_placement,
     eplb_placement,

@@ -2,7 +2,9 @@
 
 Modules: results (loading, level order), stats (subsets, means, marginals, interactions), matched
 (matched-configuration ranks), architecture (proxies), study (the standard analysis), tables,
-figures, findings, report, reference (comparison against published figures).
+figures, findings, report, reference (comparison against published figures), bands (each backend's measured
+error against packet level), confidence (which orderings those errors leave unresolved), refine (rerunning the
+runs that settle them on packet level).
 """
 
 from moesim.analysis.matched import (

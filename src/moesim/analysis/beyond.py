@@ -1,8 +1,8 @@
 """Report sections for the questions beyond the reference study: rank placement (default against the best
 mapping found, ``moesim sweep placement``) and current servers in prefill and decode (``moesim sweep modern``).
 
-Each section is built only from runs that carry its factors (``placement``; ``phase``), so a report of the
-reference study has neither. Tables are pyarrow tables; figures are matplotlib figures (``figures.py``).
+Each section is built only from runs that carry its factors (``placement``; ``phase``; ``overlap``, in
+``overlap.py``), so a report of the reference study has none. Tables are pyarrow tables; figures are matplotlib figures (``figures.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pyarrow as pa
 from matplotlib.figure import Figure
 
 from moesim.analysis import figures as figs
+from moesim.analysis.overlap import overlap_table
 from moesim.analysis.results import DEFAULT_LEVEL, MODEL, natural_key
 
 DEFAULT_PLACEMENT = "contiguous"
@@ -99,6 +100,8 @@ def phase_table(t: pa.Table) -> pa.Table | None:
     cells: dict[tuple[str, ...], dict[str, Any]] = {}
     batches: set[int] = set()
     for r in t.to_pylist():
+        if r.get("overlap") not in (None, DEFAULT_LEVEL, "none"):  # the "Overlap" section shows those
+            continue
         key = _key(r, (MODEL, "topology", "strategy"))
         cell = cells.setdefault(key, dict(zip((MODEL, "topology", "strategy"), key, strict=True)))
         decode = _decode(r)
@@ -165,7 +168,7 @@ def phase_figure(phases: pa.Table) -> Figure:
     return fig
 
 
-SECTIONS = (("placement", "Rank placement"), ("phases", "Prefill and decode"))
+SECTIONS = (("placement", "Rank placement"), ("phases", "Prefill and decode"), ("overlap", "Overlap"))
 """The sections of this module, shown in a report only when they have content."""
 
 
@@ -185,3 +188,8 @@ def parts(t: pa.Table) -> Iterator[Part]:
                    "each decode batch", table=best_strategy_table(phases))
         yield Part("phases", "phases", "Prefill time and decode throughput by topology and strategy (mean over "
                    "the models)", figure=phase_figure(phases))
+    overlap = overlap_table(t)
+    if overlap is not None:
+        yield Part("overlap", "overlap", "Per model, server, network and pass: the fastest split without and with "
+                   "micro-batch overlap, its exposed communication (not hidden by compute) and the communication it "
+                   "hides (comm − exposed); gain = 1 − best with overlap / best without", table=overlap)

@@ -6,11 +6,13 @@ ranking reverses. Relative overhead is (B − A) / A (docs/study.md §7).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 
+from moesim.analysis.confidence import Ordering, Pair, backend_mix, describe_settle, pair_text
 from moesim.analysis.results import MODEL, level_key, levels
 from moesim.analysis.stats import GridView
 from moesim.analysis.study import Analysis
@@ -21,13 +23,15 @@ from moesim.analysis.tables import format_seconds
 class Finding:
     """One generated sentence. ``claim`` is what it asserts, as data (two analyses assert the same thing
     when their claims are equal: how a finding is checked seed by seed); ``factors`` are the factors it
-    compares; ``backend`` names the network backend(s) the numbers came from."""
+    compares; ``backend`` names the network backend(s) the numbers came from; ``unresolved`` the orderings it
+    rests on that the error bands of its rows cannot decide (``moesim.analysis.confidence``)."""
 
     topic: str
     text: str
     claim: Any = None
     factors: tuple[str, ...] = ()
     backend: str = ""
+    unresolved: tuple[str, ...] = ()
 
 
 def _s(x: float) -> str:
@@ -234,10 +238,43 @@ NETWORK = "network"
 """The factor whose levels differ (mostly) in congestion control."""
 
 
-def findings(a: Analysis) -> list[Finding]:
+def _rests_on(f: Finding, a: Analysis) -> Callable[[Ordering, Pair], bool]:
+    """Which unresolved pairs a finding's claim depends on: where the minimum and maximum lie (overall), a
+    marginal ranking (per factor), the best level given another factor's level (reversals), an interaction
+    view's cells or ratios. Matched-configuration and architecture findings rest on no ordering judged here."""
+    if f.topic == "overall" and f.claim:
+        names = {f"S_full {f.claim[0]} fastest at", f"S_full {f.claim[0]} slowest at"}
+        return lambda o, p: o.statistic in names
+    if f.topic == "reversals" and len(f.factors) == 2:
+        mid = f" {f.factors[0]} given {f.factors[1]} = "
+        return lambda o, p: p.position == 0 and any(o.statistic.startswith(m + mid) for m in a.models)
+    if any(it.view.name == f.topic for it in a.interactions):
+        return lambda o, p: o.statistic.startswith(f.topic + " ")
+    if f.factors == (f.topic,) and isinstance(f.claim, tuple) and f.claim:
+        names = {f"{f.claim[0]} {m} {f.topic} ranking" for m in a.models}
+        return lambda o, p: o.statistic in names
+    return lambda o, p: False
+
+
+def _with_confidence(f: Finding, a: Analysis, ords: Sequence[Ordering]) -> Finding:
+    """``f`` with the unresolved pairs it rests on named at the end of its text."""
+    rests = _rests_on(f, a)
+    hits = [(o, p) for o in ords for p in o.pairs if rests(o, p)]
+    if not hits:
+        return f
+    o, p = hits[0]
+    more = len({x.statistic for x, _ in hits}) - 1
+    text = (f"{f.text} Unresolved at this fidelity: {pair_text(p)} ({o.statistic})"
+            + (f"; {more} more ordering{'s' if more > 1 else ''} it rests on too" if more > 0 else "") + ".")
+    return replace(f, text=text, unresolved=tuple(dict.fromkeys(x.statistic for x, _ in hits)))
+
+
+def findings(a: Analysis, ords: Sequence[Ordering] = ()) -> list[Finding]:
     """All findings, in report order, each carrying the backend it came from. A comparison between
     network modes from a backend that does not model congestion control is not stated: one line says
-    so instead. With several start-jitter seeds, each finding says in how many seeds it holds."""
+    so instead. With several start-jitter seeds, each finding says in how many seeds it holds. Given the
+    orderings judged against the error bands (``moesim.analysis.confidence.orderings``), a finding that rests
+    on one the bands cannot decide says so (``unresolved``)."""
     from moesim.network.base import congestion_control_backends, models_congestion_control
 
     backends = levels(a.table, "backend") if "backend" in a.table.column_names else ()
@@ -254,7 +291,8 @@ def findings(a: Analysis) -> list[Finding]:
         if per_seed:
             k = sum((f.topic, f.claim) in claims for claims in per_seed.values())
             text += f" Holds in {k} of {len(per_seed)} seeds."
-        out.append(replace(f, text=text, backend=label))
+        f = replace(f, text=text, backend=label)
+        out.append(_with_confidence(f, a, ords) if ords else f)
     if dropped or (blind and NETWORK in a.factors):
         which = " or ".join(congestion_control_backends())
         out.append(Finding(NETWORK, (
@@ -262,3 +300,34 @@ def findings(a: Analysis) -> list[Finding]:
             f"(its network modes differ only in delays and header bytes); rerun with --backend {which} to "
             "compare them."), factors=(NETWORK,), backend=label))
     return out
+
+
+def findings_markdown(provenance: Sequence[tuple[str, str]], fs: Sequence[Finding], ords: Sequence[Ordering],
+                      a: Analysis, bands_note: str, refine_hint: str) -> str:
+    """``findings.md``: the provenance (version, date, command, backends of the rows), the findings, and the
+    orderings left unresolved at this fidelity with the runs that would settle them."""
+    prov = dict(provenance)
+    commands = prov.get("command", "not recorded")
+    runs = a.seed_runs if a.seed_runs is not None else a.table
+    mix = backend_mix(runs) or "not recorded"
+    out = ["# Findings", "",
+           f"- moesim version: {prov.get('moesim version', 'not recorded')}",
+           f"- date (runs finished, UTC): {prov.get('date (runs finished, UTC)', 'not recorded')}",
+           "- command: " + (commands if commands.startswith("not recorded") else
+                            "; ".join(f"`{c}`" for c in commands.split("\n"))),
+           f"- backend: {mix}" + (" runs (per configuration the most exact backend stored)" if "," in mix else ""),
+           "", "## Summary", "", *(f"- [{f.backend}] {f.text}" for f in fs)]
+    if ords:
+        open_ = [o for o in ords if not o.resolved]
+        all_levels = {f: levels(a.table, f) for f in a.factors}
+        out += ["", "## Unresolved at this fidelity", "",
+                (f"{len(open_)} of {len(ords)} orderings lie inside the error bands of their rows' backends. " if open_
+                 else f"None: all {len(ords)} orderings are resolved. ") + bands_note, ""]
+        for o in open_:
+            p = o.pairs[0]
+            more = f" ({len(o.pairs) - 1} more pair{'s' if len(o.pairs) > 2 else ''})" if len(o.pairs) > 1 else ""
+            out.append(f"- {o.statistic}: {o.order}. {pair_text(p)}{more}. Settle with {len(o.settle)} "
+                       f"run{'s' if len(o.settle) != 1 else ''}: {describe_settle(o, a.factors, all_levels)}.")
+        if open_:
+            out += ["", refine_hint]
+    return "\n".join(out) + "\n"

@@ -4,7 +4,8 @@ A reference file lists published numbers in the structure of our own statistics 
 min/max and where, marginal means over a subset, level orders, single runs; schema in
 docs/analysis.md). Each number is matched with the same statistic of our results and shown side by
 side: a table with the relative difference (ours − reference) / reference, and one figure per group.
-The V4 Flash calibration figures of docs/study.md §8 ship as ``references/v4_flash.yaml``.
+Per configuration the rows of the most exact backend stored are used (``confidence.most_exact``), and each
+number names the backends of its rows. The V4 Flash calibration figures of docs/study.md §8 ship as ``references/v4_flash.yaml``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import yaml
 
 from moesim.analysis import figures as figs
 from moesim.analysis import seeds
+from moesim.analysis.bands import load_bands
+from moesim.analysis.confidence import backend_mix, most_exact
 from moesim.analysis.results import METRICS, MODEL, candidate_factors, levels, load_results, where
 from moesim.analysis.stats import SUBSETS, TIE_RTOL, group_means, overall, ranking, subset
 from moesim.errors import MoesimError, input_error
@@ -39,6 +42,8 @@ class Check:
     label: str
     reference: float
     ours: float
+    backend: str = ""
+    """The backends of the rows behind ``ours`` (``confidence.backend_mix``)."""
 
     @property
     def rel_diff(self) -> float:
@@ -53,6 +58,7 @@ class TextCheck:
     reference: str
     ours: str
     same: bool
+    backend: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,18 +69,20 @@ class Comparison:
     checks: tuple[Check, ...]
     orders: tuple[TextCheck, ...]
     skipped: tuple[str, ...] = ()  # reference entries our results cannot match (missing factor or level)
-    backend: str = ""  # the backend(s) our numbers came from
+    backend: str = ""  # the backend(s) our numbers came from: ``fluid``, or ``packet 4, fluid 188`` per configuration
     caveat: str = ""  # why some of our numbers answer no question (e.g. network modes on a CC-blind backend)
 
     def table(self) -> pa.Table:
         rows = [{"group": c.group, "label": c.label, "reference": c.reference, "ours": c.ours, "rel_diff": c.rel_diff,
                  **({"within_tolerance": "yes" if abs(c.rel_diff) <= self.tolerance_rel else "no"}
-                    if self.tolerance_rel is not None else {}), "backend": self.backend} for c in self.checks]
+                    if self.tolerance_rel is not None else {}), "backend": c.backend or self.backend}
+                for c in self.checks]
         return pa.Table.from_pylist(rows)
 
     def order_table(self) -> pa.Table:
         return pa.Table.from_pylist([{"group": o.group, "reference": o.reference, "ours": o.ours,
-                                      "same": "yes" if o.same else "no", "backend": self.backend} for o in self.orders],
+                                      "same": "yes" if o.same else "no", "backend": o.backend or self.backend}
+                                     for o in self.orders],
                                     schema=pa.schema([(c, pa.string()) for c in
                                                       ("group", "reference", "ours", "same", "backend")]))
 
@@ -140,17 +148,19 @@ def compare(table: pa.Table, ref: dict[str, Any]) -> Comparison:
     skipped: list[str] = []
     ov = overall(t).to_pylist()[0]
     for k, v in (ref.get("overall") or {}).items():
-        checks.append(Check("overall", k, float(v), float(ov[k])))
+        checks.append(Check("overall", k, float(v), float(ov[k]), backend_mix(t)))
     for i, m in enumerate(ref.get("means") or []):
         metric, factor = m.get("metric", "wall_s"), str(m["factor"])
         s = subset(t, m["subset"])
         if factor not in s.column_names:
             skipped.append(f"means[{i}]: the results have no column '{factor}'")
             continue
-        g = {r[factor]: r[metric] for r in group_means(_as_str_column(s, factor), (factor,), (metric,)).to_pylist()}
+        s = _as_str_column(s, factor)
+        g = {r[factor]: r[metric] for r in group_means(s, (factor,), (metric,)).to_pylist()}
         for level, v in m["values"].items():
             if str(level) in g:
-                checks.append(Check(f"{m['subset']} {metric} by {factor}", str(level), float(v), float(g[str(level)])))
+                checks.append(Check(f"{m['subset']} {metric} by {factor}", str(level), float(v), float(g[str(level)]),
+                                    backend_mix(where(s, include={factor: (str(level),)}))))
             else:
                 skipped.append(f"means[{i}]: no runs at {factor}={level} in {m['subset']}")
     order = list(candidate_factors(t))
@@ -170,7 +180,7 @@ def compare(table: pa.Table, ref: dict[str, Any]) -> Comparison:
         for metric in METRICS:
             if metric in r:
                 ours = float(group_means(sel, (), (metric,)).column(metric)[0].as_py())
-                checks.append(Check(f"runs {metric}", label, float(r[metric]), ours))
+                checks.append(Check(f"runs {metric}", label, float(r[metric]), ours, backend_mix(sel)))
     orders = []
     for i, o in enumerate(ref.get("orders") or []):
         s = subset(t, o.get("subset", "S_full"))
@@ -179,14 +189,15 @@ def compare(table: pa.Table, ref: dict[str, Any]) -> Comparison:
             continue
         mine, theirs = ranking(s, str(o["factor"])).get(model, ()), tuple(str(x) for x in o["best_first"])
         orders.append(TextCheck(f"{o.get('subset', 'S_full')} {o['factor']} order", " < ".join(theirs),
-                                " < ".join(mine), mine == theirs))
+                                " < ".join(mine), mine == theirs, backend_mix(s)))
     wall = t.column("wall_s").to_numpy()
     for key, pick in (("wall_min_at", wall <= wall.min() * (1 + TIE_RTOL)), ("wall_max_at", wall >= wall.max() * (1 - TIE_RTOL))):
         want = (ref.get("extremes") or {}).get(key)
         if want:
             attained = t.filter(pa.array(pick)).to_pylist()
             same = any(all(str(r.get(k)) == str(v) for k, v in want.items()) for r in attained)
-            orders.append(TextCheck(key, ", ".join(f"{k}={v}" for k, v in want.items()), ov[key], same))
+            orders.append(TextCheck(key, ", ".join(f"{k}={v}" for k, v in want.items()), ov[key], same,
+                                    backend_mix(t.filter(pa.array(pick)))))
     tol = ref.get("tolerance_rel")
     backends = levels(t, "backend") if "backend" in t.column_names else ()
     blind = [b for b in backends if not models_congestion_control(b)]
@@ -196,7 +207,7 @@ def compare(table: pa.Table, ref: dict[str, Any]) -> Comparison:
                   f"answer no question about congestion control (use --backend "
                   f"{' or '.join(congestion_control_backends())})")
     return Comparison(str(ref.get("name", src)), str(ref.get("source", src)), float(tol) if tol is not None else None,
-                      tuple(checks), tuple(orders), tuple(skipped), "/".join(backends), caveat)
+                      tuple(checks), tuple(orders), tuple(skipped), backend_mix(t), caveat)
 
 
 def compare_dir(directory: str | Path, reference: str | Path, out_dir: str | Path | None = None) -> tuple[Comparison, Path]:
@@ -205,7 +216,7 @@ def compare_dir(directory: str | Path, reference: str | Path, out_dir: str | Pat
     from moesim.analysis.tables import write_table
 
     ref = load_reference(reference)
-    table = load_results(directory)
+    table = most_exact(load_results(directory), load_bands())
     if seeds.has_seeds(table):
         table = seeds.collapse(table)
     comp = compare(table, ref)

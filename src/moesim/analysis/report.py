@@ -22,9 +22,11 @@ from matplotlib.figure import Figure
 
 from moesim.analysis import beyond, seeds
 from moesim.analysis import figures as figs
+from moesim.analysis.bands import ErrorBands, load_bands
 from moesim.analysis.breakdown import slowest_splits
+from moesim.analysis.confidence import Ordering, backend_mix, confidence_table, most_exact, orderings
 from moesim.analysis.diagnostics import name_links, read_diagnostics
-from moesim.analysis.findings import Finding, findings
+from moesim.analysis.findings import Finding, findings, findings_markdown
 from moesim.analysis.labels import topology_table_rows
 from moesim.analysis.provenance import Provenance, provenance
 from moesim.analysis.results import MODEL, levels, load_results, load_store_meta
@@ -39,7 +41,8 @@ MIN_FILTER_ROWS = 10
 """Tables with at least this many rows get a filter box (a shorter one is read at a glance)."""
 
 SECTIONS = (
-    ("provenance", "Provenance"), ("summary", "Summary"), ("data", "Data"), ("overall", "Overall statistics"),
+    ("provenance", "Provenance"), ("summary", "Summary"), ("confidence", "Confidence at this fidelity"),
+    ("data", "Data"), ("overall", "Overall statistics"),
     ("marginals", "Marginal means and rankings"), ("normalized", "Normalised times"),
     ("interactions", "Interactions"), ("orders", "Conditional rankings"),
     ("matched", "Matched-configuration analysis"), ("architecture", "Architecture and communication proxies"),
@@ -177,6 +180,35 @@ def _table_items(a: Analysis, raw: pa.Table) -> Iterator[Item]:
     failed = failed_table(raw, a.factors)
     if failed is not None:
         yield Item("data", "failed_runs", f"Failed runs ({failed.num_rows}), left out of every statistic", failed)
+
+
+def _confidence_item(a: Analysis, ords: Sequence[Ordering]) -> Item:
+    return Item("confidence", "confidence", "Every ordering the report states, judged against the error bands of "
+                "its rows (margin_rel = gap between the closest unresolved pair over the faster; band_rel = their "
+                "combined band); settle_with = the runs that would settle it on packet level",
+                confidence_table(ords, a), kinds={"margin_rel": PERCENT, "band_rel": PERCENT})
+
+
+def _confidence_notes(stored: pa.Table, a: Analysis, ords: Sequence[Ordering], bands: ErrorBands,
+                      src: Path) -> dict[str, list[str]]:
+    """The confidence section's notes (how many orderings are unresolved, where the bands come from, how to
+    settle them) and the Data section's line on which backend each configuration's rows come from."""
+    runs = a.seed_runs if a.seed_runs is not None else a.table
+    present = sorted(levels(runs, "backend"), key=lambda b: (bands.exactness(b), b)) if "backend" in \
+        runs.column_names else []
+    unresolved = [o for o in ords if not o.resolved]
+    settle = len({tuple(sorted(c.items())) for o in unresolved for c in o.settle})
+    notes = {"confidence": [
+        f"{len(unresolved)} of {len(ords)} orderings are unresolved at this fidelity: their margin lies inside the "
+        "combined error band of the rows behind them, so packet level may order them otherwise.",
+        bands.describe(present),
+        f"`moesim refine {src}` reruns the {settle} runs that would settle them on packet level, into the same "
+        "store (docs/cli.md)." if unresolved else "Every ordering is resolved at this fidelity."], "data": []}
+    if stored.num_rows > runs.num_rows:
+        notes["data"].append(f"Per configuration the most exact backend stored is used ({' > '.join(present)}): "
+                             f"{backend_mix(runs)} runs; {stored.num_rows - runs.num_rows} runs of less exact "
+                             "backends for the same configurations are left out.")
+    return notes
 
 
 def _diagnostic_runs(a: Analysis, base: Path) -> list[tuple[str, dict[str, pa.Table]]]:
@@ -380,19 +412,22 @@ def _notes(a: Analysis, failed: int) -> dict[str, list[str]]:
 def build_report(directory: str | Path, out_dir: str | Path | None = None) -> ReportFiles:
     """Analyse the store in ``directory``; write tables/, figures/, findings.md and report.html to ``out_dir``."""
     src = Path(directory)
-    table = load_results(src)
-    if table.num_rows == 0:
+    stored = load_results(src)
+    if stored.num_rows == 0:
         raise MoesimError(f"{src}: no successful runs to report")
+    bands = load_bands()
+    table = most_exact(stored, bands)
     raw = load_results(src, include_failed=True)
-    failed = raw.num_rows - table.num_rows
+    failed = raw.num_rows - stored.num_rows
     out = Path(out_dir) if out_dir else src
     a = analyse(table)
-    fs = findings(a)
+    ords = orderings(a, bands)
+    fs = findings(a, ords)
     prov = provenance(raw, load_store_meta(src))
     items: list[Item] = []
     table_paths = write_table(provenance_table(prov), out / "tables", "provenance", "Provenance of the results")
     figure_paths: list[Path] = []
-    for item in (*_provenance_items(prov), *_table_items(a, raw)):
+    for item in (*_provenance_items(prov), *_table_items(a, raw), _confidence_item(a, ords)):
         assert item.table is not None
         table_paths += write_table(item.table, out / "tables", item.name, item.caption, item.kinds)
         items.append(item)
@@ -417,13 +452,16 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
     at = [sid for sid, _ in SECTIONS].index("runs")
     sections = SECTIONS[:at] + tuple(extra_sections) + SECTIONS[at:]  # before "All runs"
     notes = _notes(a, failed)
+    for sid, lines in _confidence_notes(stored, a, ords, bands, src).items():
+        notes.setdefault(sid, []).extend(lines)
     if not any(i.section == "breakdown" for i in items):
         notes["breakdown"].append("No run in these results has a stored breakdown (a store from before breakdowns, "
                                   "or swept with --breakdown none).")
     if not any(i.section == "diagnostics" for i in items):
         notes["diagnostics"].append("No run in these results has diagnostics side files.")
     title = f"moesim report: {src.resolve().name}"
-    atomic_write(out / "findings.md", "# Findings\n\n" + "".join(f"- [{f.backend}] {f.text}\n" for f in fs))
+    _, bands_line, settle_line = notes["confidence"]
+    atomic_write(out / "findings.md", findings_markdown(prov.items(), fs, ords, a, bands_line, settle_line))
     page = atomic_write(out / "report.html", render_html(title, fs, items, notes, sections, provenance_lines=prov.items()))
     return ReportFiles(page, tuple(table_paths), tuple(figure_paths), tuple(fs))
 

@@ -24,7 +24,10 @@ from moesim.experiments.store_schema import DB_NAME, MEASUREMENTS, METADATA, MOD
 from moesim.models.catalog import STUDY_MODELS
 
 METRICS = MEASUREMENTS
-REQUIRED = (MODEL, *METRICS)
+EXPOSED = "exposed_comm_s"
+BACKEND = "backend"
+REQUIRED = (MODEL, *(m for m in METRICS if m != EXPOSED))
+"""A table without ``exposed_comm_s`` (written before it) gets it derived: wall_s − gpu_s, its definition."""
 
 # Display order of the study's levels (docs/study.md §1, §2, §5); other levels sort naturally.
 STUDY_ORDER: dict[str, tuple[str, ...]] = {
@@ -62,10 +65,21 @@ def _is_factor_type(t: pa.DataType) -> bool:
         or pa.types.is_dictionary(t)
 
 
+def _backend_varies(table: pa.Table, names: Sequence[str]) -> bool:
+    """Whether some configuration (the model and the other candidate columns) is stored under two backends."""
+    keys = zip(*(table.column(c).to_pylist() for c in (MODEL, *names) if c != BACKEND), strict=True)
+    seen: dict[tuple[Any, ...], Any] = {}
+    return any(seen.setdefault(k, b) != b for k, b in zip(keys, table.column(BACKEND).to_pylist(), strict=True))
+
+
 def candidate_factors(table: pa.Table) -> tuple[str, ...]:
-    """Columns that may be factors: strings/integers that are neither measurements nor metadata."""
+    """Columns that may be factors: strings/integers that are neither measurements nor metadata. The
+    backend is a factor only where some configuration was run on several backends; otherwise it says
+    where each row came from (a store refined on a more exact backend, ``moesim.analysis.confidence``)."""
     names = [n for n in table.column_names if n != MODEL and n not in METADATA and n not in METRICS
              and _is_factor_type(table.schema.field(n).type)]
+    if BACKEND in names and not _backend_varies(table, names):
+        names.remove(BACKEND)
     study = [n for n in STUDY_FACTORS if n in names]
     return tuple(study + [n for n in names if n not in study])
 
@@ -112,6 +126,13 @@ def as_table(data: Any, source: str = "results") -> pa.Table:
         if col.null_count:  # an override factor that some runs do not set: those runs have its default
             col = pc.fill_null(col, DEFAULT_LEVEL)
         table = table.set_column(table.column_names.index(name), name, col)
+    wall, gpu = pc.cast(table.column("wall_s"), pa.float64()), pc.cast(table.column("gpu_s"), pa.float64())
+    derived = pc.max_element_wise(pc.subtract(wall, gpu), 0.0)
+    if EXPOSED not in table.column_names:
+        table = table.append_column(EXPOSED, derived)
+    elif table.column(EXPOSED).null_count:
+        table = table.set_column(table.column_names.index(EXPOSED), EXPOSED,
+                                 pc.coalesce(pc.cast(table.column(EXPOSED), pa.float64()), derived))
     for name in METRICS:
         col = table.column(name)
         if col.type != pa.float64():

@@ -4,6 +4,18 @@ Each module imports only typer (and the standard library) at load time; everythi
 the commands, so ``moesim --help`` and the listings stay fast.
 """
 
-from moesim.commands import astra, collective, models, place, plugins, report, run, sweep, topology, workload
+from moesim.commands import (
+    astra,
+    collective,
+    models,
+    place,
+    plugins,
+    refine,
+    report,
+    run,
+    sweep,
+    topology,
+    workload,
+)
 
-COMMAND_MODULES = (models, workload, topology, run, collective, place, sweep, report, plugins, astra)
+COMMAND_MODULES = (models, workload, topology, run, collective, place, sweep, report, refine, plugins, astra)

@@ -69,7 +69,10 @@ def compare(
             "orders": comp.order_table().to_pylist(), "skipped": list(comp.skipped),
             "caveat": comp.caveat or None, "html": str(page)}, indent=1))
         return
-    typer.echo(f"{comp.name} ({comp.source}); our numbers from the {comp.backend or 'unknown'} backend\n")
+    which = comp.backend or "unknown"
+    typer.echo(f"{comp.name} ({comp.source}); our numbers from the {which} backend\n" if "," not in which else
+               f"{comp.name} ({comp.source}); our numbers from each configuration's most exact backend stored "
+               f"({which} runs)\n")
     typer.echo(to_markdown(comp.table()))
     if comp.orders:
         typer.echo(to_markdown(comp.order_table()))

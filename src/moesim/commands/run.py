@@ -85,7 +85,7 @@ def seeded(spec: Any, seed: int, jitter_s: float) -> Any:
 def _print_seeds(spec: Any, results: list[Any], jitter_s: float, as_json: bool, caveat: str | None) -> None:
     from moesim.analysis.seeds import SPREAD_FLAG, spread
 
-    stats = {m: spread([getattr(r, m) for r in results]) for m in ("wall_s", "gpu_s", "comm_s")}
+    stats = {m: spread([getattr(r, m) for r in results]) for m in ("wall_s", "gpu_s", "comm_s", "exposed_comm_s")}
     if as_json:
         record: dict[str, Any] = {"seeds": list(range(1, len(results) + 1)), "start_jitter_s": jitter_s,
                                   "results": [r.summary() for r in results], **stats}
@@ -194,7 +194,7 @@ def register(app: typer.Typer) -> None:
             return
         typer.echo(f"{model}  topology {topology}  {spec.strategy}  {algorithm}  {network}")
         typer.echo(f"  wall {result.wall_s:.6f} s   GPU {result.gpu_s:.6f} s   comm {result.comm_s:.6f} s"
-                   f"   (bottleneck rank {result.bottleneck_rank})")
+                   f"   exposed comm {result.exposed_comm_s:.6f} s   (bottleneck rank {result.bottleneck_rank})")
         if "step_s" in record:
             typer.echo(f"  decode: {record['step_s'] * 1e3:.6f} ms per step   {record['tokens_per_s']:.1f} tokens/s")
         if "ep_imbalance" in record:

@@ -13,13 +13,13 @@ import typer
 from moesim.errors import MoesimError, input_error
 
 if TYPE_CHECKING:
-    from moesim.workload.generator import WorkloadSummary
     from moesim.workload.graph import Workload
+    from moesim.workload.summary import WorkloadSummary
 
 STUDY_TOKENS = 4096
-"""moesim.workload.generator.STUDY_TOKENS, repeated so that help does not load the workload layer (tested)."""
+"""moesim.workload.options.STUDY_TOKENS, repeated so that help does not load the workload layer (tested)."""
 COLLECTIVE_ADDRESSING = ("dims", "groups")
-"""moesim.workload.generator.COLLECTIVE_ADDRESSING (tested to agree)."""
+"""moesim.workload.options.COLLECTIVE_ADDRESSING (tested to agree)."""
 
 EXPORT_FORMATS = ("chakra",)
 
@@ -49,8 +49,9 @@ def _build(
     generator: str,
 ) -> Workload:
     from moesim.models.catalog import get_model
-    from moesim.workload.generator import GENERATORS, STUDY_STRATEGIES, WorkloadOptions
+    from moesim.workload.generator import GENERATORS
     from moesim.workload.layout import ParallelLayout
+    from moesim.workload.options import STUDY_STRATEGIES, WorkloadOptions
 
     if not model:
         raise input_error("moesim workload", "--model", "is required (or use --study)")
@@ -99,15 +100,11 @@ def _study(tokens: int, as_json: bool) -> None:
     from rich.table import Table
 
     from moesim.models.catalog import STUDY_MODELS, get_model
-    from moesim.workload.generator import (
-        GENERATORS,
-        STUDY_RANKS,
-        STUDY_STRATEGIES,
-        WorkloadOptions,
-        comm_proxies,
-        summary,
-    )
+    from moesim.workload.costs import comm_proxies
+    from moesim.workload.generator import GENERATORS
     from moesim.workload.layout import ParallelLayout
+    from moesim.workload.options import STUDY_RANKS, STUDY_STRATEGIES, WorkloadOptions
+    from moesim.workload.summary import summary
 
     start = time.perf_counter()
     rows: list[dict[str, Any]] = []
@@ -200,7 +197,7 @@ def generate_cmd(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of text"),
 ) -> None:
     """Generate a workload and print its summary (node counts, TP/EP bytes, FLOPs)."""
-    from moesim.workload.generator import summary
+    from moesim.workload.summary import summary
 
     if study:
         if model or strategy:
@@ -260,8 +257,8 @@ def inspect_cmd(
 ) -> None:
     """Summarise Chakra ET files (moesim's own or other tools', e.g. ASTRA-sim's microbenchmarks)."""
     from moesim.workload.chakra import read_et
-    from moesim.workload.generator import summary
     from moesim.workload.graph import NodeKind
+    from moesim.workload.summary import summary
 
     wl = read_et(path)
     s = summary(wl)

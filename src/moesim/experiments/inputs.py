@@ -116,12 +116,14 @@ def _simulated_fields(spec: Any) -> dict[str, Any]:
 
 
 KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
-    "workload_options": {"phase": "prefill", "batch": None, "context_tokens": None, "decode_steps": None},
-    "system": {"collective_optimization": "localBWAware", "logical_dims": ()},
+    "workload_options": {"phase": "prefill", "batch": None, "context_tokens": None, "decode_steps": None,
+                         "overlap": "none", "micro_batches": None},
+    "system": {"collective_optimization": "localBWAware", "logical_dims": (), "comm_sms": 0.0, "expert_routing": ()},
     "network": {"analytical_model": "rdma"},
 }
-"""Parameters whose default is the simulation without them (prefill, the [TP, EP] dimensions, the RDMA
-analytical model): left out of the key at that default, so existing stores keep their keys."""
+"""Parameters whose default is the simulation without them (prefill, no micro-batch overlap, the [TP, EP]
+dimensions, no GPU share for communication, no per-server all-to-all, the RDMA analytical model): left out
+of the key at that default, so existing stores keep their keys."""
 
 
 def _keyed(section: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -34,8 +34,10 @@ from moesim.errors import MoesimError
 from moesim.experiments.factors import SPEC_FACTORS, level_label
 from moesim.experiments.inputs import code_hash
 from moesim.experiments.store_schema import (
+    ADDED_COLUMNS,
     BASE_COLUMNS,
     BREAKDOWN_DIR,
+    COLUMNS,
     COMMAND_KEY,
     DB_NAME,
     DEFAULT_QUERY,
@@ -114,7 +116,7 @@ def check_store(db: Path) -> None:
                 return
             columns = {r[0] for r in con.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'").fetchall()}
-            missing = [c for c in BASE_COLUMNS if c not in columns]
+            missing = [c for c in BASE_COLUMNS if c not in columns and c not in ADDED_COLUMNS]
             if missing:
                 raise MoesimError(f"{db}: not a moesim results store: table runs has no column "
                                   f"{', '.join(missing)} (move it away, or sweep into another folder)")
@@ -145,6 +147,7 @@ def row_for(outcome: RunOutcome, diagnostics_path: str | None, finished_at: dt.d
         s = outcome.result.summary()
         row.update(
             wall_s=float(s["wall_s"]), gpu_s=float(s["gpu_s"]), comm_s=float(s["comm_s"]),
+            exposed_comm_s=float(s["exposed_comm_s"]),
             bottleneck_rank=int(s["bottleneck_rank"]), cc_model=s["cc_model"], cc_policy=s["cc_policy"],
             backend=s["backend"], status="ok", error=None, version=s["version"],
             params_json=_json({**s["parameters"], "source_sha256": code_hash()}), sim_wallclock_s=float(outcome.result.sim_wallclock_s),
@@ -200,6 +203,10 @@ class ResultsStore:
             self.con.execute(RUNS_DDL)
             self.con.execute(META_DDL)
             self.con.execute("INSERT OR IGNORE INTO store_meta VALUES (?, ?)", [SCHEMA_VERSION_KEY, SCHEMA_VERSION])
+            self._columns = self._existing_columns()
+            for column in COLUMNS:
+                if column.name in ADDED_COLUMNS and column.name not in self._columns:
+                    self.con.execute(f'ALTER TABLE runs ADD COLUMN "{column.name}" {column.sql}')
             self._columns = self._existing_columns()
         except Exception:
             self.close()
@@ -427,7 +434,7 @@ def _check_columns(con: Any, db: Path) -> None:
         raise store_error(db, exc) from None
     if not columns:
         raise MoesimError(f"{db}: not a moesim results store (no table runs); sweep into this folder first")
-    missing = [c for c in BASE_COLUMNS if c not in columns]
+    missing = [c for c in BASE_COLUMNS if c not in columns and c not in ADDED_COLUMNS]
     if missing:
         raise MoesimError(f"{db}: not a moesim results store: table runs has no column {', '.join(missing)} "
                           "(query it with --sql, naming the columns it has)")

@@ -59,7 +59,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("wall_s", "DOUBLE", "measurement", summary=8),
     Column("gpu_s", "DOUBLE", "measurement", summary=9),
     Column("comm_s", "DOUBLE", "measurement", summary=10),
-    Column("bottleneck_rank", "INTEGER", "metadata", summary=11),
+    # wall_s − gpu_s: communication not hidden by compute (docs/system.md); a store written before it has
+    # the column added empty, and the analysis derives it from wall_s and gpu_s
+    Column("exposed_comm_s", "DOUBLE", "measurement", summary=11),
+    Column("bottleneck_rank", "INTEGER", "metadata", summary=12),
     Column("cc_model", "VARCHAR", "metadata"),
     Column("cc_policy", "VARCHAR", "metadata"),
     Column("status", "VARCHAR NOT NULL", "metadata", summary=7),  # 'ok' | 'error'
@@ -85,6 +88,8 @@ COMMAND_KEY = "command"
 """store_meta key of the command lines that filled the store (a JSON list, first run first)."""
 
 BASE_COLUMNS = tuple(c.name for c in COLUMNS)
+ADDED_COLUMNS = ("exposed_comm_s",)
+"""Columns newer than schema version 1: added (empty) to a store that lacks them when it is opened for writing."""
 MODEL = "model"
 """The factor every analysis splits by first (never one of its ``factor_columns``)."""
 FACTOR_COLUMNS = tuple(c.name for c in COLUMNS if c.role == "factor")

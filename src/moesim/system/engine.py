@@ -24,9 +24,8 @@ import numpy as np
 
 from moesim.errors import MoesimError
 from moesim.network.base import Flow, NetworkBackend
-from moesim.system.collectives import Plan, StepTiming, chunk_sizes, plan_for, resolve
+from moesim.system.collectives import COLLECTIVES, Members, Plan, StepTiming, chunk_sizes, plan_for, resolve
 from moesim.system.collectives.direct import direct_pair_plan, pair_chunk
-from moesim.system.compute import roofline_time_s
 from moesim.system.events import EventQueue
 from moesim.system.fast_forward import FastForward
 from moesim.system.phases import Phases, StreamQueues, build_phases, draws_trees, refine_dims
@@ -34,6 +33,7 @@ from moesim.system.settings import SystemSettings
 from moesim.system.spec import RankTimes
 from moesim.system.state import CollectiveState, EventKind, InFlight, PendingEvent, RankState, SimState
 from moesim.topology.model import Topology
+from moesim.workload.costs import roofline_time_s
 from moesim.workload.graph import CollectiveType, Node, NodeKind, Workload
 
 __all__ = ["Hooks", "Simulation", "SystemSettings", "simulate"]
@@ -261,6 +261,8 @@ class Simulation:
                                           self.settings.roofline)
                     st.gpu_busy = i
                     st.gpu_s += dur
+                    if self.settings.comm_sms and st.comm_busy:
+                        dur /= 1.0 - self.settings.comm_sms
                     self.events.schedule(self.now + dur, EventKind.COMPUTE_DONE, r, i)
                     for hook in self.hooks.node_started:
                         hook(r, i)
@@ -268,12 +270,25 @@ class Simulation:
                     still.append(i)
             elif not st.comm_busy:
                 st.comm_busy = True
+                if self.settings.comm_sms and st.gpu_busy is not None:
+                    self._stretch_compute(r, 1.0 / (1.0 - self.settings.comm_sms))
                 for hook in self.hooks.node_started:
                     hook(r, i)
                 self._issue_collective(r, i)
             else:
                 still.append(i)
         st.ready = still
+
+    def _stretch_compute(self, r: int, factor: float) -> None:
+        """The GPU share left to rank r's compute in flight changed (``comm_sms``): what remains of it takes
+        ``factor`` times as long. ``gpu_s`` keeps the roofline time; the stretch shows in the wall time."""
+        target = (r, self.ranks[r].gpu_busy)
+        items = self.events.items()
+        for k, (t, prio, seq, kind, args) in enumerate(items):
+            if kind is EventKind.COMPUTE_DONE and args == target:
+                items[k] = (self.now + (t - self.now) * factor, prio, seq, kind, args)
+                self.events.replace(items, self.events.next_seq)
+                return
 
     def _compute_done(self, r: int, i: int) -> None:
         self.ranks[r].gpu_busy = None
@@ -388,10 +403,16 @@ class Simulation:
             tree = next(iter(inst.trees.values()), 0) + k
             impl, ctype, n, size = inst.impl, inst.ctype, len(inst.members), inst.chunk_bytes[k]
             pairs = pair_chunk(inst.pair_bytes, len(inst.chunk_bytes), k) if inst.pair_bytes else ()
-        key = (impl, ctype, n, size, tree % 2, pairs)
+        key: tuple[Any, ...] = (impl, ctype, n, size, tree % 2, pairs)
+        placed = COLLECTIVES.get(resolve(impl)[0]).placed if inst.phases is None and not pairs else None
+        if placed is not None:  # an algorithm that routes by server: the plan depends on where the members sit
+            servers = tuple(self.topology.gpus[self.placement[m]].server for m in inst.members)
+            key += (servers,)
         plan = self._plans.get(key)
         if plan is None:
-            if pairs:
+            if placed is not None:
+                plan = placed(ctype, n, size, self.timing, Members(servers, self.settings.expert_routing))
+            elif pairs:
                 name, window = resolve(impl)
                 if name != "direct":
                     raise MoesimError(f"skewed all-to-all (per-pair sizes) needs the direct algorithm, not '{impl}'")
@@ -493,6 +514,8 @@ class Simulation:
         r = inst.members[m]
         st = self.ranks[r]
         st.comm_busy = False
+        if self.settings.comm_sms and st.gpu_busy is not None:
+            self._stretch_compute(r, 1.0 - self.settings.comm_sms)
         st.comm_s += self.now - inst.issue_time[m]
         inst.finished += 1
         if inst.finished == len(inst.members):

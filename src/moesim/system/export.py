@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from moesim.errors import MoesimError
 from moesim.fileio import atomic_write
 from moesim.network.params import NetworkParams
 from moesim.system.phases import refine_dims
@@ -106,6 +107,9 @@ def export_run(spec: RunSpec, out_dir: str | Path, prefix: str = "workload") -> 
     out = Path(out_dir)
     prepared = prepare(spec)
     params, topology, settings, workload = prepared.params, prepared.topology, prepared.settings, prepared.workload()
+    if settings.comm_sms or "hierarchical" in settings.all_to_all:
+        raise MoesimError(f"export: ASTRA-sim has no {'comm_sms' if settings.comm_sms else 'hierarchical all-to-all'}; "
+                          "export the run without it")
     if settings.logical_dims:
         workload = refine_dims(workload, settings.logical_dims)
     written = list(write_et(workload, out / "workload", prefix))

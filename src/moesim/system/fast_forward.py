@@ -14,8 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from moesim.system.compute import roofline_time_s
 from moesim.system.state import EventKind, SimState
+from moesim.workload.costs import roofline_time_s
 from moesim.workload.graph import NodeKind
 
 if TYPE_CHECKING:

@@ -26,12 +26,16 @@ from moesim.topology.catalog import get_topology, topology_gpu_count
 from moesim.topology.model import Topology
 from moesim.topology.placement import DEFAULT_PLACEMENT, PLACEMENT_RULES, Placement, resolve_placement
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
-from moesim.workload.generator import TOKENS, WorkloadOptions, generate, routing_imbalance
+from moesim.workload.generator import generate, routing_imbalance
 from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.options import TOKENS, WorkloadOptions
 
 LINK_BANDWIDTH_KEYS = {f"{kind}_bandwidth_bps": kind for kind in LINK_KINDS}
 """Topology overrides: every link of one kind gets this bandwidth (e.g. ``fabric_bandwidth_bps``)."""
+
+ALL_TO_ALL_ALGORITHMS = ("direct", "hierarchical")
+"""What the ``all_to_all_algorithm`` override may pick (``moesim.system.collectives``)."""
 
 MAX_TOKENS = TOKENS.allowed.high
 """The largest token count a run accepts: every message size stays an exact float64 below it."""
@@ -58,6 +62,10 @@ def _override_params() -> dict[str, Param]:
     out.update(NETWORK_PARAMS)
     for key in LINK_BANDWIDTH_KEYS:
         out[key] = Param(key, "topology", float, "bit/s", Constraint(low=BANDWIDTH_RANGE_BPS[0], high=BANDWIDTH_RANGE_BPS[1]))
+    out["all_to_all_algorithm"] = Param("all_to_all_algorithm", "system", str, "",
+                                        Constraint(choices=ALL_TO_ALL_ALGORITHMS),
+                                        note="the EP all-to-all algorithm instead of the --algorithm combination's: "
+                                             + ", ".join(ALL_TO_ALL_ALGORITHMS))
     # a rule name or the path of a rank → GPU file; the path is checked when the run is prepared
     out["placement"] = Param("placement", "placement", str, "", Constraint(),
                              note=f"a rule ({', '.join(PLACEMENT_RULES.names())}), a comma-separated GPU list "
@@ -136,6 +144,7 @@ def prepare(spec: RunSpec) -> PreparedRun:
     source = f"run {run_label_of(spec)}"
     overrides = spec.override_dict()
     placement_value = check_override("placement", overrides.pop("placement", DEFAULT_PLACEMENT), source)
+    a2a = overrides.pop("all_to_all_algorithm", None)
     wl_over, sys_over, net_over, link_bw = split_overrides(overrides, source)
     model = get_model(spec.model)
     layout = ParallelLayout.parse(spec.strategy)
@@ -155,8 +164,12 @@ def prepare(spec: RunSpec) -> PreparedRun:
         tokens = options.batch * options.decode_steps  # type: ignore[operator]
     _check_size(source, layout.num_ranks * model.num_layers * (options.decode_steps or 1))
     tp_impl, ep_impl = ALGORITHMS[spec.algorithm]
+    if a2a is not None:
+        ep_impl = check_override("all_to_all_algorithm", a2a, source)
     settings = SystemSettings(all_reduce=(tp_impl, tp_impl), all_to_all=(ep_impl, ep_impl),
                               intra_server_cc=params.transport.intra_server_cc)
+    if ep_impl == "hierarchical" and "expert_routing" not in sys_over:  # plain top-k over the model's experts
+        sys_over["expert_routing"] = (model.routed_experts, model.top_k, 1, 1)
     settings = dataclasses.replace(settings, **sys_over)
     backend_cls = BACKENDS.get(spec.backend)
     placement = resolve_placement(placement_value, topology, layout.tp, layout.ep, source)

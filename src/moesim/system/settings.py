@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from moesim.errors import input_error
 from moesim.schema import MAX_COUNT, check_fields, param
 from moesim.workload.graph import CollectiveType
 
@@ -54,9 +55,21 @@ class SystemSettings:
     # to see how far a result moves when nothing but the ranks' start times does (docs/system.md)
     start_jitter_s: float = param(0.0, low=0, high=1)
     jitter_seed: int = param(0, low=0, high=2**32 - 1)
+    # the fraction of the GPU a rank's communication kernels occupy while one of its collectives is in
+    # flight (e.g. DeepEP's 20-24 of 132 SMs: 0.15-0.18): compute overlapping it runs that much slower
+    comm_sms: float = param(0.0, low=0, high=1, high_open=True)
+    # (routed experts, top-k, expert groups, groups per token) of the all-to-alls, for algorithms that
+    # send a token once per destination server (hierarchical); empty: every row is its own message
+    expert_routing: tuple[int, ...] = param((), low=1, high=MAX_COUNT)
 
     def __post_init__(self) -> None:
         check_fields(self, "system settings")
+        routing = self.expert_routing
+        if routing and (len(routing) != 4 or routing[0] % routing[2] or routing[3] > routing[2]
+                        or routing[1] > routing[3] * routing[0] // routing[2]):
+            raise input_error("system settings", "expert_routing", "must be (experts, top-k, groups, groups per "
+                              f"token): positive integers, groups dividing experts, top-k within the chosen groups, "
+                              f"got {routing!r}")
 
     def implementations(self, ctype: CollectiveType) -> tuple[str, ...]:
         """The per-dimension implementations of one collective type."""

@@ -49,6 +49,13 @@ class RankTimes:
     gpu_s: float
     comm_s: float
 
+    @property
+    def exposed_comm_s(self) -> float:
+        """Communication not hidden by compute: wall − GPU time. A rank never idles while a node is ready,
+        so every moment its GPU does not compute it waits on a collective (or on its start offset,
+        ``start_jitter_s``); with ``comm_sms`` the time by which overlapped compute ran slower counts too."""
+        return max(self.wall_s - self.gpu_s, 0.0)
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -79,6 +86,10 @@ class RunResult:
     def comm_s(self) -> float:
         return self.ranks[self.bottleneck_rank].comm_s
 
+    @property
+    def exposed_comm_s(self) -> float:
+        return self.ranks[self.bottleneck_rank].exposed_comm_s
+
     def summary(self) -> dict[str, Any]:
         """One flat JSON-able record (the results-store row, without diagnostics)."""
         from moesim.workload.layout import ParallelLayout
@@ -98,6 +109,7 @@ class RunResult:
             "wall_s": self.wall_s,
             "gpu_s": self.gpu_s,
             "comm_s": self.comm_s,
+            "exposed_comm_s": self.exposed_comm_s,
             "bottleneck_rank": self.bottleneck_rank,
             "overrides": dict(self.spec.overrides),
             "parameters": self.parameters,

@@ -2,20 +2,12 @@
 Chakra ET read/write (docs/workload.md)."""
 
 from moesim.workload.chakra import read_et, write_et
-from moesim.workload.generator import (
-    GENERATORS,
-    STUDY_STRATEGIES,
-    STUDY_TOKENS,
-    WorkloadOptions,
-    WorkloadSummary,
-    comm_proxies,
-    ep_alltoall_bytes,
-    generate,
-    summary,
-    tp_allreduce_bytes,
-)
+from moesim.workload.costs import comm_proxies, ep_alltoall_bytes, tp_allreduce_bytes
+from moesim.workload.generator import GENERATORS, generate
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.options import STUDY_STRATEGIES, STUDY_TOKENS, WorkloadOptions
+from moesim.workload.summary import WorkloadSummary, summary
 
 __all__ = [
     "GENERATORS",

@@ -1,37 +1,49 @@
-"""The MoE prefill (and decode-step) workload generator: one serial execution graph per rank
+"""The MoE prefill (and decode-step) workload generator: assembles one execution graph per rank
 (docs/study.md §3; decode: docs/workload.md, "Decode").
 
-Per layer the critical path is a chain (no compute–communication overlap):
+Per layer and micro-batch the nodes form a chain; with one micro-batch (the default) that chain is the
+whole graph (no compute–communication overlap), with several the micro-batches overlap (``_instantiate``,
+docs/overlap.md):
 
 * MoE layer: attention → TP all-reduce → EP dispatch all-to-all → routed experts → EP combine
   all-to-all → shared FFN (router + shared experts) → TP output all-reduce;
 * dense layer: attention → TP all-reduce → dense FFN → TP output all-reduce.
 
-Collective volumes follow docs/study.md §3 exactly (V_TP = T·h·2, V_EP = T·h·k·2/EP with h = ``comm_dim``).
-Compute nodes carry FLOPs and bytes for a roofline; the formulas are in docs/workload.md. Under uniform
-routing every rank's graph is the same and every MoE layer repeats the same node sequence (the engine's
-fast-forward exploits this). Skewed routing (``routing.py``) gives each MoE layer its own all-to-all
-matrix and each EP rank its own expert work.
+What each node costs is in ``costs.py``, the knobs in ``options.py``, the per-rank totals in
+``summary.py``. Under uniform routing every rank's graph is the same and every MoE layer repeats the
+same node sequence (the engine's fast-forward exploits this). Skewed routing (``routing.py``) gives
+each MoE layer its own all-to-all matrix and each EP rank its own expert work.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 from moesim.errors import input_error
 from moesim.models.spec import ModelSpec
 from moesim.registry import Registry
-from moesim.schema import MAX_COUNT, Constraint, Param, check_fields, constraint
+from moesim.schema import check_fields
+from moesim.workload.costs import (
+    EXACT_MISS_BATCH,
+    Work,
+    attention_work,
+    decode_attention_work,
+    decode_routed_expert_work,
+    dense_ffn_work,
+    ep_alltoall_bytes,
+    routed_expert_work,
+    shared_ffn_work,
+    tp_allreduce_bytes,
+    work_of,
+)
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.options import STUDY_TOKENS, TOKENS, WorkloadOptions
 from moesim.workload.routing import (
     PLACEMENT_RULES,
-    ROUTINGS,
     LayerRouting,
     ep_imbalance,
     expert_counts,
@@ -43,303 +55,8 @@ from moesim.workload.routing import (
     zipf_weights,
 )
 
-STUDY_TOKENS = 4096
-STUDY_STRATEGIES = ("TP2EP16", "TP4EP8", "TP8EP4", "TP16EP2")
-STUDY_RANKS = 32
-# Roofline constants of docs/study.md §3, used only for the summary's GPU-time estimate; the system
-# layer does the real timing with its own (overridable) settings.
-STUDY_PEAK_FLOPS = 1.0e15
-STUDY_MEM_BW_BYTES_PER_S = 1.6e12
-ROOFLINE = (Param("peak_flops", "workload", float, "FLOP/s", Constraint(low=0, low_open=True)),
-            Param("mem_bw_bytes_per_s", "workload", float, "B/s", Constraint(low=0, low_open=True)))
-
-COLLECTIVE_ADDRESSING = ("dims", "groups")
-PHASES = ("prefill", "decode")
-MAX_DECODE_TOKENS = 10**9
-MAX_DECODE_STEPS = 1024
-TOKENS = Param("tokens", "workload", int, "tokens", Constraint(low=1, high=MAX_DECODE_TOKENS))
-"""The prefill length of a run: every message size stays an exact float64 up to 10^9 tokens."""
-"""Every step is its own copy of the layers in the graph, so the node count grows with the steps."""
-DECODE_KNOBS = {
-    "batch": (1, 1, MAX_DECODE_TOKENS),
-    "context_tokens": (STUDY_TOKENS, 0, MAX_DECODE_TOKENS),
-    "decode_steps": (1, 1, MAX_DECODE_STEPS),
-}
-"""Decode knob → (its value when a decode run leaves it unset, smallest, largest allowed)."""
-ROUTING_KNOBS = {
-    "routing_zipf_exponent": ("zipf", 1.0),
-    "routing_hot_fraction": ("hot", 0.1),
-    "routing_hot_share": ("hot", 0.5),
-    "routing_table": ("table", None),
-}
-"""Routing knob → (the routing it belongs to, its value when that routing leaves it unset)."""
-MAX_EXPERT_SLOTS = 64
-
 GeneratorFn = Callable[..., Workload]
 GENERATORS: Registry[GeneratorFn] = Registry("workload generator")
-
-
-@dataclass(frozen=True)
-class WorkloadOptions:
-    """Knobs of the generator that the study (docs/study.md) leaves to the implementation.
-
-    ``weight_bytes_per_param``: attention, dense-FFN, router and shared-expert weights (FP8 = 1).
-    ``expert_bytes_per_param``: routed-expert weights (FP4 = 0.5, as in the study checkpoints).
-    ``num_ranks``: if set, TP × EP must equal it (the study: 32).
-    ``collective_addressing``: ``"dims"`` = global group + ``involved_dims`` (docs/study.md §6);
-    ``"groups"`` = communicator-group ids (Chakra ``pg_name``, docs/reference-semantics.md C.4).
-    ``phase``: ``"prefill"`` (one pass over ``tokens`` tokens) or ``"decode"``: ``decode_steps``
-    steps of ``batch`` sequences, one new token each, whose KV cache holds ``context_tokens`` tokens
-    at the first step. The decode knobs are refused in prefill; in decode an unset one takes its
-    ``DECODE_KNOBS`` default.
-    ``routing``: token-to-expert routing, ``"uniform"`` or skewed (``routing.py``): ``"zipf"`` (share
-    ∝ 1/(i+1)^``routing_zipf_exponent``), ``"hot"`` (``routing_hot_fraction`` of the experts get
-    ``routing_hot_share`` of the rows), ``"table"`` (``routing_table``: a CSV/Parquet file of tokens per
-    MoE layer × expert); ``routing_seed`` picks which experts are hot in each layer.
-    ``expert_placement``: ``"contiguous"`` (E/EP experts per EP rank), ``"eplb"`` (balanced, with
-    ``expert_slots`` redundant replicas per rank) or a placement file (one line of expert ids per EP rank).
-    """
-
-    weight_bytes_per_param: float = field(default=1.0, metadata=constraint(low=0, high=64, low_open=True))
-    expert_bytes_per_param: float = field(default=0.5, metadata=constraint(low=0, high=64, low_open=True))
-    num_ranks: int | None = field(default=None, metadata=constraint(low=1, high=MAX_COUNT))
-    collective_addressing: str = field(default="dims", metadata=constraint(choices=COLLECTIVE_ADDRESSING))
-    phase: str = field(default="prefill", metadata=constraint(choices=PHASES))
-    batch: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_TOKENS))
-    context_tokens: int | None = field(default=None, metadata=constraint(low=0, high=MAX_DECODE_TOKENS))
-    decode_steps: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_STEPS))
-    routing: str = field(default="uniform", metadata=constraint(choices=ROUTINGS))
-    routing_zipf_exponent: float | None = field(default=None, metadata=constraint(low=0, high=16))
-    routing_hot_fraction: float | None = field(default=None, metadata=constraint(low=0, high=1, low_open=True))
-    routing_hot_share: float | None = field(default=None, metadata=constraint(low=0, high=1))
-    routing_table: str | None = None
-    routing_seed: int = field(default=0, metadata=constraint(low=0, high=2**32 - 1))
-    expert_placement: str = field(default="contiguous", metadata={"note": f"{', '.join(PLACEMENT_RULES)} or a "
-                                                                          "placement file"})
-    expert_slots: int = field(default=1, metadata=constraint(low=0, high=MAX_EXPERT_SLOTS))
-
-    def __post_init__(self) -> None:
-        check_fields(self, "workload options")
-        self._check_phase()
-        self._check_routing()
-
-    @property
-    def skewed(self) -> bool:
-        """Routing other than uniform (Zipf with exponent 0 is uniform)."""
-        return self.routing != "uniform" and not (self.routing == "zipf" and self.routing_zipf_exponent == 0)
-
-    def _check_routing(self) -> None:
-        if self.routing not in ROUTINGS:
-            raise input_error("workload options", "routing", f"unknown value {self.routing!r}", ROUTINGS)
-        for name, (routing, default) in ROUTING_KNOBS.items():
-            if getattr(self, name) is not None and routing != self.routing:
-                raise input_error("workload options", name, f"applies only with routing={routing}")
-            if routing == self.routing and getattr(self, name) is None:
-                if default is None:
-                    raise input_error("workload options", name, f"routing={routing} needs a file path")
-                object.__setattr__(self, name, default)
-        if self.expert_placement not in PLACEMENT_RULES and not Path(self.expert_placement).is_file():
-            raise input_error("workload options", "expert_placement", f"{self.expert_placement!r} is neither a "
-                              "rule nor a file", [*PLACEMENT_RULES, "a placement file"])
-
-    def _check_phase(self) -> None:
-        if self.phase not in PHASES:
-            raise input_error("workload options", "phase", f"unknown value {self.phase!r}", PHASES)
-        for name, (default, _, _) in DECODE_KNOBS.items():
-            value = getattr(self, name)
-            if self.phase == "prefill" and value is not None:
-                raise input_error("workload options", name, "applies only with phase=decode")
-            if self.phase == "decode" and value is None:
-                object.__setattr__(self, name, default)  # a decode run states every knob (and hashes so)
-
-
-# ----------------------------------------------------------------------------------------------
-# Communication volumes (docs/study.md §3) and proxies (section 2)
-
-
-def tp_allreduce_bytes(model: ModelSpec, tokens: int) -> int:
-    """V_TP = T · h · 2: the data size of one TP all-reduce."""
-    return tokens * model.comm_dim * model.bytes_per_activation
-
-
-def ep_alltoall_bytes(model: ModelSpec, layout: ParallelLayout, tokens: int) -> int:
-    """V_EP = T · h · k · 2 / EP: one rank's buffer for one EP dispatch or combine (floored)."""
-    return tokens * model.comm_dim * model.top_k * model.bytes_per_activation // layout.ep
-
-
-def comm_proxies(model: ModelSpec) -> tuple[int, int]:
-    """(TP proxy, EP proxy) = (h × layers, h × top-k × MoE layers), docs/study.md §2."""
-    return model.tp_proxy, model.ep_proxy
-
-
-# ----------------------------------------------------------------------------------------------
-# Compute work: (FLOPs, bytes moved) per rank. Exact rational arithmetic, floored once at the end.
-
-
-@dataclass(frozen=True)
-class Work:
-    """FLOPs and bytes of one compute node on one rank."""
-
-    flops: int
-    bytes_moved: int
-
-    @property
-    def empty(self) -> bool:
-        """No arithmetic (e.g. a zero-width FFN): the node is left out, its activation traffic too."""
-        return self.flops == 0
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _work(flops: Fraction | int, bytes_moved: Fraction | int) -> Work:
-    return Work(int(flops), int(bytes_moved))
-
-
-@dataclass(frozen=True)
-class AttentionShard:
-    """One TP shard's attention: its projection parameters, heads, score and value widths, and the
-    KV-cache bytes it keeps per token per layer."""
-
-    params: int
-    heads: int
-    qk_dim: int
-    v_dim: int
-    kv_cache_bytes_per_token: int
-
-
-def attention_shard(model: ModelSpec, tp: int) -> AttentionShard:
-    """Heads split over TP (ceil), projections column/row-split.
-
-    GQA: Q (hidden → heads·d), K and V (hidden → kv_heads·d each; KV heads are replicated when
-    fewer than TP), O (heads·d → hidden); the shard caches K and V of its KV heads,
-    2·⌈kv_heads/TP⌉·d values per token. MLA: q down (hidden → q_lora, replicated) and q up
-    (q_lora → heads·qk_dim), kv down (hidden → kv_lora + rope, replicated), kv up (kv_lora →
-    heads·(nope + v)), O (heads·v → hidden); the shard caches the whole compressed latent,
-    kv_lora + rope values per token (it is shared by all heads, so TP does not split it).
-    Cached values take ``bytes_per_activation`` bytes each.
-    """
-    att = model.attention
-    hidden = model.hidden_size
-    heads = _ceil_div(att.num_heads, tp)
-    if att.is_mla:
-        nope = att.qk_nope_head_dim if att.qk_nope_head_dim is not None else att.head_dim
-        rope = att.qk_rope_head_dim or 0
-        v_dim = att.v_head_dim if att.v_head_dim is not None else att.head_dim
-        qk_dim = nope + rope
-        kv_lora = att.kv_lora_rank or 0
-        if att.q_lora_rank:
-            params = hidden * att.q_lora_rank + att.q_lora_rank * heads * qk_dim
-        else:
-            params = hidden * heads * qk_dim
-        params += hidden * (kv_lora + rope) + kv_lora * heads * (nope + v_dim)
-        params += heads * v_dim * hidden
-        cached = kv_lora + rope
-    else:
-        qk_dim = v_dim = att.head_dim
-        kv_heads = _ceil_div(att.num_kv_heads, tp)
-        params = hidden * heads * qk_dim + 2 * hidden * kv_heads * qk_dim + heads * v_dim * hidden
-        cached = 2 * kv_heads * att.head_dim
-    return AttentionShard(params, heads, qk_dim, v_dim, cached * model.bytes_per_activation)
-
-
-def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float) -> Work:
-    """Prefill attention of one TP shard (``attention_shard``). Every projection costs 2·T·in·out
-    FLOPs; the score and value products cost 2·T²·heads·qk_dim + 2·T²·heads·v_dim (full T×T, no
-    causal halving). Bytes: the shard's weights + activations in and out (T·hidden·2 each).
-    """
-    a = attention_shard(model, tp)
-    flops = 2 * tokens * a.params + 2 * tokens * tokens * a.heads * (a.qk_dim + a.v_dim)
-    act = 2 * tokens * model.hidden_size * model.bytes_per_activation
-    return _work(flops, a.params * Fraction(weight_bytes_per_param) + act)
-
-
-def decode_attention_work(
-    model: ModelSpec, tp: int, batch: int, context_tokens: int, weight_bytes_per_param: float
-) -> Work:
-    """One decode step's attention on one TP shard: B new tokens, each attending to a C-token cache.
-
-    FLOPs: 2·B·params (projections) + 2·B·C·heads·(qk_dim + v_dim) (scores and values).
-    Bytes: the shard's weights + the KV cache it reads, B·C·``kv_cache_bytes_per_token`` + the
-    activations in and out (B·hidden·2 each).
-    """
-    a = attention_shard(model, tp)
-    flops = 2 * batch * a.params + 2 * batch * context_tokens * a.heads * (a.qk_dim + a.v_dim)
-    kv = batch * context_tokens * a.kv_cache_bytes_per_token
-    act = 2 * batch * model.hidden_size * model.bytes_per_activation
-    return _work(flops, a.params * Fraction(weight_bytes_per_param) + kv + act)
-
-
-def routed_expert_work(
-    model: ModelSpec, layout: ParallelLayout, tokens: int, expert_bytes_per_param: float
-) -> Work:
-    """Routed experts on one rank: T·k/EP token–expert rows, expert width split over TP.
-
-    FLOPs = (T·k/EP) · 6 · h_moe · w / TP (gate, up, down: 3 GEMMs × 2 FLOPs per MAC).
-    Bytes = E · 3 · h_moe · w · expert_bytes / (TP · EP): this rank's 1/(TP·EP) share of the layer's
-    expert weights. docs/study.md §3: a memory-bound expert FFN "reads its rank's share of those
-    weights, whatever the TP/EP split"; token rows stay in on-chip/L2-resident tiles and are not counted.
-    """
-    h, w, k = model.comm_dim, model.expert_ffn_width, model.top_k
-    rows = Fraction(tokens * k, layout.ep)
-    flops = rows * 6 * h * w / layout.tp
-    weights = Fraction(model.routed_experts * 3 * h * w, layout.tp * layout.ep) * Fraction(
-        expert_bytes_per_param
-    )
-    return _work(flops, weights)
-
-
-EXACT_MISS_BATCH = 65536
-"""Above this batch every routed expert counts as hit: its miss probability (1 − k/E)^B is then below
-e^(−65536·k/E), under 2e-28 for any k/E ≥ 1/1024, and the exact power would be needlessly large."""
-
-
-def expert_hit_fraction(model: ModelSpec, batch: int) -> Fraction:
-    """Expected fraction of routed experts that receive at least one of B tokens under uniform top-k
-    routing: 1 − (1 − k/E)^B (each token picks k of the E experts)."""
-    if batch > EXACT_MISS_BATCH:
-        return Fraction(1)
-    return 1 - Fraction(model.routed_experts - model.top_k, model.routed_experts) ** batch
-
-
-def decode_routed_expert_work(
-    model: ModelSpec, layout: ParallelLayout, batch: int, expert_bytes_per_param: float
-) -> Work:
-    """Routed experts on one rank at one decode step: B·k/EP rows; only the experts that some token
-    hits are read, so the weight bytes are the rank's share times ``expert_hit_fraction`` (the
-    expectation E·(1 − (1 − k/E)^B) experts per layer, spread evenly over the ranks)."""
-    full = routed_expert_work(model, layout, batch, expert_bytes_per_param)
-    weights = Fraction(model.routed_experts * 3 * model.comm_dim * model.expert_ffn_width,
-                       layout.tp * layout.ep) * Fraction(expert_bytes_per_param)
-    return _work(full.flops, weights * expert_hit_fraction(model, batch))
-
-
-def shared_ffn_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float) -> Work:
-    """Router + shared experts (+ latent projections), replicated on every rank (not TP-sharded).
-
-    Router: 2·T·hidden·E FLOPs. Shared experts: S·6·T·h_moe·w_s FLOPs (w_s = the shared-expert
-    width, default the routed width). Models whose MoE runs in a latent dimension (comm_dim <
-    hidden_size, Kimi K3) add the down and up projections hidden ↔ h_moe: 2·2·T·hidden·h_moe FLOPs.
-    Bytes: these weights + activations in and out.
-    """
-    hidden, h = model.hidden_size, model.comm_dim
-    w = model.shared_expert_ffn_width or model.expert_ffn_width
-    params = hidden * model.routed_experts + model.shared_experts * 3 * h * w
-    if h != hidden:
-        params += 2 * hidden * h
-    flops = 2 * tokens * params  # the router, shared experts and latent projections are all GEMMs
-    act = 2 * tokens * hidden * model.bytes_per_activation
-    return _work(flops, params * Fraction(weight_bytes_per_param) + act)
-
-
-def dense_ffn_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float) -> Work:
-    """Dense FFN of the leading dense layers, width split over TP: 6·T·hidden·w_dense/TP FLOPs."""
-    hidden, w = model.hidden_size, model.dense_ffn_width
-    params = Fraction(3 * hidden * w, tp)
-    act = 2 * tokens * hidden * model.bytes_per_activation
-    return _work(2 * tokens * params, params * Fraction(weight_bytes_per_param) + act)
-
 
 # ----------------------------------------------------------------------------------------------
 # Graph construction
@@ -371,6 +88,11 @@ def _validate(model: ModelSpec, layout: ParallelLayout, tokens: int, options: Wo
     if model.top_k > model.routed_experts:
         raise input_error(src, "top_k", f"{model.top_k} exceeds routed_experts {model.routed_experts}")
     layout.validate(num_ranks=options.num_ranks, routed_experts=model.routed_experts, source=src)
+    per_pass = options.batch if options.phase == "decode" else tokens
+    if options.micro_batches and per_pass is not None and options.micro_batches > per_pass:
+        what = "batch" if options.phase == "decode" else "tokens"
+        raise input_error("workload options", "micro_batches",
+                          f"{options.micro_batches} micro-batches exceed the {per_pass} {what} of a pass")
 
 
 def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
@@ -421,7 +143,7 @@ def _skewed_expert_work(model: ModelSpec, layout: ParallelLayout, tokens: int, r
         read = Fraction(sum(1 for x in replicas if x))
     else:
         read = sum((1 - (1 - Fraction(min(x, tokens), tokens)) ** tokens for x in replicas), Fraction(0))
-    return _work(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read)
+    return work_of(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read)
 
 
 def _layer_templates(
@@ -434,8 +156,10 @@ def _layer_templates(
     context_tokens: int | None = None,
     routing: tuple[LayerRouting, ...] | None = None,
     ep_index: int = 0,
+    keys: int | None = None,
 ) -> Templates:
-    """The (dense layer, MoE layers) node sequences of one rank: a prefill of ``tokens`` tokens, or
+    """The (dense layer, MoE layers) node sequences of one rank: a prefill of ``tokens`` tokens (whose
+    queries attend to ``keys`` tokens, default ``tokens``: a micro-batch of a longer sequence), or
     with ``context_tokens`` one decode step of ``tokens`` sequences over a cache that long. The MoE
     layers are one sequence for all under uniform routing, else one per MoE layer."""
     tp_kw: dict[str, Any] = {"group": tp_group} if tp_group else {"involved_dims": (True, False)}
@@ -466,7 +190,7 @@ def _layer_templates(
                     pair_bytes=pair_bytes, **ep_kw)]
 
     if context_tokens is None:
-        attention = attention_work(model, layout.tp, tokens, wb)
+        attention = attention_work(model, layout.tp, tokens, wb, keys)
         experts = routed_expert_work(model, layout, tokens, eb)
     else:
         attention = decode_attention_work(model, layout.tp, tokens, context_tokens, wb)
@@ -491,49 +215,84 @@ def _layer_templates(
 Templates = tuple[tuple[_Op, ...], tuple[tuple[_Op, ...], ...]]
 
 
+def micro_batch_sizes(total: int, count: int) -> list[int]:
+    """``total`` tokens (prefill) or sequences (decode) split into ``count`` micro-batches, the first
+    ``total mod count`` one larger."""
+    return [total // count + (1 if b < total % count else 0) for b in range(count)]
+
+
 def _passes(
     model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions, tp_group: int, ep_group: int,
     routing: tuple[LayerRouting, ...] | None = None, ep_index: int = 0,
-) -> list[Templates]:
-    """The layer templates of each forward pass: the prefill, or each decode step (step s reads a
-    cache of ``context_tokens`` + s tokens: the tokens of the earlier steps join it). ``routing``: the
-    skewed routing of one pass (``moe_routing``), the same in every decode step."""
+) -> list[list[Templates]]:
+    """Per forward pass (the prefill, or each decode step: step s reads a cache of ``context_tokens`` + s
+    tokens, the tokens of the earlier steps join it), the layer templates of each micro-batch. A prefill
+    micro-batch's queries attend to the whole sequence; a decode micro-batch holds whole sequences.
+    ``routing``: the skewed routing of one pass (``moe_routing``), the same in every decode step."""
+    count = options.micro_batches or 1
     if options.phase == "prefill":
-        return [_layer_templates(model, layout, tokens, options, tp_group, ep_group, None, routing, ep_index)]
+        keys = tokens if count > 1 else None
+        return [[_layer_templates(model, layout, t, options, tp_group, ep_group, None, routing, ep_index, keys)
+                 for t in micro_batch_sizes(tokens, count)]]
     assert options.batch is not None and options.context_tokens is not None and options.decode_steps is not None
     return [
-        _layer_templates(model, layout, options.batch, options, tp_group, ep_group, options.context_tokens + step,
-                         routing, ep_index)
+        [_layer_templates(model, layout, b, options, tp_group, ep_group, options.context_tokens + step, routing,
+                          ep_index)
+         for b in micro_batch_sizes(options.batch, count)]
         for step in range(options.decode_steps)
     ]
 
 
-def _instantiate(model: ModelSpec, passes: list[Templates]) -> tuple[Node, ...]:
-    """Lay the passes' layers out as one chain: ids 0, 1, 2, … and deps = (previous id,); pass p's
-    layer L gets ``layer`` = p·num_layers + L."""
-    nodes: list[Node] = []
+def _instantiate(model: ModelSpec, passes: list[list[Templates]]) -> tuple[Node, ...]:
+    """Lay the passes' layers out as a DAG; pass p's layer L gets ``layer`` = p·num_layers + L.
+
+    One micro-batch: one chain, ids 0, 1, 2, … and deps = (previous id,). Several (docs/workload.md,
+    "Micro-batch overlap"): each micro-batch's ops form a chain, cut into stages where it switches
+    between compute and communication; the nodes are ordered by (layer, stage, micro-batch, position)
+    and that order is also the order of one compute stream and one communication stream, so every
+    node depends on its micro-batch's previous node and on the previous node of its stream. The
+    stream order makes every rank issue its collectives in the same order, and lets micro-batch b's
+    communication run while micro-batch b+1 computes.
+    """
+    entries: list[tuple[tuple[int, int, int, int], int, _Op]] = []
     for index in range(len(passes) * model.num_layers):
         step, layer = divmod(index, model.num_layers)
-        dense, moe = passes[step]
-        moe_layer = (layer - model.first_dense_layers) % len(moe)
-        for op in dense if layer < model.first_dense_layers else moe[moe_layer]:
-            nid = len(nodes)
-            nodes.append(
-                Node(
-                    id=nid,
-                    name=op.name,
-                    kind=op.kind,
-                    deps=(nid - 1,) if nid else (),
-                    flops=op.work.flops,
-                    bytes_moved=op.work.bytes_moved,
-                    collective=op.collective,
-                    size_bytes=op.size_bytes,
-                    group=op.group,
-                    involved_dims=op.involved_dims,
-                    layer=index,
-                    pair_bytes=op.pair_bytes,
-                )
+        for b, (dense, moe) in enumerate(passes[step]):
+            ops = dense if layer < model.first_dense_layers else moe[(layer - model.first_dense_layers) % len(moe)]
+            stage = 0
+            for pos, op in enumerate(ops):
+                if pos and (op.kind is NodeKind.COMPUTE) != (ops[pos - 1].kind is NodeKind.COMPUTE):
+                    stage += 1
+                entries.append(((index, stage, b, pos), b, op))
+    overlapped = any(len(p) > 1 for p in passes)
+    if overlapped:
+        entries.sort(key=lambda e: e[0])
+    nodes: list[Node] = []
+    last_of_batch: dict[int, int] = {}
+    last_of_stream: dict[NodeKind, int] = {}
+    for (index, _, _, _), b, op in entries:
+        nid = len(nodes)
+        if overlapped:
+            deps = tuple(sorted({d for d in (last_of_batch.get(b), last_of_stream.get(op.kind)) if d is not None}))
+        else:
+            deps = (nid - 1,) if nid else ()
+        last_of_batch[b] = last_of_stream[op.kind] = nid
+        nodes.append(
+            Node(
+                id=nid,
+                name=op.name,
+                kind=op.kind,
+                deps=deps,
+                flops=op.work.flops,
+                bytes_moved=op.work.bytes_moved,
+                collective=op.collective,
+                size_bytes=op.size_bytes,
+                group=op.group,
+                involved_dims=op.involved_dims,
+                layer=index,
+                pair_bytes=op.pair_bytes,
             )
+        )
     return tuple(nodes)
 
 
@@ -585,127 +344,11 @@ def generate(
     name = f"{model.key}_{layout.name}_T{tokens}"
     if options.phase == "decode":
         name = f"{model.key}_{layout.name}_decode_B{options.batch}_C{options.context_tokens}_S{options.decode_steps}"
+    if options.micro_batches:
+        name += f"_MB{options.micro_batches}"
     return Workload(
         name=name,
         graphs=tuple(graphs),
         logical_dims=(layout.tp, layout.ep),
         comm_groups=table,
-    )
-
-
-# ----------------------------------------------------------------------------------------------
-# Summary
-
-
-@dataclass(frozen=True)
-class RankSummary:
-    """Per-rank totals. TP bytes = all-reduce data sizes, EP bytes = all-to-all buffer sizes."""
-
-    rank: int
-    nodes: int
-    compute_nodes: int
-    collective_nodes: int
-    flops: int
-    bytes_moved: int
-    tp_bytes: int
-    ep_bytes: int
-    other_comm_bytes: int
-    gpu_s_estimate: float
-
-
-@dataclass(frozen=True)
-class WorkloadSummary:
-    """What `moesim workload generate/inspect` prints."""
-
-    name: str
-    num_ranks: int
-    logical_dims: tuple[int, ...]
-    comm_groups: int
-    ranks: tuple[RankSummary, ...]
-
-    @property
-    def tp_bytes(self) -> int:
-        return sum(r.tp_bytes for r in self.ranks)
-
-    @property
-    def ep_bytes(self) -> int:
-        return sum(r.ep_bytes for r in self.ranks)
-
-    @property
-    def flops(self) -> int:
-        return sum(r.flops for r in self.ranks)
-
-    @property
-    def nodes(self) -> int:
-        return sum(r.nodes for r in self.ranks)
-
-    @property
-    def gpu_s_estimate(self) -> float:
-        """The slowest rank's summed roofline time (no communication)."""
-        return max((r.gpu_s_estimate for r in self.ranks), default=0.0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "num_ranks": self.num_ranks,
-            "logical_dims": list(self.logical_dims),
-            "comm_groups": self.comm_groups,
-            "nodes": self.nodes,
-            "tp_bytes": self.tp_bytes,
-            "ep_bytes": self.ep_bytes,
-            "flops": self.flops,
-            "gpu_s_estimate": self.gpu_s_estimate,
-            "ranks": [dataclasses.asdict(r) for r in self.ranks],
-        }
-
-
-def roofline_s(node: Node, peak_flops: float, mem_bw_bytes_per_s: float) -> float:
-    """max(FLOPs/peak, bytes/bandwidth) for a node with work, else its replay duration."""
-    if node.flops or node.bytes_moved:
-        return max(node.flops / peak_flops, node.bytes_moved / mem_bw_bytes_per_s)
-    return node.duration_ns * 1e-9
-
-
-def _rank_summary(
-    rank: int, nodes: tuple[Node, ...], peak_flops: float, mem_bw_bytes_per_s: float
-) -> RankSummary:
-    comp = [n for n in nodes if n.kind is NodeKind.COMPUTE]
-    coll = [n for n in nodes if n.kind is NodeKind.COLLECTIVE]
-    tp = sum(n.size_bytes for n in coll if n.collective is CollectiveType.ALL_REDUCE)
-    ep = sum(n.size_bytes for n in coll if n.collective is CollectiveType.ALL_TO_ALL)
-    return RankSummary(
-        rank=rank,
-        nodes=len(nodes),
-        compute_nodes=len(comp),
-        collective_nodes=len(coll),
-        flops=sum(n.flops for n in comp),
-        bytes_moved=sum(n.bytes_moved for n in comp),
-        tp_bytes=tp,
-        ep_bytes=ep,
-        other_comm_bytes=sum(n.size_bytes for n in coll) - tp - ep,
-        gpu_s_estimate=sum(roofline_s(n, peak_flops, mem_bw_bytes_per_s) for n in comp),
-    )
-
-
-def summary(
-    workload: Workload,
-    peak_flops: float = STUDY_PEAK_FLOPS,
-    mem_bw_bytes_per_s: float = STUDY_MEM_BW_BYTES_PER_S,
-) -> WorkloadSummary:
-    """Per-rank node counts, communication bytes, FLOPs and a roofline GPU-time estimate."""
-    for p, value in zip(ROOFLINE, (peak_flops, mem_bw_bytes_per_s), strict=True):
-        p.check(value, "summary", strict=True)
-    cache: dict[int, RankSummary] = {}
-    ranks = []
-    for g in workload.graphs:
-        key = id(g.nodes)
-        if key not in cache:
-            cache[key] = _rank_summary(g.rank, g.nodes, peak_flops, mem_bw_bytes_per_s)
-        ranks.append(dataclasses.replace(cache[key], rank=g.rank))
-    return WorkloadSummary(
-        name=workload.name,
-        num_ranks=workload.num_ranks,
-        logical_dims=workload.logical_dims,
-        comm_groups=len(workload.comm_groups),
-        ranks=tuple(ranks),
     )

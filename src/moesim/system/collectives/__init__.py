@@ -1,8 +1,9 @@
 """Collective algorithms: one module per algorithm, each registered in ``COLLECTIVES``."""
 
-from moesim.system.collectives import dbt, direct, halving_doubling, ring  # noqa: F401  (registration)
+from moesim.system.collectives import dbt, direct, halving_doubling, hierarchical, ring  # noqa: F401  (registration)
 from moesim.system.collectives.base import (
     COLLECTIVES,
+    Members,
     Plan,
     StepTiming,
     Transfer,
@@ -11,4 +12,4 @@ from moesim.system.collectives.base import (
     resolve,
 )
 
-__all__ = ["COLLECTIVES", "Plan", "StepTiming", "Transfer", "chunk_sizes", "plan_for", "resolve"]
+__all__ = ["COLLECTIVES", "Members", "Plan", "StepTiming", "Transfer", "chunk_sizes", "plan_for", "resolve"]

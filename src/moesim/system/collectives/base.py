@@ -83,13 +83,24 @@ class StepTiming:
 
 
 @dataclass(frozen=True)
+class Members:
+    """Where a collective's members sit, for algorithms that route by server: each member's server (ring
+    order) and ``SystemSettings.expert_routing`` (how many servers a token's experts span)."""
+
+    servers: tuple[int, ...]
+    routing: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Algorithm:
     """A registered collective algorithm: ``plan(ctype, n, chunk_bytes, timing, chunk_index, window)``;
     ``chunk_index`` counts the chunks its dimension ran so far, across collectives (DBT alternates its
-    trees on it)."""
+    trees on it). ``placed(ctype, n, chunk_bytes, timing, members)``, if set, is used instead when the
+    engine knows where the members sit (a one-dimensional collective)."""
 
     supports: frozenset[CollectiveType]
     plan: Callable[[CollectiveType, int, int, StepTiming, int, int], Plan]
+    placed: Callable[[CollectiveType, int, int, StepTiming, Members], Plan] | None = None
 
 
 COLLECTIVES: Registry[Algorithm] = Registry("collective algorithm")

@@ -1,0 +1,181 @@
+"""``moesim refine DIR``: rerun on a more exact backend exactly the runs that would settle the orderings the
+error bands leave unresolved (``moesim.analysis.confidence``), into the same store.
+
+The new rows are stored next to the old ones (a run's key includes its backend); from then on the report and
+``moesim compare`` use, per configuration, the most exact backend stored. A run's cost is estimated as its
+stored ``sim_wallclock_s`` times the target backend's cost relative to the row's backend (measured with the
+error bands); runs with equal inputs are simulated once and counted once.
+
+Order (the most informative runs first): an ordering is settled only when all its runs are on the target
+backend, so whole orderings are taken, the cheapest remaining one first (runs already chosen for another
+ordering cost nothing again); an ordering that does not fit in what is left of the budget is skipped and
+the next one tried. The runs are executed in that order, so an interrupted refine has settled the
+cheapest orderings. When the chosen runs are done, the orderings are judged again (packet rows move the
+means) and the runs that settle newly unresolved ones are added while the budget lasts. The runner makes it
+resumable: kill it and rerun the same command, and only the missing runs are simulated.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from moesim.analysis.bands import ErrorBands, load_bands, row_spec
+from moesim.analysis.confidence import Ordering, most_exact, orderings, unresolved
+from moesim.analysis.results import MODEL, load_results
+from moesim.analysis.study import analyse
+from moesim.errors import MoesimError
+from moesim.experiments.inputs import input_hash
+from moesim.system.spec import RunSpec
+
+
+def parse_budget(text: str) -> float | None:
+    """``30m``, ``2h``, ``1h30m``, ``90s`` or ``90`` (seconds) → seconds; ``none`` → no limit."""
+    t = text.strip().lower()
+    if t == "none":
+        return None
+    m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", t)
+    if not t or m is None:
+        raise MoesimError(f"--budget: '{text}' is not a duration (allowed: e.g. 90s, 30m, 2h, 1h30m, or none)")
+    return sum(float(v) * unit for v, unit in zip(m.groups(), (3600.0, 60.0, 1.0), strict=True) if v)
+
+
+def parallelism(executor: str, workers: int | None) -> int:
+    """How many runs execute at once, for the budget's estimate: ``workers``, else one per CPU locally."""
+    return workers or ((os.cpu_count() or 1) if executor == "local" else 1)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One run to redo on the target backend: its spec, simulation key and estimated cost (seconds)."""
+
+    spec: RunSpec
+    key: str
+    cost_s: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The runs a refine executes (in order), the orderings they settle and what the budget left out."""
+
+    runs: tuple[Candidate, ...]
+    unresolved: int
+    settled: int
+    estimated_s: float
+    """Estimated simulation time of ``runs`` (runs with equal inputs counted once), summed over workers."""
+
+    def lines(self, backend: str, parallel: int) -> list[str]:
+        left = self.unresolved - self.settled
+        return [f"{self.unresolved} orderings unresolved at this fidelity; {len(self.runs)} {backend} runs settle "
+                f"{self.settled} of them (estimated {_duration(self.estimated_s / parallel)} on {parallel} "
+                f"worker{'s' if parallel > 1 else ''})" + (f"; {left} left: over the budget, or no run of them can "
+                                                           f"move to {backend}" if left else "")]
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
+
+
+def _candidates(o: Ordering, rows: dict[tuple[str, ...], list[dict[str, Any]]], keys: tuple[str, ...],
+                target: str, bands: ErrorBands) -> list[Candidate]:
+    """The runs of ``o``'s settling configurations that are not yet on ``target`` or a more exact backend."""
+    out = []
+    for config in o.settle:
+        for r in rows.get(tuple(config.get(k, "") for k in keys), []):
+            if bands.exactness(str(r["backend"])) <= bands.exactness(target):
+                continue
+            spec = replace(row_spec(r), backend=target)
+            factor = bands.cost_factor(str(r["backend"]), target)
+            if factor is None:  # an unmeasured backend: the costliest measured ratio to the target
+                factor = max((f for b in bands.backends if (f := bands.cost_factor(b, target)) is not None),
+                             default=1.0)
+            out.append(Candidate(spec, input_hash(spec), float(r.get("sim_wallclock_s") or 0.0) * factor))
+    return out
+
+
+def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: int, bands: ErrorBands,
+         skip: frozenset[str] = frozenset()) -> Plan:
+    """Which runs of the store in ``directory`` to redo on ``backend`` (module docstring: the order), leaving
+    out the simulation keys in ``skip`` (runs this refine already tried)."""
+    table = most_exact(load_results(directory), bands)
+    a = analyse(table, with_architecture=False)
+    open_ = unresolved(orderings(a, bands))
+    runs = a.seed_runs if a.seed_runs is not None else a.table
+    keys = tuple(c for c in (MODEL, *a.factors) if c in runs.column_names)
+    rows: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for r in runs.to_pylist():
+        rows.setdefault(tuple(str(r[k]) for k in keys), []).append(r)
+    todo = {o.statistic: [c for c in _candidates(o, rows, keys, backend, bands) if c.key not in skip] for o in open_}
+    todo = {k: v for k, v in todo.items() if v}
+    chosen: dict[str, Candidate] = {}
+    order: list[Candidate] = []
+    spent, settled = 0.0, 0
+    limit = None if budget_s is None else budget_s * parallel
+    while todo:
+        extra = {k: {c.key: c.cost_s for c in v if c.key not in chosen} for k, v in todo.items()}
+        name = min(todo, key=lambda k: sum(extra[k].values()))
+        cost = sum(extra[name].values())
+        if limit is None or spent + cost <= limit:
+            for c in todo[name]:
+                if c.key not in chosen:
+                    chosen[c.key] = c
+                order.append(c)
+            spent += cost
+            settled += 1
+        del todo[name]
+    seen: set[tuple[str, str]] = set()
+    ordered = []
+    for c in order:  # each run once (several orderings may name it), in the order its first ordering was taken
+        if (c.spec.key(), c.key) not in seen:
+            seen.add((c.spec.key(), c.key))
+            ordered.append(c)
+    return Plan(tuple(ordered), len(open_), settled, spent)
+
+
+@dataclass(frozen=True)
+class RefineSummary:
+    """Runs simulated, the failed ones (label, error), and the orderings still unresolved at the end."""
+
+    ran: int
+    failures: tuple[tuple[str, str], ...]
+    remaining: int
+
+
+def refine(directory: str | Path, backend: str | None = None, budget_s: float | None = 1800.0,
+           executor: str = "local", workers: int | None = None, address: str | None = None,
+           progress: str = "auto", command: str | None = None, bands: ErrorBands | None = None,
+           announce: Callable[[str], object] | None = None) -> RefineSummary:
+    """Rerun on ``backend`` (default: the bands' reference, packet) the runs that settle the unresolved
+    orderings of the store in ``directory``, within ``budget_s`` of estimated wall time; rounds repeat while
+    new orderings turn unresolved and budget is left. ``announce`` (a callable) receives progress lines."""
+    from moesim.experiments.runner import run_sweep
+    from moesim.network.base import BACKENDS
+
+    bands = bands or load_bands()
+    target = backend or bands.reference
+    BACKENDS.get(target)  # an unknown backend is a one-line error naming the registered ones
+    parallel = parallelism(executor, workers)
+    say = announce or (lambda line: None)
+    t0 = time.monotonic()
+    tried: set[str] = set()
+    ran = 0
+    failures: list[tuple[str, str]] = []
+    while True:
+        left = None if budget_s is None else budget_s - (time.monotonic() - t0)
+        p = plan(directory, target, left, parallel, bands, frozenset(tried))
+        if not tried or p.runs:
+            say("\n".join(p.lines(target, parallel)))
+        if not p.runs:
+            return RefineSummary(ran, tuple(failures), p.unresolved)
+        summary = run_sweep([c.spec for c in p.runs], directory, executor=executor, workers=workers, address=address,
+                            progress=progress, source=f"refine on {target}", command=command)
+        for line in summary.lines():
+            say(line)
+        tried |= {c.key for c in p.runs}
+        ran += summary.ran
+        failures += summary.failures

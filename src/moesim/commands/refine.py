@@ -1,0 +1,55 @@
+"""`moesim refine DIR`: rerun on packet level the runs that settle the report's unresolved orderings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def refine(
+    directory: Annotated[Path, typer.Argument(help="Results folder (results.duckdb) of a sweep.")],
+    backend: Annotated[str | None, typer.Option(
+        "--backend", help="the more exact backend to rerun on (default: packet, the bands' reference)")] = None,
+    budget: Annotated[str, typer.Option(
+        "--budget", help="estimated wall time to spend, e.g. 90s, 30m, 2h, 1h30m, or none")] = "30m",
+    executor: Annotated[str, typer.Option("--executor", help="local (process pool) | ray | dask")] = "local",
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="worker processes (local: default one per CPU)")] = None,
+    address: Annotated[str | None, typer.Option("--address", help="cluster address for ray/dask")] = None,
+    progress: Annotated[str, typer.Option(
+        "--progress", help="auto | bar | periodic | plain (a line per run) | none; on stderr")] = "auto",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the runs it would do; run nothing")] = False,
+) -> None:
+    """Rerun on a more exact backend the runs that settle the orderings left unresolved at this fidelity,
+    into the same store (resumable; docs/analysis.md, "How sure a finding is")."""
+    from moesim.analysis.bands import load_bands
+    from moesim.analysis.refine import parallelism, parse_budget, plan
+    from moesim.analysis.refine import refine as run_refine
+    from moesim.experiments.inputs import run_label
+    from moesim.experiments.store import store_path
+
+    store_path(directory)  # a folder without a store is a one-line error
+    budget_s = parse_budget(budget)
+    if dry_run:
+        bands = load_bands()
+        target = backend or bands.reference
+        parallel = parallelism(executor, workers)
+        p = plan(directory, target, budget_s, parallel, bands)
+        for line in p.lines(target, parallel):
+            typer.echo(line)
+        for c in p.runs:
+            typer.echo(f"  {run_label(c.spec)}  (~{c.cost_s:.1f} s)")
+        return
+    summary = run_refine(directory, backend, budget_s, executor, workers, address, progress,
+                         announce=typer.echo)
+    typer.echo(f"{summary.remaining or 'no'} ordering{'' if summary.remaining == 1 else 's'} unresolved now; "
+               f"`moesim report {directory}` uses each configuration's most exact backend")
+    if summary.failures:
+        raise SystemExit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``refine`` to the root app."""
+    app.command("refine")(refine)

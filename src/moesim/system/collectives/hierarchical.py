@@ -1,0 +1,111 @@
+"""Hierarchical (node-aggregated) all-to-all, as DeepEP's normal kernels run it.
+
+A token bound for experts on another server crosses the fabric once per destination server: RDMA to
+the GPU with the same local index (rail) on that server, which forwards it over the server's GPU
+domain (NVLink/NVSwitch, or PCIe where there is none) to each of its GPUs holding one of the token's
+experts. Members on the sender's own server get theirs directly. Reference: DeepEP
+(github.com/deepseek-ai/DeepEP, "normal kernels"); DeepSeek-V3 technical report §3.4 (node-limited
+routing, IB then NVLink forwarding).
+
+Bytes: a pair (i, j) carries D/N (the direct algorithm's message) over its last hop. The RDMA message
+from i to server S carries what i's tokens need on S once: D/N · |S| · dedup(S), where dedup(S) is the
+expected number of tokens hitting S over the expected token–expert rows sent to S (1 without routing
+information; ``expected_server_fanout``). Without placement (one server) the plan is the direct one.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+from moesim.system.collectives.base import COLLECTIVES, Algorithm, Members, Plan, StepTiming, Transfer
+from moesim.system.collectives.direct import direct_plan
+from moesim.workload.graph import CollectiveType
+
+
+def _subset_sums(per_group: list[int], choose: int) -> dict[int, int]:
+    """How many ways to choose ``choose`` of the groups give each total of ``per_group`` (counts by sum)."""
+    ways: list[dict[int, int]] = [{0: 1}] + [{} for _ in range(choose)]
+    for x in per_group:
+        for j in range(choose, 0, -1):
+            for total, count in ways[j - 1].items():
+                ways[j][total + x] = ways[j].get(total + x, 0) + count
+    return ways[choose]
+
+
+def miss_probability(experts_on_server: frozenset[int], routing: tuple[int, ...]) -> float:
+    """P(a token picks none of ``experts_on_server``) under uniform group-limited top-k routing: the token
+    chooses M of G equal groups of experts uniformly, then k experts uniformly among the chosen groups'
+    (DeepSeek-V3's node/group-limited routing; G = M = 1 is plain top-k)."""
+    experts, k, groups, chosen = routing
+    size = experts // groups
+    per_group = [sum(1 for e in experts_on_server if e // size == g) for g in range(groups)]
+    pool = chosen * size
+    total = comb(groups, chosen)
+    return sum(count * comb(pool - x, k) for x, count in _subset_sums(per_group, chosen).items()) / (total * comb(pool, k))
+
+
+def expected_server_fanout(n: int, servers: tuple[int, ...], routing: tuple[int, ...]) -> dict[int, float]:
+    """Per server S: E[tokens hitting S] / E[token–expert rows sent to S], ≤ 1. Member m of the n holds
+    experts m·E/n … (m+1)·E/n − 1 (contiguous); empty ``routing``: 1 (no deduplication)."""
+    out: dict[int, float] = {}
+    for server in sorted(set(servers)):
+        if not routing:
+            out[server] = 1.0
+            continue
+        experts, k = routing[0], routing[1]
+        per_member = experts // n
+        on_server = frozenset(e for m in range(n) if servers[m] == server
+                              for e in range(m * per_member, (m + 1) * per_member))
+        rows = k * len(on_server) / experts
+        out[server] = (1.0 - miss_probability(on_server, routing)) / rows
+    return out
+
+
+def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, members: Members) -> Plan:
+    """One chunk: intra-server pairs direct; per remote server one RDMA message to the rail peer, then its
+    forwards to the other members there. A member's stream exits once everything bound for it arrived."""
+    servers = members.servers
+    if len(set(servers)) == 1:
+        return direct_plan(ctype, n, size, timing)
+    d = timing.endpoint_delay_s
+    msg = size // n
+    on: dict[int, list[int]] = {}
+    for m, s in enumerate(servers):
+        on.setdefault(s, []).append(m)
+    fanout = expected_server_fanout(n, servers, members.routing)
+    transfers: list[Transfer] = []
+    received: list[list[int]] = [[] for _ in range(n)]
+
+    def add(src: int, dst: int, size_bytes: int, after: tuple[int, ...]) -> int:
+        transfers.append(Transfer(src, dst, size_bytes, after, d))
+        received[dst].append(len(transfers) - 1)
+        return len(transfers) - 1
+
+    for i in range(n):
+        home = on[servers[i]]
+        local = home.index(i)
+        for j in home:
+            if j != i:
+                add(i, j, msg, ())
+        for server, there in on.items():
+            if server == servers[i]:
+                continue
+            peer = there[local % len(there)]
+            rdma = add(i, peer, round(msg * len(there) * fanout[server]), ())
+            for j in there:
+                if j != peer:
+                    add(peer, j, msg, (rdma,))
+    return Plan(n, tuple(transfers), tuple(tuple(r) for r in received), (d,) * n)
+
+
+def _unplaced(ctype: CollectiveType, n: int, size: int, timing: StepTiming, chunk_index: int = 0,
+              window: int = 0) -> Plan:
+    """Without placement every member counts as on one server: the direct plan."""
+    return direct_plan(ctype, n, size, timing)
+
+
+COLLECTIVES.register(
+    "hierarchical", "All-to-all aggregated per server: RDMA once per destination server to the rail peer, "
+    "then NVLink/PCIe to the expert's GPU", "DeepEP normal kernels (github.com/deepseek-ai/DeepEP); DeepSeek-V3 "
+    "technical report §3.4",
+)(Algorithm(frozenset({CollectiveType.ALL_TO_ALL}), _unplaced, placed=hierarchical_plan))

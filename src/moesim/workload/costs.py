@@ -1,0 +1,218 @@
+"""What each node of a layer costs: collective volumes (docs/study.md §3), per-rank compute work (FLOPs
+and bytes moved; the formulas are in docs/workload.md) and the one roofline that times a compute node
+(the engine's and the summary's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from moesim.models.spec import ModelSpec
+from moesim.workload.graph import Node
+from moesim.workload.layout import ParallelLayout
+
+# ----------------------------------------------------------------------------------------------
+# Communication volumes (docs/study.md §3) and proxies (section 2)
+
+
+def tp_allreduce_bytes(model: ModelSpec, tokens: int) -> int:
+    """V_TP = T · h · 2: the data size of one TP all-reduce."""
+    return tokens * model.comm_dim * model.bytes_per_activation
+
+
+def ep_alltoall_bytes(model: ModelSpec, layout: ParallelLayout, tokens: int) -> int:
+    """V_EP = T · h · k · 2 / EP: one rank's buffer for one EP dispatch or combine (floored)."""
+    return tokens * model.comm_dim * model.top_k * model.bytes_per_activation // layout.ep
+
+
+def comm_proxies(model: ModelSpec) -> tuple[int, int]:
+    """(TP proxy, EP proxy) = (h × layers, h × top-k × MoE layers), docs/study.md §2."""
+    return model.tp_proxy, model.ep_proxy
+
+
+# ----------------------------------------------------------------------------------------------
+# Compute work: (FLOPs, bytes moved) per rank. Exact rational arithmetic, floored once at the end.
+
+
+@dataclass(frozen=True)
+class Work:
+    """FLOPs and bytes of one compute node on one rank."""
+
+    flops: int
+    bytes_moved: int
+
+    @property
+    def empty(self) -> bool:
+        """No arithmetic (e.g. a zero-width FFN): the node is left out, its activation traffic too."""
+        return self.flops == 0
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def work_of(flops: Fraction | int, bytes_moved: Fraction | int) -> Work:
+    return Work(int(flops), int(bytes_moved))
+
+
+@dataclass(frozen=True)
+class AttentionShard:
+    """One TP shard's attention: its projection parameters, heads, score and value widths, and the
+    KV-cache bytes it keeps per token per layer."""
+
+    params: int
+    heads: int
+    qk_dim: int
+    v_dim: int
+    kv_cache_bytes_per_token: int
+
+
+def attention_shard(model: ModelSpec, tp: int) -> AttentionShard:
+    """Heads split over TP (ceil), projections column/row-split.
+
+    GQA: Q (hidden → heads·d), K and V (hidden → kv_heads·d each; KV heads are replicated when
+    fewer than TP), O (heads·d → hidden); the shard caches K and V of its KV heads,
+    2·⌈kv_heads/TP⌉·d values per token. MLA: q down (hidden → q_lora, replicated) and q up
+    (q_lora → heads·qk_dim), kv down (hidden → kv_lora + rope, replicated), kv up (kv_lora →
+    heads·(nope + v)), O (heads·v → hidden); the shard caches the whole compressed latent,
+    kv_lora + rope values per token (it is shared by all heads, so TP does not split it).
+    Cached values take ``bytes_per_activation`` bytes each.
+    """
+    att = model.attention
+    hidden = model.hidden_size
+    heads = _ceil_div(att.num_heads, tp)
+    if att.is_mla:
+        nope = att.qk_nope_head_dim if att.qk_nope_head_dim is not None else att.head_dim
+        rope = att.qk_rope_head_dim or 0
+        v_dim = att.v_head_dim if att.v_head_dim is not None else att.head_dim
+        qk_dim = nope + rope
+        kv_lora = att.kv_lora_rank or 0
+        if att.q_lora_rank:
+            params = hidden * att.q_lora_rank + att.q_lora_rank * heads * qk_dim
+        else:
+            params = hidden * heads * qk_dim
+        params += hidden * (kv_lora + rope) + kv_lora * heads * (nope + v_dim)
+        params += heads * v_dim * hidden
+        cached = kv_lora + rope
+    else:
+        qk_dim = v_dim = att.head_dim
+        kv_heads = _ceil_div(att.num_kv_heads, tp)
+        params = hidden * heads * qk_dim + 2 * hidden * kv_heads * qk_dim + heads * v_dim * hidden
+        cached = 2 * kv_heads * att.head_dim
+    return AttentionShard(params, heads, qk_dim, v_dim, cached * model.bytes_per_activation)
+
+
+def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
+                   keys: int | None = None) -> Work:
+    """Prefill attention of one TP shard (``attention_shard``). Every projection costs 2·T·in·out
+    FLOPs; the score and value products cost 2·T·K·heads·qk_dim + 2·T·K·heads·v_dim for T queries
+    over K keys (K = T by default: full T×T, no causal halving; a micro-batch of a longer sequence
+    attends to all of it). Bytes: the shard's weights + activations in and out (T·hidden·2 each).
+    """
+    a = attention_shard(model, tp)
+    keys = tokens if keys is None else keys
+    flops = 2 * tokens * a.params + 2 * tokens * keys * a.heads * (a.qk_dim + a.v_dim)
+    act = 2 * tokens * model.hidden_size * model.bytes_per_activation
+    return work_of(flops, a.params * Fraction(weight_bytes_per_param) + act)
+
+
+def decode_attention_work(
+    model: ModelSpec, tp: int, batch: int, context_tokens: int, weight_bytes_per_param: float
+) -> Work:
+    """One decode step's attention on one TP shard: B new tokens, each attending to a C-token cache.
+
+    FLOPs: 2·B·params (projections) + 2·B·C·heads·(qk_dim + v_dim) (scores and values).
+    Bytes: the shard's weights + the KV cache it reads, B·C·``kv_cache_bytes_per_token`` + the
+    activations in and out (B·hidden·2 each).
+    """
+    a = attention_shard(model, tp)
+    flops = 2 * batch * a.params + 2 * batch * context_tokens * a.heads * (a.qk_dim + a.v_dim)
+    kv = batch * context_tokens * a.kv_cache_bytes_per_token
+    act = 2 * batch * model.hidden_size * model.bytes_per_activation
+    return work_of(flops, a.params * Fraction(weight_bytes_per_param) + kv + act)
+
+
+def routed_expert_work(
+    model: ModelSpec, layout: ParallelLayout, tokens: int, expert_bytes_per_param: float
+) -> Work:
+    """Routed experts on one rank: T·k/EP token–expert rows, expert width split over TP.
+
+    FLOPs = (T·k/EP) · 6 · h_moe · w / TP (gate, up, down: 3 GEMMs × 2 FLOPs per MAC).
+    Bytes = E · 3 · h_moe · w · expert_bytes / (TP · EP): this rank's 1/(TP·EP) share of the layer's
+    expert weights. docs/study.md §3: a memory-bound expert FFN "reads its rank's share of those
+    weights, whatever the TP/EP split"; token rows stay in on-chip/L2-resident tiles and are not counted.
+    """
+    h, w, k = model.comm_dim, model.expert_ffn_width, model.top_k
+    rows = Fraction(tokens * k, layout.ep)
+    flops = rows * 6 * h * w / layout.tp
+    weights = Fraction(model.routed_experts * 3 * h * w, layout.tp * layout.ep) * Fraction(
+        expert_bytes_per_param
+    )
+    return work_of(flops, weights)
+
+
+EXACT_MISS_BATCH = 65536
+"""Above this batch every routed expert counts as hit: its miss probability (1 − k/E)^B is then below
+e^(−65536·k/E), under 2e-28 for any k/E ≥ 1/1024, and the exact power would be needlessly large."""
+
+
+def expert_hit_fraction(model: ModelSpec, batch: int) -> Fraction:
+    """Expected fraction of routed experts that receive at least one of B tokens under uniform top-k
+    routing: 1 − (1 − k/E)^B (each token picks k of the E experts)."""
+    if batch > EXACT_MISS_BATCH:
+        return Fraction(1)
+    return 1 - Fraction(model.routed_experts - model.top_k, model.routed_experts) ** batch
+
+
+def decode_routed_expert_work(
+    model: ModelSpec, layout: ParallelLayout, batch: int, expert_bytes_per_param: float
+) -> Work:
+    """Routed experts on one rank at one decode step: B·k/EP rows; only the experts that some token
+    hits are read, so the weight bytes are the rank's share times ``expert_hit_fraction`` (the
+    expectation E·(1 − (1 − k/E)^B) experts per layer, spread evenly over the ranks)."""
+    full = routed_expert_work(model, layout, batch, expert_bytes_per_param)
+    weights = Fraction(model.routed_experts * 3 * model.comm_dim * model.expert_ffn_width,
+                       layout.tp * layout.ep) * Fraction(expert_bytes_per_param)
+    return work_of(full.flops, weights * expert_hit_fraction(model, batch))
+
+
+def shared_ffn_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float) -> Work:
+    """Router + shared experts (+ latent projections), replicated on every rank (not TP-sharded).
+
+    Router: 2·T·hidden·E FLOPs. Shared experts: S·6·T·h_moe·w_s FLOPs (w_s = the shared-expert
+    width, default the routed width). Models whose MoE runs in a latent dimension (comm_dim <
+    hidden_size, Kimi K3) add the down and up projections hidden ↔ h_moe: 2·2·T·hidden·h_moe FLOPs.
+    Bytes: these weights + activations in and out.
+    """
+    hidden, h = model.hidden_size, model.comm_dim
+    w = model.shared_expert_ffn_width or model.expert_ffn_width
+    params = hidden * model.routed_experts + model.shared_experts * 3 * h * w
+    if h != hidden:
+        params += 2 * hidden * h
+    flops = 2 * tokens * params  # the router, shared experts and latent projections are all GEMMs
+    act = 2 * tokens * hidden * model.bytes_per_activation
+    return work_of(flops, params * Fraction(weight_bytes_per_param) + act)
+
+
+def dense_ffn_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float) -> Work:
+    """Dense FFN of the leading dense layers, width split over TP: 6·T·hidden·w_dense/TP FLOPs."""
+    hidden, w = model.hidden_size, model.dense_ffn_width
+    params = Fraction(3 * hidden * w, tp)
+    act = 2 * tokens * hidden * model.bytes_per_activation
+    return work_of(2 * tokens * params, params * Fraction(weight_bytes_per_param) + act)
+
+
+def roofline_time_s(node: Node, peak_flops: float, mem_bw_bytes_per_s: float, roofline: bool = True) -> float:
+    """A compute node's time as ASTRA-sim's ``Roofline.cc`` gives it (docs/reference-semantics.md B.6):
+    max(FLOPs/peak, bytes/bandwidth), truncated to whole ns.
+
+    With roofline on, a node without FLOPs takes bytes/bandwidth (not truncated) and one without bytes
+    is skipped (zero time); with it off, the node's recorded duration is replayed (1 ns when zero).
+    """
+    if not roofline:
+        return max(node.duration_ns, 1) * 1e-9
+    if node.bytes_moved <= 0 or node.flops <= 0:
+        return node.bytes_moved / mem_bw_bytes_per_s if node.flops <= 0 and node.bytes_moved > 0 else 0.0
+    intensity = node.flops / node.bytes_moved
+    perf = min(mem_bw_bytes_per_s * intensity, peak_flops)
+    return int(node.flops / perf * 1e9) * 1e-9

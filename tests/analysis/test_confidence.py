@@ -1,0 +1,134 @@
+"""How sure an ordering is (moesim.analysis.confidence): the band rule in closed form, the most exact backend
+per configuration, the same orderings as benchmarks/accuracy.py, and findings that say what is unresolved."""
+
+from __future__ import annotations
+
+import pytest
+from analysis_data import study_rows
+
+from moesim.analysis.accuracy import statistics_agreement
+from moesim.analysis.bands import BackendBands, Band, ErrorBands
+from moesim.analysis.confidence import backend_mix, most_exact, orderings
+from moesim.analysis.findings import findings
+from moesim.analysis.results import as_table, candidate_factors, factor_columns
+from moesim.analysis.study import analyse
+
+E = 0.1
+BANDS = ErrorBands("packet", {"fluid": BackendBands(Band(E, 100)), "flow": BackendBands(Band(0.3, 100))})
+"""Every fluid row within ±10 % of packet level, every flow row within ±30 %."""
+MODEL = "deepseek-v4-flash"
+
+
+def _rows(walls: dict[tuple[str, str], float], backend: str = "fluid") -> list[dict]:
+    return [{"model": MODEL, "topology": t, "strategy": s, "algorithm": "ring_direct", "network": "roce_dcqcn",
+             "backend": backend, "wall_s": w, "gpu_s": 0.0, "comm_s": w, "overrides_json": "{}"}
+            for (t, s), w in walls.items()]
+
+
+def _grid(b: float, backend: str = "fluid") -> list[dict]:
+    """2 × 2: at TP2EP16 topology 1 takes 1 s and topology 2 ``b`` s; at TP4EP8 topology 2 is the faster."""
+    return _rows({("1", "TP2EP16"): 1.0, ("2", "TP2EP16"): b, ("1", "TP4EP8"): 3.0, ("2", "TP4EP8"): 2.0}, backend)
+
+
+def _given(ords, level="TP2EP16"):
+    return next(o for o in ords if o.statistic == f"{MODEL} topology given strategy = {level}")
+
+
+@pytest.mark.parametrize(("b", "resolved"), [(1.2, False), (1.2222, False), (1.2223, True), (1.25, True)])
+def test_two_levels_are_unresolved_while_their_gap_is_inside_the_combined_band(b, resolved):
+    # a = 1, uncertainties 0.1 × a and 0.1 × b: unresolved exactly when b − 1 <= 0.1 (1 + b), i.e. b <= 1.1 / 0.9
+    o = _given(orderings(analyse(as_table(_grid(b))), BANDS))
+    assert o.order == "1 < 2" and o.resolved is resolved
+    if not resolved:
+        (p,) = o.pairs
+        assert (p.first, p.second, p.position) == ("1", "2", 0)
+        assert p.margin == pytest.approx(b - 1) and p.band == pytest.approx(E * (1 + b))
+        assert sorted((c["topology"], c["strategy"]) for c in o.settle) == [("1", "TP2EP16"), ("2", "TP2EP16")]
+
+
+def test_packet_rows_have_no_band_so_a_tiny_gap_is_resolved():
+    ords = orderings(analyse(as_table(_grid(1.000001, "packet"))), BANDS)
+    assert all(o.resolved and not o.settle for o in ords) and ords
+
+
+def test_a_packet_row_next_to_a_fluid_row_carries_only_the_fluid_band():
+    rows = _grid(1.08)
+    rows[1]["backend"] = "packet"  # topology 2 / TP2EP16 from packet level: unresolved iff 0.08 <= 0.1 × 1 (a's band)
+    o = _given(orderings(analyse(as_table(rows)), BANDS))
+    assert not o.resolved and o.pairs[0].band == pytest.approx(E)
+    assert [(c["topology"], c["strategy"]) for c in o.settle] == [("1", "TP2EP16")]  # the packet row is settled
+    assert o.backends == "fluid 1, packet 1"  # the two rows behind it
+
+
+def test_the_fastest_configuration_is_unresolved_while_another_run_reaches_its_band():
+    ords = {o.statistic: o for o in orderings(analyse(as_table(_grid(1.2))), BANDS)}
+    fastest = ords[f"S_full {MODEL} fastest at"]
+    assert fastest.order == "topology=1, strategy=TP2EP16" and not fastest.resolved
+    assert fastest.pairs[0].second == "topology=2, strategy=TP2EP16"
+    assert ords[f"S_full {MODEL} slowest at"].resolved  # 3 s against 2 s: outside 0.1 × (3 + 2)
+
+
+def test_most_exact_keeps_each_configurations_best_backend_and_the_backend_stops_being_a_factor():
+    rows = _grid(1.2, "flow") + _grid(1.2) + _rows({("1", "TP2EP16"): 1.5}, "packet")
+    table = as_table(rows)
+    assert "backend" in factor_columns(table)  # every configuration on flow and fluid: a backend comparison
+    best = most_exact(table, BANDS)
+    got = {(r["topology"], r["strategy"]): (r["backend"], r["wall_s"]) for r in best.to_pylist()}
+    assert got == {("1", "TP2EP16"): ("packet", 1.5), ("2", "TP2EP16"): ("fluid", 1.2),
+                   ("1", "TP4EP8"): ("fluid", 3.0), ("2", "TP4EP8"): ("fluid", 2.0)}
+    assert "backend" not in candidate_factors(best) and backend_mix(best) == "fluid 3, packet 1"
+    assert "backend" not in analyse(best).factors
+
+
+def test_the_orderings_are_those_benchmarks_accuracy_compares(study_table):
+    ords = {o.statistic: o.order for o in orderings(analyse(study_table), BANDS)}
+    agreement = statistics_agreement(study_table, study_table)
+    compared = agreement.orderings.to_pylist()
+    assert len(compared) > 100
+    assert all(ords[r["statistic"]] == r["candidate"] for r in compared)
+
+
+def test_a_finding_resting_on_an_unresolved_ordering_says_so():
+    a = analyse(as_table(_grid(1.2)))
+    fs = {f.topic: f for f in findings(a, orderings(a, BANDS))}
+    reversal = fs["reversals"]
+    assert reversal.text.endswith("Unresolved at this fidelity: 1 vs 2: 20.0 % apart, inside the combined band of "
+                                  f"22.0 % ({MODEL} topology given strategy = TP2EP16).")
+    assert reversal.unresolved == (f"{MODEL} topology given strategy = TP2EP16",)
+    resolved = analyse(as_table(_grid(1.2, "packet")))
+    assert not any(f.unresolved for f in findings(resolved, orderings(resolved, BANDS)))
+    assert "Unresolved" not in "".join(f.text for f in findings(a))  # no orderings given: no judgement
+
+
+def test_study_rows_carry_their_families_band():
+    # topology 6 runs sit inside one server, so their band is the one-server family's, whatever the network
+    from moesim.analysis.bands import ANY_NETWORK, ONE_SERVER, Family, load_bands
+    from moesim.analysis.confidence import BAND, with_bands
+
+    bands = load_bands()
+    t = with_bands(as_table([r for r in study_rows((MODEL,)) if r["topology"] in ("1", "6")]), bands)
+    one = bands.band("fluid", Family("ring_direct", ONE_SERVER, ANY_NETWORK))
+    for r in t.to_pylist():
+        if r["topology"] == "6" and r["algorithm"] == "ring_direct":
+            assert r[BAND] == pytest.approx(r["wall_s"] * one)
+
+
+def test_compare_uses_the_most_exact_rows_and_names_their_backends(tmp_path):
+    import yaml
+    from analysis_data import write_store
+
+    from moesim.analysis.reference import compare_dir
+
+    rows = _grid(1.2) + _rows({("1", "TP2EP16"): 1.1}, "packet")
+    store = write_store(tmp_path / "store", [{**r, "status": "ok"} for r in rows])
+    ref = {"name": "r", "source": "test", "model": MODEL, "overall": {"wall_mean_s": 1.0},
+           "means": [{"subset": "S_full", "factor": "topology", "values": {"1": 2.0, "2": 1.6}}],
+           "runs": [{"topology": "1", "strategy": "TP2EP16", "wall_s": 1.0}]}
+    (tmp_path / "ref.yaml").write_text(yaml.safe_dump(ref))
+    comp, _ = compare_dir(store, tmp_path / "ref.yaml", tmp_path / "cmp")
+    got = {(c.group, c.label): (c.ours, c.backend) for c in comp.checks}
+    assert got[("overall", "wall_mean_s")] == (pytest.approx((1.1 + 1.2 + 3.0 + 2.0) / 4), "fluid 3, packet 1")
+    assert got[("S_full wall_s by topology", "1")] == (pytest.approx((1.1 + 3.0) / 2), "fluid 1, packet 1")
+    assert got[("S_full wall_s by topology", "2")] == (pytest.approx(1.6), "fluid")
+    assert got[("runs wall_s", "1 TP2EP16")] == (pytest.approx(1.1), "packet")
+    assert comp.backend == "fluid 3, packet 1" and comp.table().column("backend").to_pylist()[-1] == "packet"
