@@ -73,8 +73,7 @@ def atomic_write(path: str | Path, data: bytes | str) -> Path:
         except OSError as exc:
             raise MoesimError(f"{path}: cannot write ({_reason(exc)})") from None
         return path
-    target = path
-    folder = target.parent
+    folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -82,14 +81,14 @@ def atomic_write(path: str | Path, data: bytes | str) -> Path:
     except OSError as exc:
         raise MoesimError(f"{folder}: cannot create the folder ({_reason(exc)})") from None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
         raise MoesimError(f"{path}: cannot write in {folder} ({_reason(exc)})") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        os.replace(tmp, path)
     except OSError as exc:
         _unlink_quietly(tmp)
         raise MoesimError(f"{path}: cannot write ({_reason(exc)})") from None

@@ -35,8 +35,6 @@ MAX_DURATION_S = 2 ** 53 * 1e-9
 held in float64, exact below 2^53 ns."""
 MAX_RATE_BPS = 1e15
 """The largest rate (bit/s) a parameter accepts, as for link bandwidths (1000 Tbit/s)."""
-MAX_DEPTH = 2
-"""The deepest nesting of lists a parameter holds (an ECN map is a list of [rate, value] pairs)."""
 
 
 @dataclass(frozen=True)
@@ -162,10 +160,9 @@ class Param:
         range of a list of numbers applies to each."""
         name = label or self.name
         v = _coerce(name, self.kind, value, source, strict)
-        for x in _numbers(v):
-            if (isinstance(x, float) and not math.isfinite(x)) or not self.allowed.allows(x):
-                raise self._error(source, value, name)
-        if not _numbers(v) and not self.allowed.allows(v):
+        numbers = _numbers(v)
+        if any(isinstance(x, float) and not math.isfinite(x) or not self.allowed.allows(x) for x in numbers) \
+                or (not numbers and not self.allowed.allows(v)):
             raise self._error(source, value, name)
         return v
 
@@ -228,7 +225,7 @@ def _number(value: Any) -> Any:
     return value
 
 
-def _coerce(name: str, kind: Any, value: Any, source: str, strict: bool = False, depth: int = 0) -> Any:
+def _coerce(name: str, kind: Any, value: Any, source: str, strict: bool = False) -> Any:
     def bad(expected: str) -> MoesimError:
         return MoesimError(f"{source}: field '{name}': expected {expected}, got {value!r}")
 
@@ -237,9 +234,16 @@ def _coerce(name: str, kind: Any, value: Any, source: str, strict: bool = False,
         if value is None or (not strict and isinstance(value, str) and value.lower() in ("none", "null")):
             if type(None) in args:
                 return None
-        return _coerce(name, _base(kind), value, source, strict, depth)
-    if typing.get_origin(kind) is tuple:
-        return _coerce_tuple(name, kind, value, source, strict, depth, bad)
+        return _coerce(name, _base(kind), value, source, strict)
+    if typing.get_origin(kind) is tuple:  # a list of the declared items, as deep as declared
+        args = typing.get_args(kind)
+        if len(args) == 2 and args[1] is ...:
+            if not isinstance(value, list | tuple):
+                raise bad(f"a list of {getattr(_item(kind), '__name__', 'value')}s")
+            return tuple(_coerce(name, args[0], x, source, strict) for x in value)
+        if not isinstance(value, list | tuple) or len(value) != len(args):
+            raise bad(f"a list of {len(args)} numbers")
+        return tuple(_coerce(name, a, x, source, strict) for a, x in zip(args, value, strict=True))
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -270,18 +274,3 @@ def _coerce(name: str, kind: Any, value: Any, source: str, strict: bool = False,
     if isinstance(value, list | tuple):
         return tuple(value)
     return value
-
-
-def _coerce_tuple(name: str, kind: Any, value: Any, source: str, strict: bool, depth: int, bad: Any) -> tuple[Any, ...]:
-    """A list as a tuple of its declared item type: ``tuple[int, ...]`` any length, ``tuple[float, float]``
-    exactly that many items; deeper nesting than MAX_DEPTH is refused."""
-    args = typing.get_args(kind)
-    item = _item(kind)
-    expected = f"a list of {getattr(item, '__name__', 'values')}" + ("s" if len(args) == 2 and args[1] is ... else "")
-    if depth >= MAX_DEPTH or not isinstance(value, list | tuple):
-        raise bad(expected if len(args) == 2 and args[1] is ... else f"a list of {len(args)} numbers")
-    if len(args) == 2 and args[1] is ...:
-        return tuple(_coerce(name, args[0], x, source, strict, depth + 1) for x in value)
-    if len(value) != len(args):
-        raise bad(f"a list of {len(args)} numbers")
-    return tuple(_coerce(name, a, x, source, strict, depth + 1) for a, x in zip(args, value, strict=True))

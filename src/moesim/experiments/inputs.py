@@ -40,7 +40,8 @@ _NOT_SIMULATION = ("analysis", "experiments", "commands", "cli.py")
 class PlannedRun:
     """A run that passed the up-front checks. ``input_hash`` keys its simulation (runs with equal
     inputs share one); ``run_id`` keys its row in the store (the spec and that hash); ``legacy_run_id``
-    is the id a store written before the per-backend network key gave it (``legacy_input_hash``)."""
+    is the id a store written before the per-backend network key gave it (every section of every
+    algorithm in the key), by which a sweep finds and re-keys such a row."""
 
     spec: RunSpec
     run_id: str

@@ -110,21 +110,32 @@ def check_store(db: Path) -> None:
     con = open_store(db, read_only=True)
     try:
         check_version(con, db)
-        try:
-            tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-            if "runs" not in tables:
-                return
-            columns = {r[0] for r in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'").fetchall()}
-            missing = [c for c in BASE_COLUMNS if c not in columns and c not in ADDED_COLUMNS]
-            if missing:
-                raise MoesimError(f"{db}: not a moesim results store: table runs has no column "
-                                  f"{', '.join(missing)} (move it away, or sweep into another folder)")
-            con.execute("SELECT * FROM runs").fetchall()  # reads every block of the table
-        except duckdb.Error as exc:
-            raise store_error(db, exc) from None
+        missing = missing_columns(con, db)
+        if missing:
+            raise MoesimError(f"{db}: not a moesim results store: table runs has no column {', '.join(missing)} "
+                              "(move it away, or sweep into another folder)")
+        if missing is not None:
+            try:
+                con.execute("SELECT * FROM runs").fetchall()  # reads every block of the table
+            except duckdb.Error as exc:
+                raise store_error(db, exc) from None
     finally:
         con.close()
+
+
+def missing_columns(con: Any, db: Path) -> list[str] | None:
+    """The columns of table ``runs`` that a store of this schema version has and this one lacks (the
+    columns a sweep adds on opening aside); None when there is no table ``runs``."""
+    import duckdb
+
+    try:
+        columns = {r[0] for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'").fetchall()}
+    except duckdb.Error as exc:
+        raise store_error(db, exc) from None
+    if not columns:
+        return None
+    return [c for c in BASE_COLUMNS if c not in columns and c not in ADDED_COLUMNS]
 
 
 def _json(value: Any) -> str:
@@ -408,8 +419,13 @@ def query_results(directory: str | Path, sql: str | None = None) -> pa.Table:
     con = open_store(db, read_only=True, config=READ_ONLY_CONFIG)
     try:
         check_version(con, db)
-        if sql is None:
-            _check_columns(con, db)
+        if sql is None:  # the default query reads the store's columns
+            missing = missing_columns(con, db)
+            if missing is None:
+                raise MoesimError(f"{db}: not a moesim results store (no table runs); sweep into this folder first")
+            if missing:
+                raise MoesimError(f"{db}: not a moesim results store: table runs has no column "
+                                  f"{', '.join(missing)} (query it with --sql, naming the columns it has)")
         try:
             rel = con.sql(query)
             if rel is None:  # a statement without a result
@@ -421,23 +437,6 @@ def query_results(directory: str | Path, sql: str | None = None) -> pa.Table:
             raise MoesimError(f"--sql: {str(exc).splitlines()[0]}") from None
     finally:
         con.close()
-
-
-def _check_columns(con: Any, db: Path) -> None:
-    """The store's table ``runs`` has the columns the default query reads (a one-line error otherwise)."""
-    import duckdb
-
-    try:
-        columns = {r[0] for r in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'").fetchall()}
-    except duckdb.Error as exc:
-        raise store_error(db, exc) from None
-    if not columns:
-        raise MoesimError(f"{db}: not a moesim results store (no table runs); sweep into this folder first")
-    missing = [c for c in BASE_COLUMNS if c not in columns and c not in ADDED_COLUMNS]
-    if missing:
-        raise MoesimError(f"{db}: not a moesim results store: table runs has no column {', '.join(missing)} "
-                          "(query it with --sql, naming the columns it has)")
 
 
 def resolve_run(directory: str | Path, run: str) -> dict[str, Any]:

@@ -40,10 +40,11 @@ ALL_TO_ALL_ALGORITHMS = ("direct", "hierarchical")
 MAX_TOKENS = TOKENS.allowed.high
 """The largest token count a run accepts: every message size stays an exact float64 below it."""
 NODES_PER_LAYER = 7
-"""Nodes of one layer in one rank's graph, at most (a MoE layer: attention, TP all-reduce, dispatch,
-experts, combine, shared FFN, TP all-reduce)."""
+"""Nodes of one layer in one rank's graph (per decode step and micro-batch), at most: a MoE layer's
+attention, TP all-reduce, dispatch, experts, combine, shared FFN, TP all-reduce."""
 MAX_RANK_NODES = 2 ** 24
-"""The most graph nodes a run may hold over all ranks (ranks × layers × steps × NODES_PER_LAYER): each
+"""The most graph nodes a run may hold over all ranks (ranks × layers × steps × micro-batches ×
+NODES_PER_LAYER): each
 costs about BYTES_PER_RANK_NODE of memory while the run is simulated, so this bound keeps a run below
 about 9 GB."""
 BYTES_PER_RANK_NODE = 550
@@ -162,7 +163,7 @@ def prepare(spec: RunSpec) -> PreparedRun:
             raise MoesimError(f"run {run_label_of(spec)}: field 'tokens': a prefill length; a decode run "
                               f"takes batch, context_tokens and decode_steps")
         tokens = options.batch * options.decode_steps  # type: ignore[operator]
-    _check_size(source, layout.num_ranks * model.num_layers * (options.decode_steps or 1))
+    _check_size(source, layout.num_ranks * model.num_layers * (options.decode_steps or 1) * (options.micro_batches or 1))
     tp_impl, ep_impl = ALGORITHMS[spec.algorithm]
     if a2a is not None:
         ep_impl = check_override("all_to_all_algorithm", a2a, source)
@@ -183,9 +184,9 @@ def _check_size(source: str, rank_layers: int) -> None:
     from its ranks, layers and decode steps)."""
     nodes = rank_layers * NODES_PER_LAYER
     if nodes > MAX_RANK_NODES:
-        raise MoesimError(f"{source}: about {nodes:.3g} graph nodes (ranks × layers × decode steps × "
+        raise MoesimError(f"{source}: about {nodes:.3g} graph nodes (ranks × layers × decode steps × micro-batches × "
                           f"{NODES_PER_LAYER}), about {nodes * BYTES_PER_RANK_NODE / 1e9:.3g} GB to simulate; at most "
-                          f"{MAX_RANK_NODES:.3g} (allowed: fewer ranks, layers or decode_steps)")
+                          f"{MAX_RANK_NODES:.3g} (allowed: fewer ranks, layers, decode_steps or micro_batches)")
 
 
 def _check_horizon(source: str, ranks: list[RankTimes]) -> None:
