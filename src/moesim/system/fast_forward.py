@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from moesim.system.engine import Simulation
 
 _APPROX_PERIODS = (8, 12)  # layer periods compared before an approximate jump: 12 also sees 3- and 6-cycles
+_NOISY_PERIODS = 24  # layer periods averaged before a jump over periods that never settle
 _WINDOW_LAYERS = 2  # a snapshot covers each rank's current layer and the next one
 
 FlowState = dict[int, tuple[tuple[float, ...], tuple[float, ...]]]
@@ -36,6 +39,25 @@ def stationary_mean(periods: list[float], tol: float) -> float | None:
     if mean > 0 and abs(first_half - second_half) <= tol * mean and max(abs(p - mean) for p in periods) <= 0.05 * mean:
         return mean
     return None
+
+
+def noisy_mean(periods: list[float], se_tol: float) -> float | None:
+    """The mean of ``periods`` that keep wandering without a trend, once it is known well enough: its
+    standard error is within ``se_tol`` (relative), the least-squares slope over the periods is within
+    two of its standard errors of zero and the means of the two halves differ by at most two standard
+    errors of their difference; else None."""
+    k = len(periods)
+    mean, sd = statistics.fmean(periods), statistics.stdev(periods)
+    if not mean > 0 or sd / math.sqrt(k) > se_tol * mean:
+        return None
+    first_half, second_half = statistics.fmean(periods[:k // 2]), statistics.fmean(periods[k // 2:])
+    if abs(first_half - second_half) > 4 * sd / math.sqrt(k):
+        return None
+    x_mean = (k - 1) / 2
+    sxx = sum((x - x_mean) ** 2 for x in range(k))
+    slope = sum((x - x_mean) * (y - mean) for x, y in enumerate(periods)) / sxx
+    residual = math.sqrt(sum((y - mean - slope * (x - x_mean)) ** 2 for x, y in enumerate(periods)) / (k - 2))
+    return mean if abs(slope) <= 2 * residual / math.sqrt(sxx) else None
 
 
 @dataclass(frozen=True)
@@ -95,6 +117,7 @@ class FastForward:
         self.layer_sig: list[list[tuple[Any, ...]]] = []  # per rank, what each layer does
         self.first_undone = [0] * len(self.nodes)
         self.recent: list[_Snapshot] = []  # the last snapshots, whatever their key (approximate mode)
+        self.layer_starts: list[float] = []  # when rank 0 started its last layers
         self.due = False
         self.summarised = False  # this layer's snapshot for the approximate comparison is taken
         for r, nodes in enumerate(self.nodes):
@@ -115,6 +138,8 @@ class FastForward:
         if r == 0 and i == self.layer_first[0][self.nodes[0][i].layer]:
             self.due = True
             self.summarised = False
+            self.layer_starts.append(self.sim.now)
+            del self.layer_starts[:-(_NOISY_PERIODS + 1)]
 
     def observe(self) -> None:
         """After a step in which rank 0 started a layer: snapshot, compare, maybe jump.
@@ -151,9 +176,9 @@ class FastForward:
         # layers settle into a cycle of a few periods. If the last k layer periods are stationary (the
         # means of their two halves agree within the tolerance, and none is 5 % off their mean),
         # extrapolate the current state with the mean period.
-        tol = sim.settings.fast_forward_tolerance
+        tol, noise = sim.settings.fast_forward_tolerance, sim.settings.fast_forward_noise
         self.recent.append(snap)
-        del self.recent[:-(max(_APPROX_PERIODS) + 1)]
+        del self.recent[:-(_NOISY_PERIODS + 1)]
         for k in _APPROX_PERIODS if tol > 0 else ():
             window = self.recent[-k - 1:]
             if len(window) < k + 1 or any(a + k != b for a, b in zip(window[0].layers, snap.layers, strict=True)):
@@ -162,6 +187,17 @@ class FastForward:
             if mean is not None:
                 self._try_jump(state, snap, window[0], mean, k, "approximate")
                 return
+        # Periods that never settle (the ranks' offsets wander chaotically, so the ranks need not even be
+        # in step at snapshots k layers apart): rank 0's last 24 layer periods, extrapolated with their
+        # mean once its standard error is within fast_forward_noise.
+        k = _NOISY_PERIODS
+        back = self.recent[0]
+        starts = self.layer_starts[-k - 1:]
+        if (tol > 0 < noise and len(starts) == k + 1 and back.layers[0] + k == snap.layers[0]
+                and all(b > a for a, b in zip(back.layers, snap.layers, strict=True))):
+            mean = noisy_mean([b - a for a, b in zip(starts, starts[1:], strict=False)], noise)
+            if mean is not None:
+                self._try_jump(state, snap, back, mean, k, "approximate")
 
     def _relative(self, state: SimState, flow_state: FlowState) -> _Snapshot | None:
         """``state`` relative to its time and each rank's layer; None if it reaches beyond the window."""
@@ -239,6 +275,7 @@ class FastForward:
             return
         self.history.clear()
         self.recent.clear()
+        self.layer_starts.clear()
         self.jump_mode = mode if self.jump_mode in ("none", mode) else "approximate"
 
     def _skippable(self, layers: tuple[int, ...], periods_back: int) -> int:
@@ -291,7 +328,7 @@ class FastForward:
             ranks.append(dataclasses.replace(
                 rs, done=tuple(done), deps_left=tuple(deps_left), ready=tuple(i + s for i in rs.ready),
                 completed=rs.completed + s, gpu_node=None if rs.gpu_node is None else rs.gpu_node + s,
-                gpu_s=gpu_s, comm_s=rs.comm_s + m * (rs.comm_s - back.comm_s[r]) / periods_back,
+                gpu_s=gpu_s, comm_s=rs.comm_s + m * (rs.comm_s - back.comm_s[r]) / (L - back.layers[r]),
                 group_seq=tuple(group_seq.items())))
             self.first_undone[r] += s
             stride.append(s)

@@ -51,6 +51,10 @@ class SystemSettings:
     fast_forward: bool = True
     # how far (relative) an approximate fast-forward may move a layer's time (docs/system.md)
     fast_forward_tolerance: float = param(2e-3, low=0, high=1)
+    # a run whose layer periods keep wandering (chaotic offsets between ranks) is extrapolated with the
+    # mean of its last 24 periods once that mean's standard error is within this (relative), e.g. 0.01;
+    # 0: never (the default: a wandering run can still settle into a slower pattern, docs/system.md)
+    fast_forward_noise: float = param(0.0, low=0, high=1)
     # rank r starts at a uniform draw in [0, start_jitter_s) from jitter_seed: rerun with a few seeds
     # to see how far a result moves when nothing but the ranks' start times does (docs/system.md)
     start_jitter_s: float = param(0.0, low=0, high=1)
