@@ -9,6 +9,10 @@ against before building), ``build`` (build_topology, which includes ``check_rout
 (the route sets from GPU 0 to every GPU, and from every GPU to the last, as ``moesim topology show``
 needs), and the process's peak resident memory. Prints the median of ``--repeat`` samples per size and
 the peak memory per directed link; memory linear in links shows as a flat bytes-per-link column.
+
+The same two steps timed on server templates (2-core machine under load):
+``gb200-nvl72:16`` (1,152 GPUs, 8,064 links) 0.3 s + 1.8 s, ``gb200-nvl72:64`` (4,608 GPUs) 1.4 s + 9.5 s,
+``hgx-h100:1024`` (8,192 GPUs, 88,064 links) 1.7 s + 6.6 s, peak memory 133 MB.
 """
 
 from __future__ import annotations

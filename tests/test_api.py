@@ -209,8 +209,8 @@ def test_sweep_of_dicts_then_load_results(swept: Path, flow_run: moesim.RunOutpu
     assert isinstance(df, pd.DataFrame) and len(df) == 2
     assert {"model", "topology", "strategy", "tp", "ep", "algorithm", "network", "backend", "tokens",
             "wall_s", "gpu_s", "comm_s", "bottleneck_rank"} <= set(df.columns)
-    assert list(df["strategy"]) == ["TP2EP16", "TP4EP8"] and set(df["tokens"]) == {str(TOKENS)}
-    assert df["wall_s"].dtype == "float64"
+    assert list(df["strategy"]) == ["TP2EP16", "TP4EP8"] and list(df["tokens"]) == [TOKENS, TOKENS]
+    assert df["wall_s"].dtype == "float64" and df["tokens"].dtype == "Int64"  # a parameter keeps its type
     # a run in a worker of the sweep gives what the same run gives in this process
     row = df[df["strategy"] == "TP2EP16"].iloc[0]
     assert (row["wall_s"], row["gpu_s"], row["comm_s"]) == (flow_run.wall_s, flow_run.gpu_s, flow_run.comm_s)
@@ -258,6 +258,13 @@ def test_sweep_refuses_bad_input_before_running(what: object, kwargs: dict, mess
     with pytest.raises(MoesimError, match=message):
         moesim.sweep(what, tmp_path / "out", **kwargs)  # type: ignore[arg-type]
     assert not (tmp_path / "out" / "results.duckdb").exists()
+
+
+def test_place_takes_rescore_none_and_refuses_a_bad_rescore_before_searching() -> None:
+    result = moesim.place(MODEL, TOPOLOGY, "TP2EP16", evaluations=2, rescore="none", tokens=TOKENS)
+    assert result.rescored == () and result.best.wall_s <= result.default.wall_s
+    with pytest.raises(MoesimError, match=r"field 'rescore': unknown backend 'warp'"):
+        moesim.place(MODEL, TOPOLOGY, "TP2EP16", evaluations=2, rescore="warp", tokens=TOKENS)
 
 
 def test_load_results_of_a_folder_without_a_store(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ names. Each command runs as a real process (``python -m moesim``), on a small st
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -195,18 +196,29 @@ def test_input_errors_exit_2_with_one_line(args: list[str], message: str) -> Non
 @pytest.mark.parametrize(("args", "message"), [
     (["frobnicate"], "No such command 'frobnicate'"),
     (["run", "--bogus"], "No such option: --bogus"),
-    (["run", "--topology", "3", "--strategy", "TP2EP16"], "Missing option '--model'"),
-    (["compare", "somewhere"], "Missing option '--reference'"),
     (["run", "--model", "deepseek-v4-flash", "--topology", "3", "--strategy", "TP2EP16", "--seeds", "abc"],
      "Invalid value for '--seeds'"),
-    (["topology", "show"], "Missing argument"),
     (["models", "list", "extra"], "unexpected extra argument"),
-], ids=["unknown-command", "unknown-option", "missing-option", "missing-reference", "not-an-integer",
-        "missing-argument", "extra-argument"])
+], ids=["unknown-command", "unknown-option", "not-an-integer", "extra-argument"])
 def test_usage_errors_exit_3_with_the_usage(args: list[str], message: str) -> None:
     res = moesim_cli(*args)
     assert res.returncode == 3, (res.returncode, res.stderr)
     assert res.stderr.startswith("Usage: moesim ") and message in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["run", "--topology", "3", "--strategy", "TP2EP16"], "moesim run: Missing option '--model'"),
+    (["compare", "somewhere"], "moesim compare: Missing option '--reference'"),
+    (["topology", "show"], "moesim topology show: Missing argument"),
+    (["workload", "generate", "--strategy", "TP2EP16"], "field '--model': is required"),
+    (["sweep", "study", "--dry-run"], "moesim sweep study: Missing option '--out'"),
+], ids=["run", "compare", "argument", "workload-generate", "sweep"])
+def test_a_required_input_left_out_exits_2_with_one_line(args: list[str], message: str) -> None:
+    """Every command alike: a missing required option or argument is an input error (exit 2, one line)."""
+    res = moesim_cli(*args)
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert res.stderr.startswith("moesim: error: ") and res.stderr.count("\n") == 1, res.stderr
+    assert message in res.stderr and res.stdout == ""
 
 
 # ------------------------------------------------------------------------------------------ strategy names
@@ -252,3 +264,19 @@ def test_help_imports_nothing_heavy(args: list[str]) -> None:
 def test_listings_import_no_simulator(args: list[str]) -> None:
     loaded = _heavy_imports(*args)
     assert not {"numba", "numpy", "networkx", "pandas", "moesim.network", "moesim.system.run"} & set(loaded), loaded
+
+
+# ------------------------------------------------------------------------------------------ shell completion
+
+def test_shell_completion_in_bash() -> None:
+    """``eval "$(_MOESIM_COMPLETE=bash_source moesim)"`` installs the completion; bash then completes commands
+    and options by asking moesim (``_MOESIM_COMPLETE=complete_bash``)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    script = subprocess.run(["moesim"], env={**env, "_MOESIM_COMPLETE": "bash_source"}, capture_output=True,
+                            text=True, timeout=120)
+    assert script.returncode == 0 and "complete -o default -F _moesim_completion moesim" in script.stdout
+    probe = ('source <(_MOESIM_COMPLETE=bash_source moesim); for line in "moesim topo" "moesim sweep study --ba"; '
+             'do read -ra COMP_WORDS <<< "$line"; COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); '
+             '_moesim_completion moesim; echo "${COMPREPLY[*]}"; done')
+    res = subprocess.run(["bash", "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.splitlines() == ["topology", "--backend --backends"], res

@@ -63,3 +63,15 @@ def test_every_docs_page_is_short():
 def test_the_outside_reference_check_catches(text):
     assert outside_references(text)
     assert not outside_references("docs/study.md §5; docs/reference-semantics.md A.1; a full stop.")
+
+
+def test_the_license_is_an_spdx_expression_and_its_file_ships():
+    """PEP 639: ``license`` is an SPDX expression (the table form is deprecated in setuptools) and every file
+    of ``license-files`` exists, so the wheel carries it (``License-File`` in its metadata)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"
+    files = [ROOT / name for name in project["license-files"]]
+    assert files and all(f.is_file() for f in files)
+    assert "Apache License" in files[0].read_text() and "Version 2.0, January 2004" in files[0].read_text()

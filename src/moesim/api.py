@@ -216,16 +216,17 @@ def place(model: str | Path, topology: str | int | Path, strategy: str, algorith
     """Search rank → GPU mappings, as ``moesim place`` does (docs/experiments.md, "Placement search").
 
     Returns a ``SearchResult``: ``.default`` and ``.best`` (``.rank_to_gpu``, ``.wall_s``, ``.inline``),
-    ``.gain``, ``.rescored``, and the traffic of both (``.traffic_best.nic_bytes()``). ``workers=1`` simulates
-    in this process; more use the sweep executors.
+    ``.gain``, ``.rescored``, and the traffic of both (``.traffic_best.nic_bytes()``). ``rescore``: the
+    backend that re-scores the best few, or ``None`` / ``"none"`` for no re-scoring (checked before the
+    search). ``workers=1`` simulates in this process; more use the sweep executors.
     """
     from moesim.experiments.placement_search import SearchSpec, search_placement
     from moesim.system.spec import RunSpec
 
     spec = RunSpec(str(model), str(topology), _strategy(strategy), algorithm, network, backend,
                    tuple(sorted(overrides.items())))
-    search = SearchSpec(spec, evaluations=evaluations, time_s=time_s, seed=seed, rescore_backend=rescore,
-                        rescore_top=top)
+    search = SearchSpec(spec, evaluations=evaluations, time_s=time_s, seed=seed,
+                        rescore_backend=None if rescore == "none" else rescore, rescore_top=top)
     return search_placement(search, executor=executor, workers=workers, address=address)
 
 
@@ -296,12 +297,34 @@ def sweep(matrix_or_specs: Matrix | str | Path | Iterable[RunSpec | dict[str, An
 def load_results(directory: str | Path, *, include_failed: bool = False) -> pd.DataFrame:
     """The results of ``directory`` (``results.duckdb`` or ``runs.parquet``) as a DataFrame, one row per run.
 
-    By default the successful runs with the factors as text and the figures as floats, ordered by the
-    factors (what ``moesim report`` analyses); ``include_failed=True`` gives every stored row and column.
+    By default the successful runs, ordered by the factors (what ``moesim report`` analyses);
+    ``include_failed=True`` gives every stored row and column. The run factors (model, topology, strategy,
+    algorithm, network, backend) are text, the figures floats, and a parameter a sweep varied (``tokens``,
+    ``buffer_bytes``, ...) has its own type: pandas' nullable ``Int64``, ``Float64`` or ``boolean``, with
+    ``<NA>`` in the runs that left it at its default.
     """
     from moesim.analysis.results import load_results as load_table
 
-    return load_table(directory, include_failed=include_failed).to_pandas()
+    return _typed_parameters(load_table(directory, include_failed=include_failed).to_pandas())
+
+
+def _typed_parameters(df: pd.DataFrame) -> pd.DataFrame:
+    """The parameter columns of a results table (stored as text, e.g. ``"2048"``) in their declared type."""
+    from moesim.analysis.results import DEFAULT_LEVEL
+    from moesim.system.run import OVERRIDES
+
+    pd = _pandas()
+    dtypes = {int: "Int64", float: "Float64", bool: "boolean"}
+    for name in df.columns:
+        param = OVERRIDES.get(name)
+        if param is None or param.is_list or param.item not in dtypes or param.allowed.choices:
+            continue
+        text = df[name].astype("string").where(~df[name].isin([DEFAULT_LEVEL, "none"]))
+        if param.item is bool:
+            df[name] = text.map({"true": True, "false": False}, na_action="ignore").astype("boolean")
+        else:
+            df[name] = pd.to_numeric(text).astype(dtypes[param.item])
+    return df
 
 
 def load_topology(name_or_path: str | int | Path, network: str = "ib_cc0") -> Topology:

@@ -8,16 +8,19 @@ Exit codes (docs/cli.md, "Exit codes"):
 ====  =========================================================================================
 0     success
 1     a sweep finished but some of its runs failed (they are listed; a rerun tries them again)
-2     input error: a bad value, file, model, topology, matrix or store; one line on stderr
-3     usage error: an unknown command or option, a missing or malformed argument (click's usage)
+2     input error: a bad value, file, model, topology, matrix or store, or a required option or argument
+      left out; one line on stderr
+3     usage error: an unknown command or option, a malformed or extra argument (click's usage)
 130   interrupted by Ctrl-C (SIGINT); 143: terminated by SIGTERM. A sweep keeps what it stored.
 ====  =========================================================================================
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from typing import Any
 
 import typer
 import typer.main
@@ -26,7 +29,8 @@ from moesim.commands import COMMAND_MODULES
 from moesim.errors import MoesimError
 
 EXIT_OK = 0
-EXIT_RUNS_FAILED = 1
+COMPLETE_VAR = "_MOESIM_COMPLETE"
+"""Shell completion: ``eval "$(_MOESIM_COMPLETE=bash_source moesim)"`` (or ``zsh_source``, ``fish_source``)."""
 EXIT_INPUT = 2
 EXIT_USAGE = 3
 
@@ -93,6 +97,25 @@ def _click_error(exc: Exception) -> int | None:
     return code
 
 
+@functools.cache
+def _command() -> Any:
+    """The click command of the app, built once (building it reads every command's signature)."""
+    return typer.main.get_command(app)
+
+
+def _complete(command: Any) -> None:
+    """Shell completion (bash, zsh, fish): print the shell's script (``bash_source``) or the completions of
+    the words in its variables (``bash_complete``), then exit. Typer's completion reads the instruction
+    the other way round (``source_bash``); both spellings are taken."""
+    from typer.completion import completion_init
+
+    completion_init()
+    shell, _, what = os.environ[COMPLETE_VAR].partition("_")
+    if what in ("source", "complete"):
+        os.environ[COMPLETE_VAR] = f"{what}_{shell}"
+    command.main(args=[], prog_name="moesim", complete_var=COMPLETE_VAR)
+
+
 def run_cli(args: list[str] | None = None) -> int:
     """Run the command line ``args`` (default: ``sys.argv[1:]``) and return its exit code; user errors
     become one line on stderr, never a traceback.
@@ -102,7 +125,9 @@ def run_cli(args: list[str] | None = None) -> int:
     """
     from moesim.interrupts import exit_code, sigterm_as_interrupt
 
-    command = typer.main.get_command(app)
+    command = _command()
+    if COMPLETE_VAR in os.environ:
+        _complete(command)
     try:
         with sigterm_as_interrupt():
             with command.make_context("moesim", list(sys.argv[1:] if args is None else args)) as ctx:
@@ -132,6 +157,10 @@ def run_cli(args: list[str] | None = None) -> int:
             raise
         if type(exc).__name__ == "NoArgsIsHelpError":  # `moesim` or `moesim sweep` alone: the help, on stdout
             typer.echo(exc.format_message())  # type: ignore[attr-defined]
+        elif type(exc).__name__ == "MissingParameter":  # a required input left out: one line, as any input error
+            where = getattr(getattr(exc, "ctx", None), "command_path", "moesim")
+            _error(f"{where}: {exc.format_message()} (see {where} -h)")  # type: ignore[attr-defined]
+            return EXIT_INPUT
         else:
             exc.show()  # type: ignore[attr-defined]
         return EXIT_USAGE if code == 2 else EXIT_INPUT

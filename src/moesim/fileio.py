@@ -2,9 +2,10 @@
 ``-`` for standard output, and strict YAML reading.
 
 ``atomic_write`` writes a temporary file in the target's folder and renames it over the target, so readers
-see the old file or the whole new one. A symlink is followed (its target is replaced, the link stays) and a
-special file (``/dev/stdout``, a FIFO, a terminal) is written in place: renaming over those would replace
-the device or the pipe by a regular file. Every failure is a one-line ``MoesimError`` naming the path.
+see the old file or the whole new one. A special file (``/dev/stdout``, a FIFO, a terminal), or a link to
+one, is written in place: renaming over those would replace the device or the pipe by a regular file. A
+link to anything else is refused: writing through it would replace a file the user did not name, and
+replacing the link would silently drop it. Every failure is a one-line ``MoesimError`` naming the path.
 """
 
 from __future__ import annotations
@@ -44,6 +45,19 @@ def _in_place(path: Path) -> bool:
     return path.is_symlink() and os.path.realpath(path).startswith(("/dev/", "/proc/"))
 
 
+def _refuse_link(path: Path, option: str = "") -> None:
+    """A one-line error when ``path`` is a symbolic link to a regular file, or a dangling one (links to
+    special files, e.g. ``/dev/stdout``, are written in place)."""
+    if not path.is_symlink():
+        return
+    real = os.path.realpath(path)
+    if real.startswith(("/dev/", "/proc/")) or (os.path.exists(real) and not os.path.isfile(real)):
+        return
+    where = f"{option} {path}" if option else str(path)
+    raise MoesimError(f"{where}: is a symbolic link to {real}; moesim does not write through links "
+                      "(name the file itself, or remove the link)")
+
+
 def atomic_write(path: str | Path, data: bytes | str) -> Path:
     """Write ``data`` to ``path`` so readers see the old file or the whole new one, never a part.
 
@@ -51,6 +65,7 @@ def atomic_write(path: str | Path, data: bytes | str) -> Path:
     """
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else data
+    _refuse_link(path)
     if _in_place(path):
         try:
             with open(path, "wb") as f:
@@ -58,8 +73,7 @@ def atomic_write(path: str | Path, data: bytes | str) -> Path:
         except OSError as exc:
             raise MoesimError(f"{path}: cannot write ({_reason(exc)})") from None
         return path
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    folder = target.parent
+    folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -67,14 +81,14 @@ def atomic_write(path: str | Path, data: bytes | str) -> Path:
     except OSError as exc:
         raise MoesimError(f"{folder}: cannot create the folder ({_reason(exc)})") from None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
         raise MoesimError(f"{path}: cannot write in {folder} ({_reason(exc)})") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        os.replace(tmp, path)
     except OSError as exc:
         _unlink_quietly(tmp)
         raise MoesimError(f"{path}: cannot write ({_reason(exc)})") from None
@@ -137,12 +151,24 @@ def output_file(path: str | Path, option: str = "--to") -> str:
     target = Path(path)
     if target.is_dir():
         raise MoesimError(f"{option} {target}: is a folder; name a file (or - for standard output)")
+    _refuse_link(target, option)
     for parent in target.parents:
         if parent.exists():
             if not parent.is_dir():
                 raise MoesimError(f"{option} {target}: {parent} is a file, not a folder")
             break
     return str(target)
+
+
+def refuse_special_file(path: str | Path, what: str) -> None:
+    """A one-line error when the input ``path`` is a FIFO, a socket or a device: reading one waits for a
+    writer, or never ends, instead of reading a file. A missing file is left to the reader to report."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise MoesimError(f"{path}: not a regular file (a FIFO, socket or device); give the {what} as a file")
 
 
 class _StrictLoader(yaml.SafeLoader):

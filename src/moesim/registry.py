@@ -31,17 +31,25 @@ class Registry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._entries: dict[str, Entry[T]] = {}
+        self._closed = ""
 
     def register(self, name: str, description: str, reference: str) -> Callable[[T], T]:
         """Decorator: ``@REGISTRY.register("ring", "one line", "ASTRA-sim Ring.cc")``."""
 
         def deco(obj: T) -> T:
+            if self._closed:
+                raise MoesimError(f"{self.kind} '{name}': cannot be registered now ({self._closed})")
             if name in self._entries:
-                raise ValueError(f"{self.kind} '{name}' registered twice")
+                raise MoesimError(f"{self.kind} '{name}' registered twice")
             self._entries[name] = Entry(name, description, reference, obj)
             return obj
 
         return deco
+
+    def close(self, reason: str) -> None:
+        """Refuse later registrations with a MoesimError giving ``reason`` (for a registry whose entries
+        something has already compiled or copied)."""
+        self._closed = reason
 
     def get(self, name: str) -> T:
         return self.entry(name).obj

@@ -90,7 +90,7 @@ def test_levels_are_canonical() -> None:
     assert canonical_level("topology", 3, "x") == "3"
     assert canonical_level("tokens", 4096.0, "x") == 4096 and isinstance(canonical_level("tokens", 4096.0, "x"), int)
     assert canonical_level("peak_flops", "1e15", "x") == 1e15  # YAML 1.1 reads 1e15 as a string
-    assert canonical_level("peak_flops", 1, "x") == 1.0 and isinstance(canonical_level("peak_flops", 1, "x"), float)
+    assert canonical_level("peak_flops", 10**15, "x") == 1e15 and isinstance(canonical_level("peak_flops", 10**15, "x"), float)
     assert canonical_level("has_win", "false", "x") is False
     assert [level_label(v) for v in (4e11, 0.95, 4096, True, 1 / 3)] == ["4e+11", "0.95", "4096", "true", repr(1 / 3)]
 

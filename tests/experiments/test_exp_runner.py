@@ -9,6 +9,7 @@ import random
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -116,7 +117,7 @@ def test_unknown_and_unavailable_executors(small_specs: list, tmp_path: Path) ->
     except ImportError:
         with pytest.raises(MoesimError, match=r"dask is not installed"):
             run_sweep(small_specs[:1], tmp_path, executor="dask", progress="none")
-    with pytest.raises(MoesimError, match=r"--workers: must be ≥ 1"):
+    with pytest.raises(MoesimError, match=r"field '--workers': 0 is not allowed"):
         run_sweep(small_specs[:1], tmp_path, workers=0, progress="none")
 
 
@@ -231,3 +232,18 @@ def test_kills_at_random_moments_leave_rows_and_diagnostics_consistent(small_dir
         spec = next(s for s in small_specs if s.key() == r["spec_key"])
         alone = simulate_run(spec, diagnostics=True)
         assert (r["wall_s"], r["gpu_s"], r["comm_s"]) == (alone.wall_s, alone.gpu_s, alone.comm_s)
+
+
+def test_a_sweep_from_a_script_without_a_main_guard_stops_with_one_error(tmp_path: Path) -> None:
+    """Spawned workers import the script again; without ``if __name__ == "__main__":`` that starts the sweep
+    in every worker. The workers exit at once, quietly, and the sweep stops with one MoesimError."""
+    script = tmp_path / "unguarded.py"
+    script.write_text("import moesim\n"
+                      f"moesim.sweep([{{'model': 'deepseek-v4-flash', 'topology': 6, 'strategy': 'TP2EP16', "
+                      f"'backend': 'flow', 'tokens': 64}}], {str(tmp_path / 'out')!r}, workers=1)\n"
+                      "print('finished')\n")
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode != 0 and "finished" not in res.stdout
+    assert res.stderr.count("Traceback") == 1 and "WorkerDied" not in res.stderr, res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith("moesim.errors.MoesimError: ") \
+        and 'if __name__ == "__main__":' in res.stderr

@@ -56,3 +56,13 @@ def test_fixed_sections_are_attributes():
     params = NetworkParams()
     for name, cls in SECTIONS.items():
         assert isinstance(getattr(params, name), cls)
+
+
+def test_registering_a_cc_algorithm_after_import_is_a_one_line_error():
+    """The kernels' dispatch and the network parameters are built from the algorithms registered at import;
+    a later registration says where to register instead of failing inside a kernel."""
+    none = CC_ALGORITHMS.get("none")
+    late = dataclasses.replace(none, name="late", mode=42)
+    with pytest.raises(MoesimError, match=r"'late': cannot be registered now .*moesim/network/cc/__init__.py"):
+        CC_ALGORITHMS.register("late", "an algorithm registered after import", "")(late)
+    assert "late" not in CC_ALGORITHMS

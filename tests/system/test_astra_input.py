@@ -25,6 +25,7 @@ from moesim.system.astra_input import (
     read_inputs,
     read_system_json,
     topology_from_analytical,
+    topology_from_ns3,
 )
 from moesim.system.engine import Simulation
 from moesim.system.export import export_run, network_config_text, system_json
@@ -130,6 +131,39 @@ def test_system_json_keys_map_onto_settings(tmp_path):
     s = read_system_json(path)
     assert (s.endpoint_delay_s, s.peak_flops, s.mem_bw_bytes_per_s) == (20e-9, 900e12, 3000e9)
     assert s.all_reduce == ("doubleBinaryTree", "ring") and s.roofline
+
+
+@pytest.mark.parametrize("key,value,allowed", [
+    ("local-mem-bw", 0, "float GB/s in [0.001, 1e+06]"), ("local-mem-bw", float("nan"), "GB/s"),
+    ("peak-perf", -5, "float TFLOP/s in [0.001, 1e+06]"), ("active-chunks-per-dimension", 0, "int in [1, 1024]"),
+    ("preferred-dataset-splits", 10**12, "int in [1, 1024]"), ("endpoint-delay", -1, "float ns in [0, 1e+09]"),
+    ("scheduling-policy", "RANDOM", "one of LIFO, FIFO"),
+])
+def test_system_json_values_out_of_range_are_named_by_the_files_keys(tmp_path, key, value, allowed):
+    """The error names the file's own key and its allowed values in the file's unit, not moesim's field."""
+    path = tmp_path / "system.json"
+    path.write_text(json.dumps({key: value}))
+    with pytest.raises(MoesimError) as err:
+        read_system_json(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: field '{key}': ") and allowed in message and "\n" not in message, message
+    assert "peak_flops" not in message and "mem_bw_bytes_per_s" not in message
+
+
+def test_ns3_and_analytical_values_out_of_range_are_refused(tmp_path):
+    with pytest.raises(MoesimError, match=r"line 1: field 'U_TARGET': 'nan' is not allowed \(u_target: float in \(0, 1\]"):
+        params_from_ns3_config("U_TARGET nan\n", "network.txt")
+    with pytest.raises(MoesimError, match=r"field 'PACKET_PAYLOAD_SIZE': '0' is not allowed"):
+        params_from_ns3_config("PACKET_PAYLOAD_SIZE 0\n", "network.txt")
+    path = tmp_path / "network.yml"
+    for bandwidth, latency, field in ((0, 500, "bandwidth"), (50, -1, "latency")):
+        path.write_text(f"topology: [ Switch ]\nnpus_count: [ 8 ]\nbandwidth: [ {bandwidth} ]\nlatency: [ {latency} ]\n")
+        with pytest.raises(MoesimError, match=rf"network.yml: field '{field}': "):
+            topology_from_analytical(path)
+    topo = tmp_path / "topo.txt"
+    topo.write_text("2 1 1\n1\n0 1 0Gbps 0.001ms 0\n")
+    with pytest.raises(MoesimError, match=r"topo.txt: line 3: field 'rate': bandwidth 0.0 bit/s is out of range"):
+        topology_from_ns3(topo)
 
 
 def _one_line_error(res: subprocess.CompletedProcess[str], *words: str) -> None:

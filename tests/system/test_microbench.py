@@ -119,15 +119,20 @@ def test_cli_table_json_and_csv():
             "--backend", "flow"]
     code, out, err = run_cli(*args)
     assert code == 0, err
+    comments = [line for line in out.splitlines() if line.startswith("#")]
     lines = [line for line in out.splitlines() if not line.startswith("#")]
-    assert lines[0].split()[:2] == ["size", "(B)"] and [int(line.split()[0]) for line in lines[1:]] == [
-        64 << 10, 128 << 10, 256 << 10]
+    assert comments[2].split()[:4] == ["#", "size", "time", "first"] and comments[3].split()[:2] == ["#", "(B)"]
+    assert [int(line.split()[0]) for line in lines] == [64 << 10, 128 << 10, 256 << 10]
     code, out, _ = run_cli(*args, "--json")
     record = json.loads(out)
     assert record["ranks"] == 4 and [s["size_bytes"] for s in record["sizes"]] == [64 << 10, 128 << 10, 256 << 10]
+    # nccl-tests' footer: the mean bus bandwidth in GB/s over the sizes
+    mean = sum(s["busbw_bytes_per_s"] for s in record["sizes"]) / 3 / 1e9
+    assert comments[-1].startswith("# Avg bus bandwidth") and float(comments[-1].split(":")[1]) == pytest.approx(mean)
     code, out, _ = run_cli(*args, "--csv")
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [float(r["time_s"]) for r in rows] == [s["time_s"] for s in record["sizes"]]
+    assert [float(r["algbw_bytes_per_s"]) for r in rows] == [s["size_bytes"] / s["time_s"] for s in record["sizes"]]
 
 
 @pytest.mark.parametrize("args, message", [

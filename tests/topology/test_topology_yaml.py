@@ -133,7 +133,7 @@ BAD = [
     ("missing delay", mutate("server/links/1/delay", DELETE), r"field 'server.links\[1\].delay': missing"),
     ("bad kind", mutate("server/links/1/kind", "ethernet"), r"field 'server.links\[1\].kind': unknown link kind 'ethernet'"),
     ("self link", mutate("server/links/1/b", "gpu0"), r"field 'server.links\[1\]': a link joins 'gpu0' to itself"),
-    ("zero servers", mutate("servers", 0), r"field 'servers': must be a positive integer"),
+    ("zero servers", mutate("servers", 0), r"field 'servers': 0 is not allowed \(int in \[1, "),
     ("no gpus", mutate("server/gpus", []), r"field 'server.gpus': a server needs at least one GPU"),
     ("unknown fabric", mutate("fabric/kind", "torus"), r"field 'fabric.kind': unknown fabric 'torus' \(allowed: leaf_spine, none, rail_optimized, single_switch\)"),
     ("missing fabric", mutate("fabric", DELETE), r"field 'fabric': missing"),

@@ -137,9 +137,9 @@ def test_prefill_graphs_ignore_the_phase_default(model, strategy):
 
 @pytest.mark.parametrize("kwargs,needle", [
     ({"batch": 4}, "field 'batch': applies only with phase=decode"),
-    ({"phase": "decode", "decode_steps": 0}, "field 'decode_steps': must be an integer in [1, 1024]"),
+    ({"phase": "decode", "decode_steps": 0}, "field 'decode_steps': 0 is not allowed (int in [1, 1024])"),
     ({"phase": "decode", "context_tokens": -1}, "field 'context_tokens'"),
-    ({"phase": "chat"}, "field 'phase': unknown value 'chat' (allowed: prefill, decode)"),
+    ({"phase": "chat"}, "field 'phase': 'chat' is not allowed (one of prefill, decode)"),
 ])
 def test_bad_decode_options_are_one_line_errors(kwargs, needle):
     with pytest.raises(MoesimError) as err:

@@ -146,15 +146,17 @@ def as_table(data: Any, source: str = "results") -> pa.Table:
 @contextlib.contextmanager
 def _read_only(db: Path) -> Iterator[tuple[Any, set[str]]]:
     """A read-only connection to the store ``db`` and the names of its tables; a store that cannot be
-    opened is a one-line error."""
+    opened or read (damaged, locked, of another schema version) is a one-line error saying how to recover."""
     import duckdb
 
+    from moesim.experiments.store import check_version, open_store, store_error
+
+    con = open_store(db, read_only=True)
     try:
-        con = duckdb.connect(str(db), read_only=True)
-    except duckdb.Error as exc:
-        raise MoesimError(f"{db}: cannot open the results store read-only ({str(exc).splitlines()[0]})") from None
-    try:
+        check_version(con, db)
         yield con, {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    except duckdb.Error as exc:
+        raise store_error(db, exc) from None
     finally:
         con.close()
 

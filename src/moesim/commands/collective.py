@@ -48,8 +48,10 @@ def register(app: typer.Typer) -> None:
         algorithm: str = typer.Option("", "--algorithm", help="ring | dbt | direct | halving_doubling (or ASTRA-sim "
                                                                "names), or one per dimension (ring,dbt); default "
                                                                "ring, direct for all_to_all"),
-        network: str = typer.Option("none", "--network", help="network mode (ib_cc0, ib_hpcc, roce_hpcc, roce_dcqcn) "
-                                                              "or reference preset (none, dcqcn, hpcc; astra: ASTRA-sim's analytical network)"),
+        network: str = typer.Option("ib_cc0", "--network", help="network mode (ib_cc0, ib_hpcc, roce_hpcc, "
+                                                                "roce_dcqcn), as in moesim run, or reference preset "
+                                                                "(none: ASTRA-sim's shipped NS-3 config, dcqcn, hpcc; "
+                                                                "astra: ASTRA-sim's analytical network)"),
         backend: str = typer.Option("fluid", "--backend", help="fluid | packet | flow | analytical"),
         begin: str = typer.Option("32M", "-b", "--minbytes", help="first size (nccl-tests' size; K, M, G = 1024^k)"),
         end: str = typer.Option("32M", "-e", "--maxbytes", help="last size"),
@@ -71,15 +73,18 @@ def register(app: typer.Typer) -> None:
         for size in sizes(parse_size(begin, "-b"), parse_size(end, "-e"), factor):
             r = run_collective(bench, size)
             rows.append({"size_bytes": r.size_bytes, "time_s": r.time_s, "first_done_s": r.first_done_s,
-                         "algbw_gbps": r.algbw_bytes_per_s / 1e9, "busbw_gbps": r.busbw_bytes_per_s / 1e9,
+                         "algbw_bytes_per_s": r.algbw_bytes_per_s, "busbw_bytes_per_s": r.busbw_bytes_per_s,
                          **r.counters})
             if not (as_json or as_csv):
                 if len(rows) == 1:
                     shape = f" as dims {list(spec.dims)}" if spec.dims else ""
                     typer.echo(f"# {name} over {bench.ranks} ranks{shape} of topology {topology}: {bench.algorithm}, "
                                f"network {network}, backend {backend}")
-                    typer.echo("# time: the last rank done; algbw, busbw: GB/s (1e9 B/s) as nccl-tests")
+                    typer.echo("# time: the last rank done; algbw, busbw: GB/s (1e9 bytes per second), as nccl-tests")
                 _print_row(rows[-1], header=len(rows) == 1)
+        if not (as_json or as_csv):
+            mean = sum(row["busbw_bytes_per_s"] for row in rows) / len(rows) / 1e9
+            typer.echo(f"# Avg bus bandwidth    : {mean:g}")
         if as_json:
             head = {"collective": name, "topology": topology, "ranks": bench.ranks, "dims": list(spec.dims),
                     "algorithm": bench.algorithm, "network": network, "backend": backend,
@@ -95,8 +100,11 @@ def register(app: typer.Typer) -> None:
         from moesim.system.microbench import COUNTERS
 
         counters = [c for c in COUNTERS if c in row]
-        if header:
-            typer.echo(f"{'size (B)':>14} {'time (us)':>12} {'first (us)':>12} {'algbw':>9} {'busbw':>9}"
+        if header:  # nccl-tests: a '#'-prefixed header of names, then one of units
+            typer.echo(f"#{'size':>13} {'time':>12} {'first':>12} {'algbw':>9} {'busbw':>9}"
                        + "".join(f" {c:>11}" for c in counters))
+            typer.echo(f"#{'(B)':>13} {'(us)':>12} {'(us)':>12} {'(GB/s)':>9} {'(GB/s)':>9}"
+                       + "".join(f" {'':>11}" for _ in counters))
         typer.echo(f"{row['size_bytes']:>14} {row['time_s'] * 1e6:>12.3f} {row['first_done_s'] * 1e6:>12.3f} "
-                   f"{row['algbw_gbps']:>9.2f} {row['busbw_gbps']:>9.2f}" + "".join(f" {row[c]:>11}" for c in counters))
+                   f"{row['algbw_bytes_per_s'] / 1e9:>9.2f} {row['busbw_bytes_per_s'] / 1e9:>9.2f}"
+                   + "".join(f" {row[c]:>11}" for c in counters))

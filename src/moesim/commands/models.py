@@ -45,9 +45,13 @@ def _params(n: float | None) -> str:
 
 
 def _bytes_from_gb(value: float, option: str) -> int:
-    if not value > 0:
-        raise MoesimError(f"command line: option '{option}': must be > 0, got {value}")
-    return round(value * GB)
+    """Decimal GB → bytes, within the sizes residency accepts (``moesim.models.residency.BYTES``)."""
+    from moesim.models.residency import BYTES
+    from moesim.schema import Constraint, Param
+
+    allowed = Constraint(low=BYTES.allowed.low / GB, high=BYTES.allowed.high / GB)  # type: ignore[operator]
+    gb = Param(option, "residency", float, "GB", allowed).check(value, "command line")
+    return round(gb * GB)
 
 
 def _show_mapping(spec: ModelSpec) -> dict[str, Any]:

@@ -15,6 +15,15 @@ def _plain(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
+def _results_folder(directory: Path) -> None:
+    """A one-line error unless ``directory`` is a folder (the results of ``moesim sweep``)."""
+    from moesim.errors import MoesimError
+
+    if directory.exists() and not directory.is_dir():
+        raise MoesimError(f"DIR {directory}: is a file; expected a results folder (the --out of moesim sweep, "
+                          "holding results.duckdb or runs.parquet)")
+
+
 def report(
     directory: Annotated[Path, typer.Argument(help="Results folder (results.duckdb or runs.parquet).")],
     out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: DIR).")] = None,
@@ -24,6 +33,7 @@ def report(
     from moesim.analysis.report import build_report
     from moesim.fileio import check_output_folder
 
+    _results_folder(directory)
     check_output_folder(out if out is not None else directory, "--out" if out is not None else "DIR")
     files = build_report(directory, out)
     if as_json:
@@ -48,6 +58,7 @@ def compare(
     from moesim.analysis.tables import to_markdown
     from moesim.fileio import check_output_folder
 
+    _results_folder(directory)
     check_output_folder(out if out is not None else directory / "compare", "--out" if out is not None else "DIR/compare")
     comp, page = compare_dir(directory, reference, out)
     if as_json:

@@ -21,7 +21,8 @@ def normal_strategy(strategy: str) -> str:
 
 
 def parse_set(items: list[str] | None) -> tuple[tuple[str, Any], ...]:
-    """``--set key=value`` pairs; values are parsed as JSON when possible (numbers, booleans)."""
+    """``--set key=value`` pairs; values are parsed as JSON when possible (numbers, booleans). A key given
+    twice is a one-line error (which value was meant is not for moesim to guess)."""
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
@@ -31,8 +32,28 @@ def parse_set(items: list[str] | None) -> tuple[tuple[str, Any], ...]:
             value: Any = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
+        if key.strip() in out:
+            raise MoesimError(f"--set {key.strip()}: given twice ({out[key.strip()]!r} and {value!r}); give it once")
         out[key.strip()] = value
     return tuple(sorted(out.items()))
+
+
+MAX_SEEDS = 1000
+"""The most start-jitter seeds of ``--seeds`` (each is a whole run)."""
+
+
+def check_seeds(seeds: int, jitter_s: float | None) -> float:
+    """``--seeds N --jitter S``: N within MAX_SEEDS, S a valid ``start_jitter_s`` and only with seeds;
+    returns the jitter to use (the default when not given)."""
+    from moesim.system.run import check_override
+
+    if seeds > MAX_SEEDS:
+        raise MoesimError(f"--seeds: {seeds} runs is too many (allowed: 0..{MAX_SEEDS})")
+    if jitter_s is None:
+        return DEFAULT_JITTER_S
+    if not seeds:
+        raise MoesimError("--jitter: is the start jitter of --seeds; give --seeds N with it")
+    return float(check_override("start_jitter_s", jitter_s, "--jitter"))
 
 
 def with_flags(overrides: tuple[tuple[str, Any], ...], **flags: Any) -> tuple[tuple[str, Any], ...]:
@@ -102,7 +123,8 @@ def register(app: typer.Typer) -> None:
         placement: str = typer.Option(None, "--placement", help=PLACEMENT_HELP),
         seeds: int = typer.Option(0, "--seeds", min=0, help="run N times with start-jitter seeds 1..N and print "
                                                            "the spread (0: one deterministic run)"),
-        jitter_s: float = typer.Option(DEFAULT_JITTER_S, "--jitter", help="start jitter of --seeds, in seconds"),
+        jitter_s: float = typer.Option(None, "--jitter", help=f"start jitter of --seeds, in seconds (default "
+                                                             f"{DEFAULT_JITTER_S:g})"),
         phase: str = typer.Option(None, "--phase", help="prefill (default) | decode (= --set phase=...)"),
         batch: int = typer.Option(None, "--batch", help="decode: sequences per step (= --set batch=N)"),
         context: int = typer.Option(None, "--context", help="decode: KV-cache tokens at the first step "
@@ -134,6 +156,7 @@ def register(app: typer.Typer) -> None:
             output_file(trace, "--trace")
         elif trace_links:
             raise typer.BadParameter("goes with --trace FILE", param_hint="--trace-links")
+        jitter_s = check_seeds(seeds, jitter_s)
         display = run_progress(progress)
         overrides = with_flags(parse_set(set_), phase=phase, batch=batch, context_tokens=context, decode_steps=steps,
                                placement=placement)

@@ -45,8 +45,7 @@ DryRun = Annotated[bool, typer.Option("--dry-run", help="check the matrix and pr
 Json = Annotated[bool, typer.Option("--json", help="with --dry-run: print the matrix's size and levels as JSON")]
 Seeds = Annotated[int, typer.Option("--seeds", min=0, help="run every configuration N times with start-jitter "
                                                            "seeds 1..N (stored as rows; the report shows the spread)")]
-Jitter = Annotated[float, typer.Option("--jitter", help="start jitter of --seeds, in seconds")]
-DEFAULT_JITTER_S = 1e-8
+Jitter = Annotated[float | None, typer.Option("--jitter", help="start jitter of --seeds, in seconds (default 1e-08)")]
 
 
 def _split(text: str) -> list[str]:
@@ -61,10 +60,14 @@ def _parse_value(text: str) -> Any:
 
 
 def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | None], sets: list[str] | None,
-                   seeds: int = 0, jitter_s: float = DEFAULT_JITTER_S) -> Any:
-    """Preset first, then the per-factor options, then ``--set``, then ``--seeds``; every level is validated."""
+                   seeds: int = 0, jitter_s: float | None = None) -> Any:
+    """Preset first, then the per-factor options, then ``--set``, then ``--seeds``; every level is validated.
+    A factor given twice (``--set tokens=... --set tokens=...``, or ``--models`` and ``--set model=``) is a
+    one-line error."""
+    from moesim.commands.run import check_seeds
     from moesim.experiments.factors import SPEC_FACTORS, canonical_level, check_factor_name
 
+    jitter = check_seeds(seeds, jitter_s)
     if preset:
         matrix = matrix.with_preset(preset)
     changes: list[tuple[str, str]] = [(f, v) for f, v in options.items() if v is not None]
@@ -72,7 +75,10 @@ def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | Non
         if "=" not in item:
             raise MoesimError(f"command line: --set '{item}': expected NAME=LEVEL[,LEVEL...]")
         name, raw = item.split("=", 1)
-        changes.append((check_factor_name(name.strip(), "command line --set"), raw))
+        factor = check_factor_name(name.strip(), "command line --set")
+        if factor in dict(changes):
+            raise MoesimError(f"command line: factor '{factor}': given twice; give its levels once")
+        changes.append((factor, raw))
     for factor, raw in changes:
         items = _split(raw)
         if not items:
@@ -81,8 +87,25 @@ def _apply_options(matrix: Any, preset: str | None, options: dict[str, str | Non
         levels = [canonical_level(factor, v, "command line", Path.cwd()) for v in values]
         matrix = matrix.with_levels(factor, levels)
     if seeds:
-        matrix = matrix.with_levels("jitter_seed", list(range(1, seeds + 1))).with_levels("start_jitter_s", [jitter_s])
+        matrix = matrix.with_levels("jitter_seed", list(range(1, seeds + 1))).with_levels("start_jitter_s", [jitter])
     return matrix
+
+
+def check_options(executor: str, workers: int | None, progress: str, breakdown: str | None = None) -> None:
+    """The options a sweep checks when it starts, checked up front, so ``--dry-run`` refuses them too."""
+    from moesim.experiments.executors import EXECUTORS
+    from moesim.experiments.executors.base import check_workers
+    from moesim.experiments.progress import make_progress
+
+    if executor not in EXECUTORS:
+        raise MoesimError(f"--executor: unknown executor '{executor}' (allowed: {', '.join(EXECUTORS.names())})")
+    check_workers(workers)
+    make_progress(progress)
+    if breakdown is not None:
+        from moesim.system.breakdown import LEVELS
+
+        if breakdown not in LEVELS:
+            raise MoesimError(f"--breakdown: unknown level '{breakdown}' (allowed: {', '.join(LEVELS)})")
 
 
 def _run(matrix: Any, out: Path, executor: str, workers: int | None, address: str | None, diagnostics: bool,
@@ -91,6 +114,7 @@ def _run(matrix: Any, out: Path, executor: str, workers: int | None, address: st
     from moesim.experiments.inputs import check_matrix
     from moesim.experiments.runner import run_sweep
 
+    check_options(executor, workers, progress, breakdown)
     if as_json and not dry_run:
         raise typer.BadParameter("goes with --dry-run (a sweep's results: moesim results DIR --json)", param_hint="--json")
     if dry_run:  # counted from the levels: nothing is built, however many runs the matrix has
@@ -121,7 +145,7 @@ def _builtin(name: str, loader: str, doc: str) -> None:
         algorithms: Algorithms = None, networks: Networks = None, backend: Backends = None, set_: SetOpt = None,
         preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
         diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
-        rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
+        rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = None,
         as_json: Json = False, breakdown: BreakdownOpt = "layers",
     ) -> None:
         from moesim.experiments import matrix as matrices
@@ -148,7 +172,7 @@ def run_cmd(
     algorithms: Algorithms = None, networks: Networks = None, backend: Backends = None, set_: SetOpt = None,
     preset: Preset = None, executor: ExecutorOpt = "local", workers: Workers = None, address: Address = None,
     diagnostics: Diagnostics = False, progress: ProgressOpt = "auto", max_retries: Retries = 3,
-    rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = DEFAULT_JITTER_S,
+    rerun: Rerun = False, dry_run: DryRun = False, seeds: Seeds = 0, jitter_s: Jitter = None,
     as_json: Json = False, breakdown: BreakdownOpt = "layers",
 ) -> None:
     """Run the matrix in MATRIX_FILE."""
@@ -184,6 +208,7 @@ def placement_cmd(
     from moesim.commands.run import normal_strategy, parse_set
     from moesim.experiments.placement_study import PlacementStudy, run_placement_study
 
+    check_options(executor, workers, progress)
     study = PlacementStudy(model=model, topologies=tuple(_split(topologies)),
                            strategies=tuple(normal_strategy(s) for s in _split(strategies)), algorithm=algorithm,
                            network=network, search_backend=search_backend, backend=backend,

@@ -18,9 +18,6 @@ from moesim.errors import MoesimError, input_error
 SPEC_FACTORS = ("model", "topology", "strategy", "algorithm", "network", "backend")
 """Factors that are ``RunSpec`` fields; every other factor is a parameter override."""
 
-PLURALS = {f + "s": f for f in SPEC_FACTORS}
-"""Command-line spellings (``--models``) of the spec factors."""
-
 Level = str | int | float | bool | None | tuple
 
 

@@ -4,12 +4,16 @@
 simulated, so an impossible combination (TP × EP ≠ the topology's GPUs, EP not dividing the experts,
 a bad override) is reported at once. The input hash is a sha256 of the moesim version and what the
 simulation reads (model spec — so an edited model file counts —, layout, topology links, the network
-parameters that can act, system settings, tokens): runs whose hashes are equal are simulated once
-(topology 6 has no inter-server flow, so its four network modes are one simulation). The run id adds
-the canonical RunSpec: change any input and the run is redone; otherwise a rerun finds it in the
-store. Editing the simulator's code without changing the version is not seen (a
+parameters its backend and CC algorithm read, system settings, tokens): runs whose hashes are equal are
+simulated once (topology 6 has no inter-server flow, so its four network modes are one simulation). The
+run id adds the canonical RunSpec: change any input and the run is redone; otherwise a rerun finds it in
+the store. Editing the simulator's code without changing the version is not seen (a
 source tree changes all the time); each row records ``source_sha256`` (:func:`code_hash`) in its
 parameters, and ``moesim sweep ... --rerun`` redoes everything.
+
+Stores written while the network part of the key held every section of every algorithm keep their
+results: each planned run also carries that legacy id, and a sweep re-keys a row found under it
+(``ResultsStore.rekey``) instead of simulating the run again.
 """
 
 from __future__ import annotations
@@ -35,11 +39,14 @@ _NOT_SIMULATION = ("analysis", "experiments", "commands", "cli.py")
 @dataclass(frozen=True)
 class PlannedRun:
     """A run that passed the up-front checks. ``input_hash`` keys its simulation (runs with equal
-    inputs share one); ``run_id`` keys its row in the store (the spec and that hash)."""
+    inputs share one); ``run_id`` keys its row in the store (the spec and that hash); ``legacy_run_id``
+    is the id a store written before the per-backend network key gave it (every section of every
+    algorithm in the key), by which a sweep finds and re-keys such a row."""
 
     spec: RunSpec
     run_id: str
     input_hash: str = ""
+    legacy_run_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -148,19 +155,31 @@ def _workload_options(options: Any) -> dict[str, Any]:
 
 def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
     """Everything a run's simulation reads, as JSON-able data, and nothing that only labels it (the
-    network mode's name, CC parameters when no flow carries CC): runs with equal inputs are one
-    simulation. Raises MoesimError for an impossible run; never builds the workload graphs."""
-    from moesim.network.params import effective_params
+    network mode's name, network sections its backend does not read, the parameters of CC algorithms it
+    does not run, CC parameters when no flow carries CC): runs with equal inputs are one simulation.
+    Raises MoesimError for an impossible run; never builds the workload graphs."""
+    return _inputs(_prepare(spec), diagnostics)
+
+
+def _prepare(spec: RunSpec) -> Any:
     from moesim.system.run import prepare
 
-    p = prepare(spec)
+    return prepare(spec)
+
+
+def _inputs(p: Any, diagnostics: bool, legacy: bool = False) -> dict[str, Any]:
+    from moesim.network.params import effective_params
+
     # with diagnostics every counter is kept (a CNP counted on a flow without CC still shows there)
     cc_flows = diagnostics or p.cc_flows_possible()
+    capabilities = p.backend_cls.capabilities
+    network = _legacy_network(p.params, cc_flows) if legacy else \
+        effective_params(p.params, capabilities.sections, capabilities.congestion_control, cc_flows)
     inputs: dict[str, Any] = {
         "version": __version__,
         "model": _simulated_fields(p.model),
         "layout": dataclasses.asdict(p.layout),
-        "network": _keyed("network", effective_params(p.params, cc_flows)),
+        "network": _keyed("network", network),
         "topology": _topology_hash(p.topology),
         "system": _keyed("system", dataclasses.asdict(p.settings)),
         "backend": f"{p.backend_cls.__module__}.{p.backend_cls.__qualname__}",
@@ -173,10 +192,23 @@ def resolved_inputs(spec: RunSpec, diagnostics: bool = False) -> dict[str, Any]:
     return inputs
 
 
+def _legacy_network(params: Any, cc_flows: bool) -> dict[str, Any]:
+    """The network part of the key before it followed the backend and the algorithm: every section of
+    every algorithm (CC-only fields dropped without CC flows)."""
+    from moesim.network.params import without_cc_only
+
+    out = {k: v for k, v in params.as_dict().items() if k not in ("name", "nic_switch_delay_s")}
+    return out if cc_flows else without_cc_only(out)
+
+
+def _digest(inputs: dict[str, Any]) -> str:
+    text = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def input_hash(spec: RunSpec, diagnostics: bool = False) -> str:
     """sha256 (hex) of :func:`resolved_inputs` in canonical JSON: the simulation's key."""
-    text = json.dumps(resolved_inputs(spec, diagnostics), sort_keys=True, separators=(",", ":"), default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _digest(resolved_inputs(spec, diagnostics))
 
 
 def run_id_of(spec: RunSpec, simulation_key: str) -> str:
@@ -203,8 +235,10 @@ def plan_runs(specs: Sequence[RunSpec], diagnostics: bool = False, source: str =
     failures: list[tuple[RunSpec, str]] = []
     for spec in specs:
         try:
-            key = input_hash(spec, diagnostics)
-            planned.append(PlannedRun(spec, run_id_of(spec, key), key))
+            prepared = _prepare(spec)
+            key = _digest(_inputs(prepared, diagnostics))
+            legacy = run_id_of(spec, _digest(_inputs(prepared, diagnostics, legacy=True)))
+            planned.append(PlannedRun(spec, run_id_of(spec, key), key, legacy))
         except MoesimError as exc:
             failures.append((spec, str(exc)))
     if failures:

@@ -32,7 +32,7 @@ from typing import Any
 
 from moesim.errors import MoesimError, input_error
 from moesim.experiments.factors import SPEC_FACTORS, Level, canonical_level, check_factor_name
-from moesim.fileio import load_yaml_strict
+from moesim.fileio import load_yaml_strict, refuse_special_file
 from moesim.system.spec import RunSpec
 
 Levels = tuple[tuple[str, tuple[Level, ...]], ...]
@@ -301,6 +301,7 @@ def parse_matrix(data: Any, source: str, base_dir: Path | None = None, default_n
 def load_matrix(path: str | Path) -> Matrix:
     """Read and validate a matrix YAML; relative model/topology paths are relative to its folder."""
     p = Path(path)
+    refuse_special_file(p, "matrix")
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from moesim.errors import MoesimError
 from moesim.experiments.executors import EXECUTORS
 from moesim.experiments.inputs import plan_runs, work_units
+from moesim.network import BACKENDS
+from moesim.schema import MAX_COUNT, MAX_DURATION_S, check_fields, param
 from moesim.system.run import PreparedRun, prepare, simulate_run
 from moesim.system.spec import RunResult, RunSpec
 from moesim.system.traffic import Traffic, TrafficModel
@@ -34,24 +36,22 @@ class SearchSpec:
     """What to search: ``run`` (its backend scores candidates; its own ``placement`` is ignored) and budgets."""
 
     run: RunSpec
-    evaluations: int = 64
+    evaluations: int = param(64, low=1, high=MAX_COUNT)
     """At most this many simulations on the search backend (the named rules included)."""
-    time_s: float | None = None
+    time_s: float | None = param(None, low=0, low_open=True, high=MAX_DURATION_S)
     """Stop proposing after this many seconds of wall time (None: no limit)."""
-    seed: int = 0
+    seed: int = param(0, low=0, high=2**32 - 1)
     rescore_backend: str | None = "fluid"
     """Backend that re-scores the best few before the report (None: no re-scoring)."""
-    rescore_top: int = 3
-    batch: int = 8
+    rescore_top: int = param(3, low=1, high=MAX_COUNT)
+    batch: int = param(8, low=1, high=MAX_COUNT)
     """Candidates simulated per round (in parallel on the executor)."""
 
     def __post_init__(self) -> None:
-        for name in ("evaluations", "rescore_top", "batch"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise MoesimError(f"placement search: field '{name}': must be a positive integer, got {value!r}")
-        if self.time_s is not None and not self.time_s > 0:
-            raise MoesimError(f"placement search: field 'time_s': must be > 0, got {self.time_s!r}")
+        check_fields(self, "placement search")
+        if self.rescore_backend is not None and self.rescore_backend not in BACKENDS:
+            raise MoesimError(f"placement search: field 'rescore': unknown backend '{self.rescore_backend}' "
+                              f"(allowed: {', '.join(BACKENDS.names())}, none)")
 
 
 @dataclass(frozen=True)

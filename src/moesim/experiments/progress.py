@@ -12,7 +12,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import TextIO
+from typing import Any, TextIO
 
 from moesim.errors import MoesimError
 from moesim.experiments.inputs import run_label
@@ -162,16 +162,20 @@ def _simulated(t_s: float) -> str:
 
 class RunProgress:
     """Progress of single runs: ``run(label)`` is a context manager giving the tick to pass to the simulation
-    (``None`` for ``none``, so a silent run costs nothing)."""
+    (``None`` for ``none``, so a silent run costs nothing). On a terminal (``bar``) a rich line that fits the
+    terminal's width (the label is shortened, never wrapped), shown once the run has taken LIVE_AFTER_S and
+    erased at the end; otherwise (``periodic``) a plain line every PERIODIC_S. Both give the simulated time,
+    layers done, elapsed time and an ETA from the layers done so far."""
 
     def __init__(self, kind: str, stream: TextIO) -> None:
         self.kind = kind
         self.stream = stream
-        self._shown = False
 
     def _line(self, label: str, t0: float, sim_s: float, done: int, total: int) -> str:
+        elapsed = time.monotonic() - t0
         layers = f", {done}/{total} layers done" if total else ""
-        return f"{label}: simulated {_simulated(sim_s)}{layers}, {_duration(time.monotonic() - t0)} elapsed"
+        eta = f", ETA {_duration(elapsed / done * (total - done))}" if 0 < done < total else ""
+        return f"{label}: simulated {_simulated(sim_s)}{layers}, {_duration(elapsed)} elapsed{eta}"
 
     @contextlib.contextmanager
     def run(self, label: str) -> Iterator[Tick | None]:
@@ -180,28 +184,48 @@ class RunProgress:
             return
         t0 = time.monotonic()
         state = {"next": t0 + (LIVE_AFTER_S if self.kind == "bar" else PERIODIC_S)}
+        live: list[Any] = []  # the rich display, once shown: (progress, task)
 
         def tick(sim_s: float, done: int, total: int) -> None:
             now = time.monotonic()
             if now < state["next"] or done >= total > 0:
                 return
-            line = self._line(label, t0, sim_s, done, total)
             if self.kind == "bar":
-                self.stream.write("\r\x1b[2K" + line)
-                self._shown = True
-                state["next"] = now + 0.2
-            else:
-                self.stream.write(line + "\n")
-                state["next"] = now + PERIODIC_S
+                if not live:
+                    live.append(self._live(label, total))
+                bar, task = live[0]
+                bar.update(task, completed=done, sim=_simulated(sim_s))
+                return
+            self.stream.write(self._line(label, t0, sim_s, done, total) + "\n")
             self.stream.flush()
+            state["next"] = now + PERIODIC_S
 
         try:
             yield tick
         finally:
-            if self._shown:  # clear the live line; the result follows on stdout
-                self.stream.write("\r\x1b[2K")
-                self.stream.flush()
-                self._shown = False
+            if live:  # erase the live line; the result follows on stdout
+                live[0][0].stop()
+
+    def _live(self, label: str, total: int) -> tuple[Any, Any]:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import Progress as RichProgress
+        from rich.table import Column
+
+        bar = RichProgress(
+            TextColumn(label, table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1, min_width=8)),
+            BarColumn(bar_width=10), MofNCompleteColumn(), TextColumn("layers, sim {task.fields[sim]}"),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=Console(file=self.stream), transient=True, expand=True, speed_estimate_period=60,
+        )
+        bar.start()
+        return bar, bar.add_task(label, total=total or None, sim=_simulated(0.0))
 
 
 def run_progress(kind: str, stream: TextIO | None = None) -> RunProgress:

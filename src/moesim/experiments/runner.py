@@ -100,6 +100,8 @@ def run_sweep(
     with sigterm_as_interrupt(), contextlib.closing(exe.connect()), ResultsStore(out_dir) as store:
         store.record_command(command if command is not None else _command_line())
         store.add_factor_columns(name for spec in specs for name, _ in spec.overrides)
+        store.rekey({p.legacy_run_id: (p.run_id, p.input_hash) for p in planned
+                     if p.legacy_run_id and p.legacy_run_id != p.run_id})
         store.forget_stale({p.spec.key(): p.run_id for p in planned})
         store.remove_orphans()
         done = set() if rerun else store.completed_ids()

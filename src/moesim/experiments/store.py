@@ -49,8 +49,26 @@ from moesim.experiments.store_schema import (
 )
 from moesim.experiments.worker import RunOutcome
 
+RECOVERY = ("restore it from a copy, or move it away and rerun the sweep into this folder "
+            "(every run is simulated again)")
+"""What a user can do about a store moesim cannot read."""
 
-def _connect(db: Path, read_only: bool, config: dict[str, Any] | None = None) -> Any:
+
+def store_error(db: Path, exc: Exception) -> MoesimError:
+    """A DuckDB error met while reading the store ``db`` as one line: what is wrong and how to recover."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return MoesimError(f"{db}: the results store is damaged or not a DuckDB file ({first}); {RECOVERY}")
+
+
+def is_store_damage(exc: Exception) -> bool:
+    """Whether a DuckDB error comes from the file (truncated, corrupt) rather than from a query."""
+    import duckdb
+
+    return isinstance(exc, duckdb.IOException | duckdb.SerializationException | duckdb.InternalException)
+
+
+def open_store(db: Path, read_only: bool, config: dict[str, Any] | None = None) -> Any:
+    """A DuckDB connection to the store ``db``; a locked or unreadable file is a one-line error."""
     import duckdb
 
     try:
@@ -62,9 +80,62 @@ def _connect(db: Path, read_only: bool, config: dict[str, Any] | None = None) ->
             who = f" (process {pid.group(1)})" if pid else ""
             raise MoesimError(f"{db}: the results store is in use by a running sweep{who}; "
                               "try again when it has finished") from None
-        raise MoesimError(f"{db}: cannot open the results store ({first})") from None
+        if "cannot open" in first.lower():  # permissions, a missing folder: the file itself is not at fault
+            raise MoesimError(f"{db}: cannot open the results store ({first})") from None
+        raise store_error(db, exc) from None
     except duckdb.Error as exc:
-        raise MoesimError(f"{db}: not a readable results store ({str(exc).splitlines()[0]})") from None
+        raise store_error(db, exc) from None
+
+
+def check_version(con: Any, db: Path) -> None:
+    """Refuse a store written with another schema version than ``SCHEMA_VERSION`` (one line)."""
+    import duckdb
+
+    try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        rows = con.execute("SELECT value FROM store_meta WHERE key = ?", [SCHEMA_VERSION_KEY]).fetchall() \
+            if "store_meta" in tables else []
+    except duckdb.Error as exc:
+        raise store_error(db, exc) from None
+    if rows and rows[0][0] != SCHEMA_VERSION:
+        raise MoesimError(f"{db}: results store of schema version {rows[0][0]!r}; this moesim reads and writes version "
+                          f"{SCHEMA_VERSION!r} (use the moesim that wrote it, or another folder)")
+
+
+def check_store(db: Path) -> None:
+    """Before a sweep writes into the existing store ``db``: the schema version, the columns of table ``runs``
+    and every row readable, so that a store moesim did not write, or a damaged one, is never written to."""
+    import duckdb
+
+    con = open_store(db, read_only=True)
+    try:
+        check_version(con, db)
+        missing = missing_columns(con, db)
+        if missing:
+            raise MoesimError(f"{db}: not a moesim results store: table runs has no column {', '.join(missing)} "
+                              "(move it away, or sweep into another folder)")
+        if missing is not None:
+            try:
+                con.execute("SELECT * FROM runs").fetchall()  # reads every block of the table
+            except duckdb.Error as exc:
+                raise store_error(db, exc) from None
+    finally:
+        con.close()
+
+
+def missing_columns(con: Any, db: Path) -> list[str] | None:
+    """The columns of table ``runs`` that a store of this schema version has and this one lacks (the
+    columns a sweep adds on opening aside); None when there is no table ``runs``."""
+    import duckdb
+
+    try:
+        columns = {r[0] for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'").fetchall()}
+    except duckdb.Error as exc:
+        raise store_error(db, exc) from None
+    if not columns:
+        return None
+    return [c for c in BASE_COLUMNS if c not in columns and c not in ADDED_COLUMNS]
 
 
 def _json(value: Any) -> str:
@@ -136,15 +207,21 @@ class ResultsStore:
         except OSError as exc:
             raise MoesimError(f"{self.directory}: cannot create the output folder ({exc})") from None
         self.path = self.directory / DB_NAME
-        self.con = _connect(self.path, read_only=False)
-        self.con.execute(RUNS_DDL)
-        self.con.execute(META_DDL)
-        self.con.execute("INSERT OR IGNORE INTO store_meta VALUES (?, ?)", [SCHEMA_VERSION_KEY, SCHEMA_VERSION])
-        self._columns = self._existing_columns()
-        for column in COLUMNS:
-            if column.name in ADDED_COLUMNS and column.name not in self._columns:
-                self.con.execute(f'ALTER TABLE runs ADD COLUMN "{column.name}" {column.sql}')
-        self._columns = self._existing_columns()
+        if self.path.exists():
+            check_store(self.path)
+        self.con = open_store(self.path, read_only=False)
+        try:
+            self.con.execute(RUNS_DDL)
+            self.con.execute(META_DDL)
+            self.con.execute("INSERT OR IGNORE INTO store_meta VALUES (?, ?)", [SCHEMA_VERSION_KEY, SCHEMA_VERSION])
+            self._columns = self._existing_columns()
+            for column in COLUMNS:
+                if column.name in ADDED_COLUMNS and column.name not in self._columns:
+                    self.con.execute(f'ALTER TABLE runs ADD COLUMN "{column.name}" {column.sql}')
+            self._columns = self._existing_columns()
+        except Exception:
+            self.close()
+            raise
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -185,6 +262,29 @@ class ResultsStore:
             if name not in self._columns:
                 self.con.execute(f'ALTER TABLE runs ADD COLUMN "{name}" VARCHAR')
         self._columns = self._existing_columns()
+
+    def rekey(self, moves: dict[str, tuple[str, str]]) -> int:
+        """Give the rows stored under an old run id (a key of ``moves``) their new ``(run_id, input_hash)``,
+        breakdown file included, so that a store keyed by an earlier scheme keeps its results instead of
+        simulating them again. New breakdown files are written first and the rows change in one
+        transaction; files of a rekeying cut short are orphans the next sweep removes. Returns the rows moved."""
+        import pyarrow.parquet as pq
+
+        stored = {r[0] for r in self.con.execute("SELECT run_id FROM runs").fetchall()}
+        found = [(old, *moves[old]) for old in moves if old in stored and moves[old][0] not in stored]
+        if not found:
+            return 0
+        root = self.directory / BREAKDOWN_DIR
+        for old, new, _ in found:
+            if (root / f"{old}.parquet").is_file():
+                self._write_breakdown(new, pq.read_table(root / f"{old}.parquet").drop_columns(["run_id"]))
+        self.con.execute("BEGIN TRANSACTION")
+        self.con.executemany("UPDATE runs SET run_id = ?, input_hash = ? WHERE run_id = ?",
+                             [[new, key, old] for old, new, key in found])
+        self.con.execute("COMMIT")
+        for old, _, _ in found:
+            (root / f"{old}.parquet").unlink(missing_ok=True)
+        return len(found)
 
     def forget_stale(self, planned: dict[str, str]) -> int:
         """Delete rows of the planned specs (spec_key → run_id) whose inputs changed; returns how many."""
@@ -315,14 +415,25 @@ def query_results(directory: str | Path, sql: str | None = None) -> pa.Table:
     import duckdb
 
     query = DEFAULT_QUERY if sql is None else check_select(sql)
-    con = _connect(store_path(directory), read_only=True, config=READ_ONLY_CONFIG)
+    db = store_path(directory)
+    con = open_store(db, read_only=True, config=READ_ONLY_CONFIG)
     try:
+        check_version(con, db)
+        if sql is None:  # the default query reads the store's columns
+            missing = missing_columns(con, db)
+            if missing is None:
+                raise MoesimError(f"{db}: not a moesim results store (no table runs); sweep into this folder first")
+            if missing:
+                raise MoesimError(f"{db}: not a moesim results store: table runs has no column "
+                                  f"{', '.join(missing)} (query it with --sql, naming the columns it has)")
         try:
             rel = con.sql(query)
             if rel is None:  # a statement without a result
                 return pa.table({})
             return rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
         except duckdb.Error as exc:
+            if sql is None or is_store_damage(exc):
+                raise store_error(db, exc) from None
             raise MoesimError(f"--sql: {str(exc).splitlines()[0]}") from None
     finally:
         con.close()
@@ -331,8 +442,12 @@ def query_results(directory: str | Path, sql: str | None = None) -> pa.Table:
 def resolve_run(directory: str | Path, run: str) -> dict[str, Any]:
     """The row of the successful run ``run`` names: a run_id or a unique prefix of one (at least 4
     characters), or ``slowest`` (the largest wall_s); a one-line error otherwise."""
-    con = _connect(store_path(directory), read_only=True, config=READ_ONLY_CONFIG)
+    import duckdb
+
+    db = store_path(directory)
+    con = open_store(db, read_only=True, config=READ_ONLY_CONFIG)
     try:
+        check_version(con, db)
         if run == "slowest":
             rows = con.execute("SELECT * FROM runs WHERE status = 'ok' ORDER BY wall_s DESC, run_id LIMIT 1").fetchall()
         elif len(run) >= 4 and all(c in "0123456789abcdef" for c in run):
@@ -342,6 +457,8 @@ def resolve_run(directory: str | Path, run: str) -> dict[str, Any]:
             raise MoesimError(f"--breakdown: '{run}' is not a run (allowed: a run_id or a prefix of at least 4 hex "
                               "digits, or 'slowest'; list them with --sql 'SELECT run_id, model, wall_s FROM runs')")
         names = [d[0] for d in con.description]
+    except duckdb.Error as exc:
+        raise store_error(db, exc) from None
     finally:
         con.close()
     if not rows:
@@ -366,6 +483,19 @@ def read_breakdown(directory: str | Path, run_id: str) -> pa.Table:
 EXPORT_FORMATS = ("parquet", "csv")
 
 
+def _refuse_store_files(directory: str | Path, to: str | Path) -> None:
+    """A one-line error when ``to`` (links resolved) is the store of ``directory``, its write-ahead log, or a
+    file in its diagnostics or breakdown folders: an export never writes over the data it reads."""
+    if str(to) == "-":
+        return
+    root = Path(os.path.realpath(directory))
+    target = Path(os.path.realpath(to))
+    own = (root / DB_NAME, root / f"{DB_NAME}.wal")
+    if target in own or any(target.is_relative_to(root / d) for d in (DIAGNOSTICS_DIR, BREAKDOWN_DIR)):
+        raise MoesimError(f"--to {to}: is a file of the results store {directory} itself; name a file outside "
+                          f"{DB_NAME} and its {DIAGNOSTICS_DIR}/ and {BREAKDOWN_DIR}/ folders")
+
+
 def export_results(directory: str | Path, to: str | Path, fmt: str, sql: str | None = None) -> int:
     """Write the query result to ``to`` as Parquet or CSV (``moesim.fileio.write_output``: atomically, or
     ``-`` for standard output); returns the number of rows."""
@@ -374,6 +504,7 @@ def export_results(directory: str | Path, to: str | Path, fmt: str, sql: str | N
     if fmt not in EXPORT_FORMATS:
         raise MoesimError(f"--export: unknown format '{fmt}' (allowed: {', '.join(EXPORT_FORMATS)})")
     output_file(to, "--to")
+    _refuse_store_files(directory, to)
     table = query_results(directory, sql)
     sink = pa.BufferOutputStream()
     if fmt == "parquet":

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from moesim.errors import MoesimError, input_error
-from moesim.fileio import load_yaml_strict
+from moesim.fileio import load_yaml_strict, refuse_special_file
 from moesim.models.schema import spec_from_mapping
 from moesim.models.spec import ModelSpec
 
@@ -23,6 +23,7 @@ STUDY_MODELS: tuple[str, ...] = ("kimi-k3", "glm-5.3", "deepseek-v4-pro", "deeps
 def load_model_file(path: str | os.PathLike[str]) -> ModelSpec:
     """Read a user model YAML with the same schema as the built-ins (strict: see ``moesim.models.schema``)."""
     p = Path(path)
+    refuse_special_file(p, "model file")
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -76,7 +77,7 @@ def get_model(key: str) -> ModelSpec:
     specs = _builtin()
     if key in specs:
         return specs[key]
-    if _looks_like_path(key):
+    if _looks_like_path(key) and key.strip():
         p = Path(key)
         if not p.exists():
             raise MoesimError(

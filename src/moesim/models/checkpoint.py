@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from moesim.errors import MoesimError, input_error
+from moesim.fileio import refuse_special_file
 
 MAX_HEADER_BYTES = 100_000_000
 """Largest header the safetensors reference implementation accepts."""
@@ -97,6 +98,7 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
     """The parsed JSON header of a safetensors file (8-byte length + JSON); tensor data is not read."""
     p = Path(path)
     source = str(p)
+    refuse_special_file(p, "safetensors file")
     try:
         file_bytes = p.stat().st_size
         with p.open("rb") as f:
@@ -150,6 +152,7 @@ def safetensors_tensor_bytes(path: str | os.PathLike[str]) -> int:
 
 def _index_size(index: Path) -> CheckpointSize:
     source = str(index)
+    refuse_special_file(index, "checkpoint index")
     try:
         data = json.loads(index.read_text(encoding="utf-8"))
     except FileNotFoundError:

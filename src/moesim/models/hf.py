@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from moesim.errors import MoesimError, input_error
+from moesim.fileio import refuse_special_file
 from moesim.models.hf_families import HF_FAMILIES, ConfigReader, HfContext
 from moesim.models.schema import check_spec
 from moesim.models.spec import ModelSpec
@@ -33,6 +34,7 @@ def from_hf_config(path: str | os.PathLike[str], key: str | None = None) -> Mode
     """
     p = Path(path)
     source = str(p)
+    refuse_special_file(p, "config.json")
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:

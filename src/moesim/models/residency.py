@@ -16,12 +16,17 @@ from moesim.errors import input_error
 from moesim.models.catalog import get_model
 from moesim.models.checkpoint import checkpoint_size
 from moesim.models.spec import ModelSpec
+from moesim.schema import MAX_COUNT, Constraint, Param
 
 GB = 1_000_000_000
 """Decimal gigabyte, the unit of checkpoint sizes and of the residency criterion."""
 
 DEFAULT_RANKS = 32
 DEFAULT_CAPACITY_BYTES = 64 * GB
+
+RANKS = Param("ranks", "residency", int, "", Constraint(low=1, high=MAX_COUNT))
+BYTES = Param("bytes", "residency", int, "B", Constraint(low=1, high=2**52))
+"""A weight size or a capacity: from one byte to 4.5 PB (sizes stay exact in float64)."""
 
 WEIGHTS_ONLY_NOTE = "weights only: KV cache, activations and communication/workspace buffers are NOT included"
 
@@ -57,12 +62,9 @@ def residency(
     label: str = "",
 ) -> ResidencyReport:
     """Evenly shard ``total_bytes`` over ``ranks``: per-rank = total / ranks; fits iff capacity ≥ per-rank."""
-    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
-        raise input_error("residency", "ranks", f"must be an integer >= 1, got {ranks!r}")
-    if capacity_bytes <= 0:
-        raise input_error("residency", "capacity_bytes", f"must be > 0, got {capacity_bytes!r}")
-    if total_bytes <= 0:
-        raise input_error(source or "residency", "total_bytes", f"must be > 0, got {total_bytes!r}")
+    RANKS.check(ranks, "residency", strict=True)
+    BYTES.check(capacity_bytes, "residency", strict=True, label="capacity_bytes")
+    BYTES.check(total_bytes, source or "residency", strict=True, label="total_bytes")
     per_rank = total_bytes / ranks
     return ResidencyReport(
         label=label,

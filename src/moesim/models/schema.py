@@ -16,6 +16,7 @@ from typing import Any
 
 from moesim.errors import input_error
 from moesim.models.spec import AttentionSpec, ModelSpec
+from moesim.schema import check_fields
 
 # Field kinds of the schema, derived from the dataclasses so that a field added there is accepted here.
 _MODEL_FIELDS = {f.name: f for f in dataclasses.fields(ModelSpec)}
@@ -110,24 +111,11 @@ def spec_to_mapping(spec: ModelSpec) -> dict[str, Any]:
 
 
 def check_spec(spec: ModelSpec, source: str) -> ModelSpec:
-    """Consistency checks shared by every way of building a spec; returns the spec unchanged."""
+    """Consistency checks shared by every way of building a spec; returns the spec unchanged. Each field's
+    range is declared on ``ModelSpec`` and ``AttentionSpec`` (``moesim.schema``); the rest relates fields."""
     a = spec.attention
-    positive = {
-        "hidden_size": spec.hidden_size,
-        "comm_dim": spec.comm_dim,
-        "num_layers": spec.num_layers,
-        "routed_experts": spec.routed_experts,
-        "top_k": spec.top_k,
-        "expert_ffn_width": spec.expert_ffn_width,
-        "vocab_size": spec.vocab_size,
-        "bytes_per_activation": spec.bytes_per_activation,
-        "attention.num_heads": a.num_heads,
-        "attention.num_kv_heads": a.num_kv_heads,
-        "attention.head_dim": a.head_dim,
-    }
-    for name, v in positive.items():
-        if v <= 0:
-            raise input_error(source, name, f"must be > 0, got {v}")
+    check_fields(spec, source)
+    check_fields(a, source, prefix="attention.")
     if not 0 <= spec.first_dense_layers < spec.num_layers:
         raise input_error(
             source,
@@ -148,12 +136,6 @@ def check_spec(spec: ModelSpec, source: str) -> ModelSpec:
             f"{spec.top_k} exceeds routed_experts={spec.routed_experts}",
             allowed=[f"1..{spec.routed_experts}"],
         )
-    if spec.shared_experts < 0:
-        raise input_error(source, "shared_experts", f"must be >= 0, got {spec.shared_experts}")
-    if spec.shared_expert_ffn_width is not None and spec.shared_expert_ffn_width <= 0:
-        raise input_error(
-            source, "shared_expert_ffn_width", f"must be > 0 or null, got {spec.shared_expert_ffn_width}"
-        )
     if a.num_kv_heads > a.num_heads or a.num_heads % a.num_kv_heads:
         raise input_error(
             source,
@@ -164,12 +146,4 @@ def check_spec(spec: ModelSpec, source: str) -> ModelSpec:
         for name in ("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
             if getattr(a, name) is None:
                 raise input_error(source, f"attention.{name}", "required when kv_lora_rank is set (MLA)")
-    for name in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-        v = getattr(a, name)
-        if v is not None and v <= 0:
-            raise input_error(source, f"attention.{name}", f"must be > 0 or null, got {v}")
-    for name in ("total_params", "checkpoint_size_bytes"):
-        v = getattr(spec, name)
-        if v is not None and v <= 0:
-            raise input_error(source, name, f"must be > 0 or null, got {v}")
     return spec

@@ -4,20 +4,41 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
+
+from moesim.schema import constraint, param
+
+MAX_WIDTH = 2**20
+"""The largest width (hidden size, FFN width, LoRA rank) a model may declare; the largest real ones are
+below 2^15, and beyond this products of sizes leave the exact range of float64."""
+MAX_HEADS = 2**14
+"""The most attention heads, and the largest head dimension."""
+MAX_LAYERS = 1024
+"""The most layers a model may declare (real ones have below 200; the graphs grow with them)."""
+MAX_EXPERTS = 2**16
+
+
+def _positive(high: int) -> dict[str, Any]:
+    """Metadata of a required field in [1, high]."""
+    return constraint(low=1, high=high)
+
+
+def _optional(high: int) -> Any:
+    return param(None, low=1, high=high)
 
 
 @dataclass(frozen=True)
 class AttentionSpec:
     """Attention shape. MLA models set the ``*_rank`` / ``qk_*_head_dim`` fields; GQA/MQA models leave them None."""
 
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    q_lora_rank: int | None = None
-    kv_lora_rank: int | None = None
-    qk_rope_head_dim: int | None = None
-    qk_nope_head_dim: int | None = None
-    v_head_dim: int | None = None
+    num_heads: int = field(metadata=_positive(MAX_HEADS))
+    num_kv_heads: int = field(metadata=_positive(MAX_HEADS))
+    head_dim: int = field(metadata=_positive(MAX_HEADS))
+    q_lora_rank: int | None = _optional(MAX_WIDTH)
+    kv_lora_rank: int | None = _optional(MAX_WIDTH)
+    qk_rope_head_dim: int | None = _optional(MAX_HEADS)
+    qk_nope_head_dim: int | None = _optional(MAX_HEADS)
+    v_head_dim: int | None = _optional(MAX_HEADS)
 
     @property
     def is_mla(self) -> bool:
@@ -33,23 +54,23 @@ class ModelSpec:
 
     key: str
     name: str
-    hidden_size: int
-    comm_dim: int
-    num_layers: int
-    first_dense_layers: int
+    hidden_size: int = field(metadata=_positive(MAX_WIDTH))
+    comm_dim: int = field(metadata=_positive(MAX_WIDTH))
+    num_layers: int = field(metadata=_positive(MAX_LAYERS))
+    first_dense_layers: int = field(metadata=constraint(low=0, high=MAX_LAYERS))
     attention: AttentionSpec
-    dense_ffn_width: int
-    routed_experts: int
-    shared_experts: int
-    top_k: int
-    expert_ffn_width: int
-    vocab_size: int
-    total_params: float | None = None
-    checkpoint_size_bytes: int | None = None
-    bytes_per_activation: int = 2
+    dense_ffn_width: int = field(metadata=constraint(low=0, high=MAX_WIDTH))
+    routed_experts: int = field(metadata=_positive(MAX_EXPERTS))
+    shared_experts: int = field(metadata=constraint(low=0, high=MAX_EXPERTS))
+    top_k: int = field(metadata=_positive(MAX_EXPERTS))
+    expert_ffn_width: int = field(metadata=_positive(MAX_WIDTH))
+    vocab_size: int = field(metadata=_positive(2**24))
+    total_params: float | None = param(None, low=0, high=1e16, low_open=True)
+    checkpoint_size_bytes: int | None = param(None, low=1, high=2**52)
+    bytes_per_activation: int = param(2, low=1, high=16)
     notes: tuple[str, ...] = field(default=(), compare=False)
     source: str = field(default="", compare=False)
-    shared_expert_ffn_width: int | None = None
+    shared_expert_ffn_width: int | None = _optional(MAX_WIDTH)
     """Width of one shared expert; None means the same as ``expert_ffn_width``."""
 
     @classmethod

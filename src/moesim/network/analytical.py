@@ -28,7 +28,7 @@ from moesim.topology.model import Topology
 class AnalyticalBackend(NetworkBackend):
     """Every flow gets its bottleneck bandwidth as if alone on the network."""
 
-    capabilities = Capabilities(fast_forward_in_flight=True)
+    capabilities = Capabilities(fast_forward_in_flight=True, sections=("transport", "analytical"))
 
     def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None) -> None:
         super().__init__(topology, params)

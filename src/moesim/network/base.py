@@ -11,12 +11,11 @@ registration, so callers read a capability instead of probing methods or testing
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
-from moesim.network.params import NetworkParams
+from moesim.network.params import SECTIONS, NetworkParams
 from moesim.registry import Registry
 from moesim.topology.model import Topology
 
@@ -49,6 +48,10 @@ class Capabilities:
     fast_forward_in_flight: bool = False
     """It implements ``FastForward`` with flows in flight (describes them and shifts them in time); every
     backend supports the idle case, so layer fast-forward without it only jumps while the network is idle."""
+    sections: tuple[str, ...] = tuple(SECTIONS)
+    """The ``NetworkParams`` sections it reads (by attribute name; with ``congestion_control`` it also
+    reads the CC algorithm's own parameters). Runs differing only in other sections are one simulation
+    (``moesim.network.params.effective_params``), so a backend must list every section it reads."""
 
 
 @runtime_checkable
@@ -144,8 +147,6 @@ class NetworkBackend(ABC):
 
 
 BACKENDS: Registry[type[NetworkBackend]] = Registry("network backend")
-
-INF = math.inf
 
 
 def models_congestion_control(backend: str) -> bool:

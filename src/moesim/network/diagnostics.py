@@ -20,8 +20,7 @@ import pyarrow.parquet as pq
 
 from moesim.errors import MoesimError
 from moesim.fileio import atomic_write
-
-TABLES = ("fct", "pfc", "qlen", "port_bytes")
+from moesim.schema import MAX_COUNT, MAX_DURATION_S, check_fields, param
 
 
 @dataclass(frozen=True)
@@ -32,19 +31,16 @@ class DiagnosticsSpec:
     pfc: bool = False
     qlen: bool = False
     port_bytes: bool = False
-    qlen_interval_s: float = 1e-6
+    qlen_interval_s: float = param(1e-6, low=0, low_open=True, high=MAX_DURATION_S)
     qlen_window_s: tuple[float, float] = (0.0, 0.01)
     qlen_min_bytes: int = 1000
-    max_rows: int = 1_000_000
+    max_rows: int = param(1_000_000, low=1, high=MAX_COUNT)
 
     def __post_init__(self) -> None:
-        if self.qlen_interval_s <= 0:
-            raise MoesimError(f"diagnostics: field 'qlen_interval_s': must be > 0, got {self.qlen_interval_s}")
+        check_fields(self, "diagnostics")
         lo, hi = self.qlen_window_s
-        if not 0 <= lo <= hi:
+        if not lo <= hi:
             raise MoesimError(f"diagnostics: field 'qlen_window_s': need 0 <= start <= end, got {self.qlen_window_s}")
-        if self.max_rows <= 0:
-            raise MoesimError(f"diagnostics: field 'max_rows': must be > 0, got {self.max_rows}")
 
     @classmethod
     def everything(cls, **bounds: Any) -> DiagnosticsSpec:

@@ -29,7 +29,7 @@ class FlowBackend(NetworkBackend):
     """Max-min fair flow-level network. Active flows live in flat arrays (one row per flow, link ids
     and coefficients padded to a common width) so a reallocation is one numba call."""
 
-    capabilities = Capabilities(fast_forward_in_flight=True)
+    capabilities = Capabilities(fast_forward_in_flight=True, sections=("transport",))
 
     def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None) -> None:
         super().__init__(topology, params)

@@ -172,7 +172,7 @@ class FlowTable:
 class FluidBackend(NetworkBackend):
     """Congestion-aware fluid network; active flows live in flat arrays, one row per flow."""
 
-    capabilities = Capabilities(congestion_control=True)
+    capabilities = Capabilities(congestion_control=True, sections=("transport", "switch", "fluid"))
 
     def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None) -> None:
         super().__init__(topology, params)

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from moesim.errors import MoesimError, input_error
 from moesim.network.cc import CC_ALGORITHMS, CcAlgorithm, algorithm_for_mode
-from moesim.network.cc.base import RateParams
+from moesim.network.cc.base import REFERENCE_CC_MODES, RateParams
+from moesim.schema import MAX_COUNT, MAX_RATE_BPS, Param, check_fields, param
 
 GBPS = 1e9
 MBPS = 1e6
+MAX_PACKET_BYTES = 65536
+"""The largest packet payload or header size a parameter accepts (bytes)."""
 
 
 def _kb_map(pairs: dict[float, float]) -> tuple[tuple[float, float], ...]:
@@ -31,14 +35,10 @@ KMAX_KB = _kb_map({25 * GBPS: 400, 40 * GBPS: 800, 100 * GBPS: 1600, 200 * GBPS:
                    2400 * GBPS: 3200})
 
 
-CHOICES: dict[str, tuple[str, ...]] = {
-    "fluid_marks": ("expected", "random"),
-    "fluid_rtt": ("auto", "data", "round_trip"),
-    "fluid_window": ("rate", "bytes"),
-    "ecn_unmapped_rate": ("scale", "zero"),
-    "analytical_model": ("rdma", "astra"),
-}
-"""Fields whose value is one of a few names."""
+def cc_only(default: Any, **allowed: Any) -> Any:
+    """A field that acts only through flows carrying congestion control (ECN marking and CNPs, INT
+    headers, rate and window updates); listed in ``CC_ONLY_FIELDS``."""
+    return param(default, tags=("cc_only",), **allowed)
 
 
 def check_choice(key: str, value: Any, source: str) -> None:
@@ -47,28 +47,33 @@ def check_choice(key: str, value: Any, source: str) -> None:
         raise MoesimError(f"{source}: field '{key}': {value!r} is not one of {', '.join(CHOICES[key])}")
 
 
+ECN_MAP = {"low": 0, "high": MAX_RATE_BPS, "note": "[port rate b/s, threshold KB] pairs, one per rate, numbers "
+           "in [0, 1e15], KMIN ≤ KMAX"}
+"""An ECN map's allowed values (``SwitchParams`` checks rates and KMIN ≤ KMAX)."""
+
+
 @dataclass(frozen=True)
 class TransportParams:
     """The NICs' transport and the packet format (docs/reference-semantics.md A.1): what every flow does,
     with or without congestion control. Read by the backends and the path model."""
 
-    nic_switch_delay_s: float = 0.7e-6
-    packet_payload_bytes: int = 1000
-    l2_chunk_bytes: int = 4000
-    l2_ack_interval: int = 1
+    nic_switch_delay_s: float = param(0.7e-6, low=0, high=1)
+    packet_payload_bytes: int = param(1000, low=1, high=MAX_PACKET_BYTES)
+    l2_chunk_bytes: int = param(4000, low=1, high=MAX_COUNT)
+    l2_ack_interval: int = param(1, low=1, high=MAX_COUNT)
     l2_back_to_zero: bool = False
     has_win: bool = True
-    global_t: bool = False
-    var_win: bool = True
-    rate_bound: bool = True
+    global_t: bool = cc_only(False)
+    var_win: bool = cc_only(True)
+    rate_bound: bool = cc_only(True)
     ack_high_prio: bool = False
-    nack_interval_s: float = 500e-6
+    nack_interval_s: float = param(500e-6, low=0, high=1, low_open=True)
     # per-flow policy: flows between GPUs of one server carry no congestion-control state
     intra_server_cc: bool = False
     # header sizes (bytes): data = payload + SeqTs 6 + UDP 8 + IPv4 20 + PPP 2 (+ INT); ACK 48 (+ INT)
-    data_header_bytes: int = 36
-    ack_bytes: int = 48
-    int_header_bytes: int = 42
+    data_header_bytes: int = param(36, low=0, high=MAX_PACKET_BYTES)
+    ack_bytes: int = param(48, low=1, high=MAX_PACKET_BYTES)
+    int_header_bytes: int = cc_only(42, low=0, high=MAX_PACKET_BYTES)
 
 
 @dataclass(frozen=True)
@@ -76,15 +81,28 @@ class SwitchParams:
     """Switch buffers, PFC headroom and ECN marking (docs/reference-semantics.md A.2). Read by the
     packet backend's MMU and the fluid backend's marking."""
 
-    buffer_bytes: int = 32 * 1024 * 1024
-    headroom_factor: float = 3.0
-    enable_qcn: bool = True
-    kmin_kb: tuple[tuple[float, float], ...] = KMIN_KB
-    kmax_kb: tuple[tuple[float, float], ...] = KMAX_KB
-    pmax: float = 0.2
+    buffer_bytes: int = param(32 * 1024 * 1024, low=1, high=MAX_COUNT)
+    headroom_factor: float = param(3.0, low=0, high=1000)
+    enable_qcn: bool = cc_only(True)
+    # [port rate b/s, threshold KB] pairs, one rate each; KMIN ≤ KMAX at every rate of both maps
+    kmin_kb: tuple[tuple[float, float], ...] = cc_only(KMIN_KB, **ECN_MAP)
+    kmax_kb: tuple[tuple[float, float], ...] = cc_only(KMAX_KB, **ECN_MAP)
+    pmax: float = cc_only(0.2, low=0, high=1)
     # a port rate missing from the KMIN/KMAX maps: "scale" the 400 Gbps entry with the rate (docs/study.md
     # §5), or "zero" as the reference code reads it with its assertions compiled out (docs/network.md)
-    ecn_unmapped_rate: str = "scale"
+    ecn_unmapped_rate: str = cc_only("scale", choices=("scale", "zero"))
+
+    def __post_init__(self) -> None:
+        for name in ("kmin_kb", "kmax_kb"):
+            rates = [r for r, _ in getattr(self, name)]
+            if len(set(rates)) != len(rates) or not all(r > 0 for r in rates):
+                raise input_error("network parameters", name, "needs one positive port rate per entry, got "
+                                  f"{getattr(self, name)!r}")
+        kmax = dict(self.kmax_kb)
+        for rate, kmin in self.kmin_kb:
+            if rate in kmax and kmin > kmax[rate]:
+                raise input_error("network parameters", "kmin_kb", f"{kmin:g} KB exceeds kmax_kb {kmax[rate]:g} KB "
+                                  f"at {rate:g} b/s")
 
     def kmin_bytes(self, rate_bps: float) -> float:
         return _lookup(self.kmin_kb, rate_bps, "KMIN_MAP", self.ecn_unmapped_rate) * 1000.0
@@ -98,14 +116,14 @@ class FluidOptions:
     """Options of the fluid backend only (docs/network-fluid.md); no other backend reads them."""
 
     # ECN marks as expected values, or drawn per flow
-    fluid_marks: str = "expected"
+    fluid_marks: str = cc_only("expected", choices=("expected", "random"))
     # which queues a round trip crosses: the data path's, or also the ACK path's ("round_trip": ACKs
     # wait behind reverse traffic unless ack_high_prio); "auto": round_trip with random marks, data with
     # expected ones
-    fluid_rtt: str = "auto"
+    fluid_rtt: str = param("auto", choices=("auto", "data", "round_trip"))
     # a window as a rate (window / RTT) with max-min sharing of the delivered rates ("rate"), or as
     # bytes in flight with FIFO service of each flow's own backlog ("bytes")
-    fluid_window: str = "rate"
+    fluid_window: str = param("rate", choices=("rate", "bytes"))
 
 
 @dataclass(frozen=True)
@@ -116,7 +134,7 @@ class AnalyticalOptions:
     # last packet and its ACK) plus its wire bytes at the bottleneck; "astra": ASTRA-sim 2.0's
     # congestion-unaware analytical network, the route's link latencies plus payload / bottleneck
     # bandwidth, truncated to whole ns, no headers, no ACKs
-    analytical_model: str = "rdma"
+    analytical_model: str = param("rdma", choices=("rdma", "astra"))
 
 
 SECTIONS: dict[str, type] = {
@@ -128,6 +146,8 @@ SECTIONS: dict[str, type] = {
 DEFAULT_ALGORITHM_PARAMS: tuple[Any, ...] = tuple(
     e.obj.params_type() for e in CC_ALGORITHMS if e.obj.params_type is not None)
 """Each registered algorithm's own parameters (its ``params_type``) at their defaults, in registry order."""
+CC_ALGORITHMS.close("the network parameters hold the sections of the algorithms registered when "
+                    "moesim.network.cc is imported: import the algorithm's module in moesim/network/cc/__init__.py")
 
 SECTION_TYPES: tuple[type, ...] = (*SECTIONS.values(), *(type(s) for s in DEFAULT_ALGORITHM_PARAMS))
 """Every section's dataclass: the fixed ones, then the algorithms' own."""
@@ -139,6 +159,16 @@ assert len(OWNER) == sum(len(dataclasses.fields(c)) for c in SECTION_TYPES), "du
 _ATTRIBUTE = {cls: name for name, cls in SECTIONS.items()}
 _T = TypeVar("_T")
 
+CHOICES: dict[str, tuple[Any, ...]] = {p.name: p.allowed.choices for cls in SECTION_TYPES
+                                       for p in Param.of(cls, "network") if p.allowed.choices}
+"""Fields whose value is one of a few names."""
+
+NO_CC_MODES = (12,)
+"""CC_MODE values that ASTRA-sim's shipped configurations use for no congestion control."""
+CC_MODES = tuple(sorted({*REFERENCE_CC_MODES, *(e.obj.mode for e in CC_ALGORITHMS), *NO_CC_MODES}))
+"""The ``cc_mode`` values moesim accepts: the reference's modes, the registered algorithms', and
+``NO_CC_MODES`` (any other value would silently mean no congestion control)."""
+
 
 @dataclass(frozen=True)
 class NetworkParams:
@@ -147,7 +177,7 @@ class NetworkParams:
     ``with_overrides`` and ``value`` take them flat."""
 
     name: str = "custom"
-    cc_mode: int = 0
+    cc_mode: int = param(0, choices=CC_MODES)
     transport: TransportParams = TransportParams()
     switch: SwitchParams = SwitchParams()
     rate: RateParams = RateParams()
@@ -155,6 +185,14 @@ class NetworkParams:
     analytical: AnalyticalOptions = AnalyticalOptions()
     algorithms: tuple[Any, ...] = DEFAULT_ALGORITHM_PARAMS
     """The registered algorithms' own parameters (``cc_params`` finds one by its type)."""
+
+    def __post_init__(self) -> None:
+        """Every field of every section in its declared range (``moesim.schema``), however it was set."""
+        check_fields(self, "network parameters")
+        for name in SECTIONS:
+            check_fields(getattr(self, name), "network parameters")
+        for section in self.algorithms:
+            check_fields(section, "network parameters")
 
     def cc_params(self, cls: type[_T]) -> _T:
         """The section of type ``cls`` among the algorithms' own (a CC module reads its parameters so)."""
@@ -204,11 +242,14 @@ class NetworkParams:
         top: dict[str, Any] = {}
         by_section: dict[type, dict[str, Any]] = {}
         for key, value in overrides.items():
-            if key in ("name", "cc_mode"):
+            if key == "name":
                 top[key] = value
-            elif key in OWNER:
-                check_choice(key, value, source)
-                by_section.setdefault(OWNER[key], {})[key] = value
+            elif key in PARAMS:
+                value = PARAMS[key].check(value, source)
+                if key in OWNER:
+                    by_section.setdefault(OWNER[key], {})[key] = value
+                else:
+                    top[key] = value
             else:
                 allowed = ", ".join(sorted(["name", "cc_mode", *OWNER]))
                 raise MoesimError(f"{source}: field '{key}': unknown network parameter (allowed: {allowed})")
@@ -229,26 +270,45 @@ class NetworkParams:
         return out
 
 
+PARAMS: dict[str, Param] = {p.name: p for cls in (NetworkParams, *SECTION_TYPES)
+                            for p in Param.of(cls, "network", skip=frozenset({"name", "algorithms"}))}
+"""Every network parameter by its flat name (``cc_mode`` and each section's fields), with its type and
+allowed values: what ``with_overrides``, ``moesim run --set`` and the ASTRA-sim readers check."""
+
 CC_ONLY_FIELDS = frozenset({
-    "cc_mode", "enable_qcn", "global_t", "var_win", "fast_react", "u_target", "mi_thresh", "int_multi",
-    "multi_rate", "sample_feedback", "rate_bound", "alpha_resume_interval_s", "rate_decrease_interval_s",
-    "clamp_target_rate", "rp_timer_s", "ewma_gain", "fast_recovery_times", "rate_ai_bps", "rate_hai_bps",
-    "min_rate_bps", "rate_on_first_cnp", "kmin_kb", "kmax_kb", "pmax", "ecn_unmapped_rate", "int_header_bytes",
-    "fluid_marks",
+    "cc_mode",
+    *(f.name for cls in SECTION_TYPES for f in dataclasses.fields(cls)
+      if f.metadata.get("cc_only") or cls is RateParams or cls not in _ATTRIBUTE),
 })
-"""Fields that only act through flows carrying congestion control: ECN marking and CNPs, INT headers,
-rate and window updates. A run in which no flow can carry CC (the per-flow policy; e.g. one server)
-reads none of them, whatever its network mode."""
+"""Fields that only act through flows carrying congestion control: ``cc_mode``, the fields marked
+``cc_only`` in their section, the shared rate keys and every algorithm's own section. A run in which no
+flow can carry CC (the per-flow policy; e.g. one server) reads none of them, whatever its network mode."""
 
 
-def effective_params(params: NetworkParams, cc_flows: bool) -> dict[str, Any]:
-    """The parameters a simulation reads, as a dict: without the mode's name and the NIC–switch delay
-    (the topology's links carry it), and without ``CC_ONLY_FIELDS`` when no flow can carry CC. Runs
-    whose effective parameters (and other inputs) coincide are one simulation."""
-    out = {k: v for k, v in params.as_dict().items() if k not in ("name", "nic_switch_delay_s")}
+def without_cc_only(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (flat names) without the fields of ``CC_ONLY_FIELDS``."""
+    out = dict(values)
+    for name in CC_ONLY_FIELDS:
+        out.pop(name, None)
+    return out
+
+
+def effective_params(params: NetworkParams, sections: Iterable[str], models_cc: bool,
+                     cc_flows: bool) -> dict[str, Any]:
+    """The parameters a simulation reads, as a flat dict: the ``sections`` its backend reads (without the
+    NIC–switch delay, which the topology's links carry), and, when flows can carry congestion control,
+    ``cc_mode`` and, for a backend that models CC, the parameters its algorithm reads (``param_names``);
+    without such flows no field of ``CC_ONLY_FIELDS``. Runs whose effective parameters (and other inputs)
+    coincide are one simulation, so a parameter of one algorithm never changes the key of another's runs."""
+    out: dict[str, Any] = {}
+    for name in sections:
+        out.update(dataclasses.asdict(getattr(params, name)))
+    out.pop("nic_switch_delay_s", None)
     if not cc_flows:
-        for k in CC_ONLY_FIELDS:
-            out.pop(k)
+        return without_cc_only(out)
+    out["cc_mode"] = params.cc_mode
+    if models_cc:
+        out.update({n: params.value(n) for n in params.cc_algorithm.param_names})
     return out
 
 
@@ -363,6 +423,16 @@ def _ns3_map(text: str) -> tuple[tuple[float, float], ...]:
     return tuple(sorted((float(parts[1 + 2 * i]), float(parts[2 + 2 * i])) for i in range(n)))
 
 
+def _ns3_checked(field: str, key: str, text: str, value: Any, where: str) -> Any:
+    """``value`` (read from ``text``) if the parameter ``field`` allows it, else a one-line error naming the
+    file's ``key``, its text and what the parameter allows in moesim's units."""
+    try:
+        return PARAMS[field].check(value, where, strict=True)
+    except MoesimError:
+        raise MoesimError(f"{where}: field '{key}': {text!r} is not allowed ({field}: {PARAMS[field].describe()})") \
+            from None
+
+
 def params_from_ns3_config(text: str, source: str, base: NetworkParams | None = None) -> tuple[NetworkParams, dict[str, str]]:
     """Read ASTRA-sim's NS-3 network config text (``KEY value`` per line) into NetworkParams over ``base``
     (default: the shipped configuration); returns them and the file keys (``TOPOLOGY_FILE`` …) as written.
@@ -378,14 +448,15 @@ def params_from_ns3_config(text: str, source: str, base: NetworkParams | None = 
         try:
             if key in NS3_CONFIG_KEYS:
                 field, read = NS3_CONFIG_KEYS[key]
-                overrides[field] = read(value)
+                overrides[field] = _ns3_checked(field, key, value, read(value), where)
             elif key in ("KMIN_MAP", "KMAX_MAP"):
-                overrides["kmin_kb" if key == "KMIN_MAP" else "kmax_kb"] = _ns3_map(value)
+                field = "kmin_kb" if key == "KMIN_MAP" else "kmax_kb"
+                overrides[field] = _ns3_checked(field, key, value, _ns3_map(value), where)
             elif key == "PMAX_MAP":
                 pmax = {p for _, p in _ns3_map(value)}
                 if len(pmax) != 1:
                     raise MoesimError(f"{where}: field 'PMAX_MAP': one PMAX for every rate is modelled, got {value!r}")
-                overrides["pmax"] = pmax.pop()
+                overrides["pmax"] = _ns3_checked("pmax", key, value, pmax.pop(), where)
             elif key in NS3_FIXED_KEYS:
                 if " ".join(value.split()) not in NS3_FIXED_KEYS[key]:
                     raise input_error(where, key, f"{value!r} is not modelled", NS3_FIXED_KEYS[key])

@@ -17,12 +17,15 @@ from typing import Any
 import yaml
 
 from moesim.errors import MoesimError, input_error
+from moesim.fileio import refuse_special_file
 from moesim.network.params import REFERENCE_PRESETS, NetworkParams, params_from_ns3_config
+from moesim.schema import Constraint, Param
 from moesim.system.collectives.base import resolve
 from moesim.system.settings import SystemSettings
-from moesim.topology.catalog import star_topology
+from moesim.topology.catalog import STAR_MAX_HOSTS, star_topology
 from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
 from moesim.topology.ns3_export import read_ns3_topology
+from moesim.topology.units import BANDWIDTH_RANGE_BPS, DELAY_RANGE_S
 from moesim.workload.chakra import read_comm_groups, read_et
 from moesim.workload.graph import Workload
 
@@ -83,6 +86,7 @@ def find_paths(directory: str | Path | None, **given: str | None) -> AstraPaths:
 
 
 def _read_text(path: Path, what: str) -> str:
+    refuse_special_file(path, what)
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -99,13 +103,6 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
     return raw
 
 
-def _number(path: Path, key: str, value: Any, integer: bool = False) -> Any:
-    ok = isinstance(value, int) if integer else isinstance(value, int | float)
-    if isinstance(value, bool) or not ok:
-        raise input_error(str(path), key, f"must be {'an integer' if integer else 'a number'}, got {value!r}")
-    return value
-
-
 _IMPLEMENTATIONS = {"all-reduce-implementation": "all_reduce", "all-to-all-implementation": "all_to_all",
                     "all-gather-implementation": "all_gather", "reduce-scatter-implementation": "reduce_scatter"}
 SYSTEM_KEYS = ("scheduling-policy", "endpoint-delay", "active-chunks-per-dimension", "preferred-dataset-splits",
@@ -114,27 +111,36 @@ SYSTEM_KEYS = ("scheduling-policy", "endpoint-delay", "active-chunks-per-dimensi
 """The system JSON keys moesim models (docs/reference-semantics.md B.1); any other is refused."""
 
 
+_SCALED = {"endpoint-delay": ("endpoint_delay_s", 1e-9, "ns"), "local-mem-bw": ("mem_bw_bytes_per_s", 1e9, "GB/s"),
+           "peak-perf": ("peak_flops", 1e12, "TFLOP/s"), "active-chunks-per-dimension": ("active_chunks", 1, ""),
+           "preferred-dataset-splits": ("dataset_splits", 1, "")}
+"""System JSON keys holding a number: the SystemSettings field, the factor from the file's unit, that unit."""
+_NAMED = {"scheduling-policy": "scheduling_policy", "collective-optimization": "collective_optimization"}
+_SYSTEM_PARAMS = {p.name: p for p in Param.of(SystemSettings, "system")}
+
+
+def _file_param(key: str) -> Param:
+    """The declared SystemSettings parameter behind a numeric system JSON key, in the file's unit."""
+    name, scale, unit = _SCALED[key]
+    p = _SYSTEM_PARAMS[name]
+    lo, hi = (None if x is None else x / scale for x in (p.allowed.low, p.allowed.high))
+    return dataclasses.replace(p, name=key, unit=unit, allowed=dataclasses.replace(p.allowed, low=lo, high=hi))
+
+
 def read_system_json(path: Path) -> SystemSettings:
-    """ASTRA-sim's ``--system-configuration`` → SystemSettings (moesim's defaults for keys left out)."""
+    """ASTRA-sim's ``--system-configuration`` → SystemSettings (moesim's defaults for keys left out). Every
+    value is checked against the SystemSettings field it sets, in the file's unit, and an error names the
+    file's key."""
     raw = _read_json(path, "system configuration")
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in SYSTEM_KEYS:
             raise input_error(str(path), key, "a system key moesim does not model", SYSTEM_KEYS)
-        if key == "scheduling-policy":
-            values["scheduling_policy"] = value
-        elif key == "collective-optimization":
-            values["collective_optimization"] = value
-        elif key == "endpoint-delay":
-            values["endpoint_delay_s"] = _number(path, key, value) * 1e-9
-        elif key == "active-chunks-per-dimension":
-            values["active_chunks"] = _number(path, key, value, integer=True)
-        elif key == "preferred-dataset-splits":
-            values["dataset_splits"] = _number(path, key, value, integer=True)
-        elif key == "local-mem-bw":
-            values["mem_bw_bytes_per_s"] = _number(path, key, value) * 1e9
-        elif key == "peak-perf":
-            values["peak_flops"] = _number(path, key, value) * 1e12
+        if key in _NAMED:
+            values[_NAMED[key]] = _SYSTEM_PARAMS[_NAMED[key]].check(value, str(path), strict=True, label=key)
+        elif key in _SCALED:
+            name, scale, _ = _SCALED[key]
+            values[name] = _file_param(key).check(value, str(path), strict=True) * scale
         elif key == "roofline-enabled":
             if value not in (0, 1) or isinstance(value, bool):
                 raise input_error(str(path), key, f"got {value!r}", (0, 1))
@@ -152,10 +158,7 @@ def read_system_json(path: Path) -> SystemSettings:
                 except MoesimError as exc:
                     raise MoesimError(f"{path}: field '{key}': {exc}") from None
             values[_IMPLEMENTATIONS[key]] = tuple(names)
-    try:
-        return SystemSettings(**values)
-    except MoesimError as exc:
-        raise MoesimError(f"{path}: {exc}") from None
+    return SystemSettings(**values)
 
 
 def check_remote_memory(path: Path) -> None:
@@ -211,6 +214,13 @@ def topology_from_ns3(path: Path, servers: tuple[int, ...] | None = None) -> Top
     return topology
 
 
+_NPUS = Param("npus_count", "network", int, "", Constraint(low=1, high=STAR_MAX_HOSTS))
+_BANDWIDTH_GBS = Param("bandwidth", "network", float, "GB/s",
+                       Constraint(low=BANDWIDTH_RANGE_BPS[0] / 8e9, high=BANDWIDTH_RANGE_BPS[1] / 8e9))
+_LATENCY_NS = Param("latency", "network", float, "ns", Constraint(low=DELAY_RANGE_S[0] * 1e9, high=DELAY_RANGE_S[1] * 1e9))
+"""The analytical network YAML's numbers, in its units (GB/s, ns), within moesim's link ranges."""
+
+
 def topology_from_analytical(path: Path) -> Topology:
     """ASTRA-sim's analytical network YAML (bandwidth GB/s, latency ns per link) with ``Switch`` dimensions:
     one dimension is ``star:N``; with several, each NPU has a link to one switch per dimension, shared
@@ -232,11 +242,9 @@ def topology_from_analytical(path: Path) -> Topology:
     for kind in raw["topology"]:
         if kind != "Switch":
             raise input_error(str(path), "topology", f"{kind!r} is not modelled", ("Switch",))
-    dims = [_number(path, "npus_count", d, integer=True) for d in raw["npus_count"]]
-    bandwidths = [_number(path, "bandwidth", b) * 8e9 for b in raw["bandwidth"]]
-    latencies = [_number(path, "latency", v) * 1e-9 for v in raw["latency"]]
-    if min(dims) < 1:
-        raise input_error(str(path), "npus_count", f"must be positive, got {dims}")
+    dims = [_NPUS.check(d, str(path), strict=True) for d in raw["npus_count"]]
+    bandwidths = [_BANDWIDTH_GBS.check(b, str(path), strict=True) * 8e9 for b in raw["bandwidth"]]
+    latencies = [_LATENCY_NS.check(v, str(path), strict=True) * 1e-9 for v in raw["latency"]]
     if len(dims) == 1:
         return star_topology(dims[0], bandwidths[0], latencies[0])
     n = 1

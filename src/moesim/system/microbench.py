@@ -53,7 +53,9 @@ class CollectiveSpec:
     algorithm: str = ""
     """A collective implementation (``ring``, ``dbt``, ``direct``, ``halving_doubling``, or an
     ASTRA-sim name such as ``doubleBinaryTree``); empty: ring, or direct for all-to-all."""
-    network: str = "none"
+    network: str = "ib_cc0"
+    """As ``moesim run``: the study's InfiniBand mode without CC by default; ``none`` is the reference's
+    shipped configuration (docs/reference-runs.md)."""
     backend: str = "fluid"
     """As ``moesim collective``: fluid by default; ``packet`` for the reference scenarios."""
     overrides: tuple[tuple[str, Any], ...] = ()

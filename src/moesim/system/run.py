@@ -15,8 +15,9 @@ from moesim.models.spec import ModelSpec
 from moesim.network import BACKENDS
 from moesim.network.base import NetworkBackend
 from moesim.network.diagnostics import DiagnosticsSpec
-from moesim.network.params import CHOICES, SECTION_TYPES, SECTIONS, NetworkParams, network_mode
-from moesim.schema import Constraint, Param
+from moesim.network.params import PARAMS as NETWORK_PARAMS
+from moesim.network.params import NetworkParams, network_mode
+from moesim.schema import MAX_DURATION_S, Constraint, Param
 from moesim.system.breakdown import LEVELS, Breakdown, Recorder
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
@@ -28,7 +29,7 @@ from moesim.topology.units import BANDWIDTH_RANGE_BPS
 from moesim.workload.generator import generate, routing_imbalance
 from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
-from moesim.workload.options import WorkloadOptions
+from moesim.workload.options import TOKENS, WorkloadOptions
 
 LINK_BANDWIDTH_KEYS = {f"{kind}_bandwidth_bps": kind for kind in LINK_KINDS}
 """Topology overrides: every link of one kind gets this bandwidth (e.g. ``fabric_bandwidth_bps``)."""
@@ -36,24 +37,30 @@ LINK_BANDWIDTH_KEYS = {f"{kind}_bandwidth_bps": kind for kind in LINK_KINDS}
 ALL_TO_ALL_ALGORITHMS = ("direct", "hierarchical")
 """What the ``all_to_all_algorithm`` override may pick (``moesim.system.collectives``)."""
 
-MAX_TOKENS = 10 ** 9
+MAX_TOKENS = TOKENS.allowed.high
 """The largest token count a run accepts: every message size stays an exact float64 below it."""
+NODES_PER_LAYER = 7
+"""Nodes of one layer in one rank's graph (per decode step and micro-batch), at most: a MoE layer's
+attention, TP all-reduce, dispatch, experts, combine, shared FFN, TP all-reduce."""
+MAX_RANK_NODES = 2 ** 24
+"""The most graph nodes a run may hold over all ranks (ranks × layers × steps × micro-batches ×
+NODES_PER_LAYER): each
+costs about BYTES_PER_RANK_NODE of memory while the run is simulated, so this bound keeps a run below
+about 9 GB."""
+BYTES_PER_RANK_NODE = 550
+"""Memory per node and rank of a simulation, measured on a V4 Flash decode run (64 steps, 32 ranks)."""
 
 
 def _override_params() -> dict[str, Param]:
     """Every parameter a run may override, by name (its layer's dataclass field, or a topology link
     bandwidth), with type, unit and allowed range: the one schema of ``--set``, matrices and the API."""
-    out: dict[str, Param] = {"tokens": Param("tokens", "workload", int, "tokens", Constraint(low=1, high=MAX_TOKENS))}
+    out: dict[str, Param] = {"tokens": TOKENS}
     for p in Param.of(WorkloadOptions, "workload"):
         out[p.name] = p
     impls = frozenset({"all_reduce", "all_to_all", "all_gather", "reduce_scatter"})
     for p in Param.of(SystemSettings, "system", skip=impls):
         out[p.name] = p
-    network = Param.of(NetworkParams, "network", skip=frozenset({"name", "algorithms", *SECTIONS}))  # cc_mode
-    for section in SECTION_TYPES:
-        network += Param.of(section, "network")
-    for p in network:
-        out[p.name] = dataclasses.replace(p, allowed=Constraint(choices=CHOICES[p.name])) if p.name in CHOICES else p
+    out.update(NETWORK_PARAMS)
     for key in LINK_BANDWIDTH_KEYS:
         out[key] = Param(key, "topology", float, "bit/s", Constraint(low=BANDWIDTH_RANGE_BPS[0], high=BANDWIDTH_RANGE_BPS[1]))
     out["all_to_all_algorithm"] = Param("all_to_all_algorithm", "system", str, "",
@@ -156,6 +163,7 @@ def prepare(spec: RunSpec) -> PreparedRun:
             raise MoesimError(f"run {run_label_of(spec)}: field 'tokens': a prefill length; a decode run "
                               f"takes batch, context_tokens and decode_steps")
         tokens = options.batch * options.decode_steps  # type: ignore[operator]
+    _check_size(source, layout.num_ranks * model.num_layers * (options.decode_steps or 1) * (options.micro_batches or 1))
     tp_impl, ep_impl = ALGORITHMS[spec.algorithm]
     if a2a is not None:
         ep_impl = check_override("all_to_all_algorithm", a2a, source)
@@ -169,6 +177,26 @@ def prepare(spec: RunSpec) -> PreparedRun:
     imbalance = routing_imbalance(model, layout, tokens, options)  # reads a routing table / placement file
     return PreparedRun(spec, model, layout, params, topology, settings, backend_cls, tokens, options, placement,
                        imbalance)
+
+
+def _check_size(source: str, rank_layers: int) -> None:
+    """Refuse, before anything is built, a run whose graphs would not fit in memory (an up-front estimate
+    from its ranks, layers and decode steps)."""
+    nodes = rank_layers * NODES_PER_LAYER
+    if nodes > MAX_RANK_NODES:
+        raise MoesimError(f"{source}: about {nodes:.3g} graph nodes (ranks × layers × decode steps × micro-batches × "
+                          f"{NODES_PER_LAYER}), about {nodes * BYTES_PER_RANK_NODE / 1e9:.3g} GB to simulate; at most "
+                          f"{MAX_RANK_NODES:.3g} (allowed: fewer ranks, layers, decode_steps or micro_batches)")
+
+
+def _check_horizon(source: str, ranks: list[RankTimes]) -> None:
+    """A one-line error when the simulated time outgrew the clock's exact range: times are integer ns in
+    float64, so beyond MAX_DURATION_S communication (ns to ms) would round away into a wrong result."""
+    longest = max((r.wall_s for r in ranks), default=0.0)
+    if not longest <= MAX_DURATION_S:
+        raise MoesimError(f"{source}: the run lasts {longest:.3g} simulated seconds, beyond the {MAX_DURATION_S:.3g} s "
+                          "in which the simulator's nanosecond clock is exact, so its communication times would be "
+                          "lost (check peak_flops, mem_bw_bytes_per_s and the model's sizes)")
 
 
 @dataclass(frozen=True)
@@ -271,6 +299,7 @@ def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False, progress
     nodes = _record_timeline(sim, workload) if timeline else []
     recorder = Recorder(sim, detail) if breakdown != "none" or detail else None
     ranks = sim.run()
+    _check_horizon(f"run {run_label_of(prepared.spec)}", ranks)
     return Simulated(prepared.spec, tuple(ranks), backend.parameters(), sim.fast_forwarded_layers, sim.fast_forward_mode,
                      backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0,
                      tuple(sorted(nodes, key=lambda t: (t.rank, t.start_s, t.node_id))),

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from moesim.errors import input_error
-from moesim.schema import constraint
+from moesim.schema import MAX_COUNT, check_fields, param
 from moesim.workload.graph import CollectiveType
 
 _IMPL_FIELD = {
@@ -16,76 +16,60 @@ _IMPL_FIELD = {
 }
 
 
+MAX_SPLITS = 1024
+"""The most chunks a collective is cut into (``dataset_splits``, ``active_chunks``): each chunk is a
+transfer per step and rank, so the work of a run grows with it."""
+
+
 @dataclass(frozen=True)
 class SystemSettings:
     """System-layer settings (ASTRA-sim system JSON, B.1) with the study's defaults (docs/study.md §6).
 
-    Implementations are per logical dimension, as in ASTRA-sim's ``*-implementation`` lists.
+    Implementations are per logical dimension, as in ASTRA-sim's ``*-implementation`` lists. Every field
+    is declared with its allowed values (``moesim.schema``): the roofline's rates span any real GPU (a
+    slower one would make a run's time outgrow the simulator's nanosecond clock).
     """
 
-    peak_flops: float = 1.0e15
-    mem_bw_bytes_per_s: float = 1.6e12
+    peak_flops: float = param(1.0e15, low=1e9, high=1e18)
+    mem_bw_bytes_per_s: float = param(1.6e12, low=1e6, high=1e15)
     roofline: bool = True
-    dataset_splits: int = 4
-    active_chunks: int = 1
-    endpoint_delay_s: float = 10e-9
-    scheduling_policy: str = "LIFO"
+    dataset_splits: int = param(4, low=1, high=MAX_SPLITS)
+    active_chunks: int = param(1, low=1, high=MAX_SPLITS)
+    endpoint_delay_s: float = param(10e-9, low=0, high=1)
+    scheduling_policy: str = param("LIFO", choices=("LIFO", "FIFO"))
     all_reduce: tuple[str, ...] = ("ring", "ring")
     all_to_all: tuple[str, ...] = ("direct", "direct")
     all_gather: tuple[str, ...] = ("ring", "ring")
     reduce_scatter: tuple[str, ...] = ("ring", "ring")
     # a collective over several logical dimensions (docs/system.md): all-reduce as reduce-scatter,
     # all-reduce, all-gather phases ("localBWAware") or an all-reduce per dimension ("baseline")
-    collective_optimization: str = "localBWAware"
+    collective_optimization: str = param("localBWAware", choices=("localBWAware", "baseline"))
     # logical dimensions finer than the workload's, fastest first (docs/system.md): each of its
     # dimensions ([TP, EP]) is the product of consecutive entries, e.g. [8, 2, 2] for TP16EP2; empty: its own
-    logical_dims: tuple[int, ...] = ()
+    logical_dims: tuple[int, ...] = param((), low=1, high=MAX_COUNT)
     intra_server_cc: bool = False
     fast_forward: bool = True
-    fast_forward_tolerance: float = 2e-3
+    # how far (relative) an approximate fast-forward may move a layer's time (docs/system.md)
+    fast_forward_tolerance: float = param(2e-3, low=0, high=1)
     # a run whose layer periods keep wandering (chaotic offsets between ranks) is extrapolated with the
     # mean of its last 24 periods once that mean's standard error is within this (relative), e.g. 0.01;
     # 0: never (the default: a wandering run can still settle into a slower pattern, docs/system.md)
-    fast_forward_noise: float = field(default=0.0, metadata=constraint(low=0, high=1))
+    fast_forward_noise: float = param(0.0, low=0, high=1)
     # rank r starts at a uniform draw in [0, start_jitter_s) from jitter_seed: rerun with a few seeds
     # to see how far a result moves when nothing but the ranks' start times does (docs/system.md)
-    start_jitter_s: float = 0.0
-    jitter_seed: int = 0
+    start_jitter_s: float = param(0.0, low=0, high=1)
+    jitter_seed: int = param(0, low=0, high=2**32 - 1)
     # the fraction of the GPU a rank's communication kernels occupy while one of its collectives is in
     # flight (e.g. DeepEP's 20-24 of 132 SMs: 0.15-0.18): compute overlapping it runs that much slower
-    comm_sms: float = field(default=0.0, metadata=constraint(low=0, high=1, high_open=True))
+    comm_sms: float = param(0.0, low=0, high=1, high_open=True)
     # (routed experts, top-k, expert groups, groups per token) of the all-to-alls, for algorithms that
     # send a token once per destination server (hierarchical); empty: every row is its own message
-    expert_routing: tuple[int, ...] = ()
+    expert_routing: tuple[int, ...] = param((), low=1, high=MAX_COUNT)
 
     def __post_init__(self) -> None:
-        if self.scheduling_policy not in ("LIFO", "FIFO"):
-            raise input_error("system settings", "scheduling_policy", f"got {self.scheduling_policy!r}", ("LIFO", "FIFO"))
-        if self.collective_optimization not in ("localBWAware", "baseline"):
-            raise input_error("system settings", "collective_optimization", f"got {self.collective_optimization!r}",
-                              ("localBWAware", "baseline"))
-        dims = self.logical_dims
-        if not isinstance(dims, tuple) or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
-            raise input_error("system settings", "logical_dims", f"must be a list of positive integers, got {dims!r}")
-        for name in ("dataset_splits", "active_chunks"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise input_error("system settings", name, f"must be a positive integer, got {value!r}")
-        for name in ("peak_flops", "mem_bw_bytes_per_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise input_error("system settings", name, f"must be a positive number, got {value!r}")
-        if isinstance(self.jitter_seed, bool) or not isinstance(self.jitter_seed, int) or self.jitter_seed < 0:
-            raise input_error("system settings", "jitter_seed", f"must be an integer >= 0, got {self.jitter_seed!r}")
-        for name in ("endpoint_delay_s", "fast_forward_tolerance", "start_jitter_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-                raise input_error("system settings", name, f"must be a number >= 0, got {value!r}")
-        if isinstance(self.comm_sms, bool) or not isinstance(self.comm_sms, int | float) or not 0 <= self.comm_sms < 1:
-            raise input_error("system settings", "comm_sms", f"must be a number in [0, 1), got {self.comm_sms!r}")
+        check_fields(self, "system settings")
         routing = self.expert_routing
-        if routing and (len(routing) != 4 or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in routing)
-                        or routing[0] % routing[2] or routing[3] > routing[2]
+        if routing and (len(routing) != 4 or routing[0] % routing[2] or routing[3] > routing[2]
                         or routing[1] > routing[3] * routing[0] // routing[2]):
             raise input_error("system settings", "expert_routing", "must be (experts, top-k, groups, groups per "
                               f"token): positive integers, groups dividing experts, top-k within the chosen groups, "

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from moesim.errors import MoesimError, input_error
+from moesim.schema import MAX_COUNT, Constraint, Param
 from moesim.topology.fabrics import Fabric
 from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
 from moesim.topology.units import DELAY_RANGE_S, DELAY_RANGE_TEXT, check_bandwidth_bps, check_delay_s
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 LINK_KINDS = ("pcie", "upi", "p2p", "fabric", "nvlink")
 MAX_DEVICES = 2_000_000
+SERVERS = Param("servers", "topology", int, "", Constraint(low=1, high=MAX_COUNT))
+"""A topology's server count (``check_cluster`` bounds it further by the devices and cables it makes)."""
 MAX_CABLES = 4_000_000
 _ID = re.compile(r"[A-Za-z0-9_\-]+")
 
@@ -257,14 +260,17 @@ def check_template(template: ServerTemplate, source: str) -> None:
         check_delay_s(c.delay_s, source, f"{where}.delay")
         if c.kind and c.kind not in LINK_KINDS:
             raise input_error(source, f"{where}.kind", f"unknown link kind '{c.kind}'", LINK_KINDS)
+    linked = {name for c in template.cables for name in (c.a, c.b)}
+    for i, nic in enumerate(template.nics):
+        if nic not in linked:
+            raise input_error(source, f"server.nics[{i}]", f"NIC '{nic}' has no link in the server (traffic "
+                              "between servers could not reach it); add one to server.links")
 
 
 def check_cluster(spec: ClusterSpec) -> None:
     """Validate ``spec`` without building it: server count, template, and the size limits."""
     source = spec.source or f"topology {spec.name}"
-    n = spec.num_servers
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise input_error(source, "servers", f"must be a positive integer, got {n!r}")
+    n = SERVERS.check(spec.num_servers, source, strict=True)
     t = spec.server
     check_template(t, source)
     switches, fabric_cables = spec.fabric.size(n, len(t.nics))

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from moesim.errors import MoesimError
+from moesim.fileio import refuse_special_file
 from moesim.topology.model import NodeKind, Topology
 from moesim.topology.output import write_output
 from moesim.topology.placement import Placement, contiguous_placement
+from moesim.topology.units import check_bandwidth_bps, check_delay_s
 
 if TYPE_CHECKING:
     import networkx as nx  # imported by to_networkx() only: listings stay fast
@@ -127,6 +129,7 @@ class Ns3Topology:
 def read_ns3_topology(path: str | Path) -> Ns3Topology:
     """Parse a topology file strictly (errors name the file and line)."""
     path = Path(path)
+    refuse_special_file(path, "NS-3 topology file")
     try:
         raw = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
@@ -169,6 +172,7 @@ def read_ns3_topology(path: str | Path) -> Ns3Topology:
             error_rate = float(parts[4])
         except ValueError:
             raise MoesimError(f"{where}: bad error rate {parts[4]!r}") from None
-        links.append(Ns3Link(src, dst, _parse_value(parts[2], _RATE_UNITS, where),
-                             _parse_value(parts[3], _TIME_UNITS, where), error_rate))
+        rate = check_bandwidth_bps(_parse_value(parts[2], _RATE_UNITS, where), where, "rate")
+        delay = check_delay_s(_parse_value(parts[3], _TIME_UNITS, where), where, "delay")
+        links.append(Ns3Link(src, dst, rate, delay, error_rate))
     return Ns3Topology(num_nodes, tuple(switch_ids), tuple(links))

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from moesim.errors import MoesimError, input_error
+from moesim.fileio import refuse_special_file
 from moesim.registry import Registry
 from moesim.topology.model import Topology
 
@@ -123,6 +124,7 @@ def contiguous_placement(topology: Topology, num_ranks: int | None = None) -> Pl
 def load_placement(path: str | Path, topology: Topology) -> Placement:
     """Read a rank → GPU map from a JSON or YAML file (a list, or a mapping of rank to GPU)."""
     path = Path(path)
+    refuse_special_file(path, "placement file")
     try:
         text = path.read_text(encoding="utf-8")
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)

@@ -32,8 +32,9 @@ from typing import Any
 import yaml
 
 from moesim.errors import MoesimError, input_error
-from moesim.fileio import load_yaml_strict
+from moesim.fileio import load_yaml_strict, refuse_special_file
 from moesim.topology.builder import (
+    SERVERS,
     CableSpec,
     ClusterSpec,
     GpuSpec,
@@ -116,9 +117,7 @@ def cluster_from_dict(data: Any, source: str, default_name: str = "custom") -> C
     for key in ("servers", "server", "fabric"):
         if key not in top:
             raise input_error(source, key, "missing", _TOP_KEYS)
-    servers = top["servers"]
-    if isinstance(servers, bool) or not isinstance(servers, int) or servers < 1:
-        raise input_error(source, "servers", f"must be a positive integer, got {servers!r}")
+    servers = SERVERS.check(top["servers"], source, strict=True)
     name, description = top.get("name", default_name), top.get("description", "")
     if isinstance(name, bool) or not isinstance(name, str | int) or not str(name).strip() or not str(name).isprintable():
         raise input_error(source, "name", f"expected one line of text, got {name!r}")
@@ -155,6 +154,7 @@ def load_cluster_yaml(path: str | Path) -> ClusterSpec:
     """Read and validate a topology YAML file."""
     path = Path(path)
     source = str(path)
+    refuse_special_file(path, "topology YAML")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -19,7 +19,7 @@ from typing import Any
 from google.protobuf.message import DecodeError, Message
 
 from moesim.errors import MoesimError
-from moesim.fileio import atomic_write
+from moesim.fileio import atomic_write, refuse_special_file
 from moesim.workload import et_def_pb2 as pb
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 
@@ -323,6 +323,7 @@ def _topological(path: Path, nodes: list[Node]) -> tuple[Node, ...]:
 
 
 def _read_file(path: Path) -> bytes:
+    refuse_special_file(path, "Chakra ET file")
     try:
         return path.read_bytes()
     except OSError as exc:

@@ -25,6 +25,7 @@ from typing import Any
 from moesim.errors import input_error
 from moesim.models.spec import ModelSpec
 from moesim.registry import Registry
+from moesim.schema import check_fields
 from moesim.workload.costs import (
     EXACT_MISS_BATCH,
     Work,
@@ -40,7 +41,7 @@ from moesim.workload.costs import (
 )
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
-from moesim.workload.options import STUDY_TOKENS, WorkloadOptions
+from moesim.workload.options import STUDY_TOKENS, TOKENS, WorkloadOptions
 from moesim.workload.routing import (
     PLACEMENT_RULES,
     LayerRouting,
@@ -77,12 +78,10 @@ class _Op:
 
 def _validate(model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions) -> None:
     src = f"model {model.key}"
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
-        raise input_error("workload", "tokens", f"must be a positive integer, got {tokens!r}")
-    for name in ("hidden_size", "comm_dim", "num_layers", "routed_experts", "top_k", "expert_ffn_width"):
-        if getattr(model, name) < 1:
-            raise input_error(src, name, f"must be ≥ 1, got {getattr(model, name)}")
-    if not 0 <= model.first_dense_layers <= model.num_layers:
+    if options.phase == "prefill":  # decode: batch × decode_steps, each declared with its range
+        TOKENS.check(tokens, "workload", strict=True)
+    check_fields(model, src)
+    if model.first_dense_layers > model.num_layers:
         raise input_error(
             src, "first_dense_layers", f"must be in 0..{model.num_layers}, got {model.first_dense_layers}"
         )

@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from moesim.errors import MoesimError
+from moesim.schema import check_fields, constraint, param
+
+MAX_DEGREE = 2**20
+"""The largest TP or EP degree (a topology holds at most about 2 million GPUs)."""
 
 
 @dataclass(frozen=True)
 class ParallelLayout:
     """Tensor- and expert-parallel degrees. DP and PP are accepted for completeness but must be 1 here."""
 
-    tp: int
-    ep: int
-    dp: int = 1
-    pp: int = 1
+    tp: int = field(metadata=constraint(low=1, high=MAX_DEGREE))
+    ep: int = field(metadata=constraint(low=1, high=MAX_DEGREE))
+    dp: int = param(1, choices=(1,))
+    pp: int = param(1, choices=(1,))
 
     def __post_init__(self) -> None:
-        for name in ("tp", "ep", "dp", "pp"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise MoesimError(f"parallel layout: field '{name}': must be a positive integer, got {value!r}")
-        if self.dp != 1 or self.pp != 1:
-            raise MoesimError("parallel layout: fields 'dp'/'pp': only dp = pp = 1 is supported (allowed: 1)")
+        check_fields(self, "parallel layout")
 
     @classmethod
     def parse(cls, strategy: str) -> ParallelLayout:

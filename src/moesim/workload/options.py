@@ -4,9 +4,10 @@ the study's defaults (docs/workload.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from moesim.errors import input_error
-from moesim.schema import constraint
+from moesim.schema import MAX_COUNT, Constraint, Param, check_fields, constraint
 from moesim.workload.routing import PLACEMENT_RULES, ROUTINGS
 
 STUDY_TOKENS = 4096
@@ -18,6 +19,8 @@ PHASES = ("prefill", "decode")
 MAX_DECODE_TOKENS = 10**9
 MAX_DECODE_STEPS = 1024
 """Every step is its own copy of the layers in the graph, so the node count grows with the steps."""
+TOKENS = Param("tokens", "workload", int, "tokens", Constraint(low=1, high=MAX_DECODE_TOKENS))
+"""The prefill length of a run: every message size stays an exact float64 up to 10^9 tokens."""
 DECODE_KNOBS = {
     "batch": (1, 1, MAX_DECODE_TOKENS),
     "context_tokens": (STUDY_TOKENS, 0, MAX_DECODE_TOKENS),
@@ -34,7 +37,6 @@ ROUTING_KNOBS = {
 MAX_EXPERT_SLOTS = 64
 OVERLAPS = ("none", "two-batch")
 MAX_MICRO_BATCHES = 64
-
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,10 @@ class WorkloadOptions:
     compute (DeepSeek-V3 technical report §3.4; SGLang two-batch overlap); docs/workload.md.
     """
 
-    weight_bytes_per_param: float = 1.0
-    expert_bytes_per_param: float = 0.5
-    num_ranks: int | None = None
-    collective_addressing: str = "dims"
+    weight_bytes_per_param: float = field(default=1.0, metadata=constraint(low=0, high=64, low_open=True))
+    expert_bytes_per_param: float = field(default=0.5, metadata=constraint(low=0, high=64, low_open=True))
+    num_ranks: int | None = field(default=None, metadata=constraint(low=1, high=MAX_COUNT))
+    collective_addressing: str = field(default="dims", metadata=constraint(choices=COLLECTIVE_ADDRESSING))
     phase: str = field(default="prefill", metadata=constraint(choices=PHASES))
     batch: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_TOKENS))
     context_tokens: int | None = field(default=None, metadata=constraint(low=0, high=MAX_DECODE_TOKENS))
@@ -75,30 +77,17 @@ class WorkloadOptions:
     routing_hot_share: float | None = field(default=None, metadata=constraint(low=0, high=1))
     routing_table: str | None = None
     routing_seed: int = field(default=0, metadata=constraint(low=0, high=2**32 - 1))
-    expert_placement: str = "contiguous"
+    expert_placement: str = field(default="contiguous", metadata={"note": f"{', '.join(PLACEMENT_RULES)} or a "
+                                                                          "placement file"})
     expert_slots: int = field(default=1, metadata=constraint(low=0, high=MAX_EXPERT_SLOTS))
     overlap: str = field(default="none", metadata=constraint(choices=OVERLAPS))
     micro_batches: int | None = field(default=None, metadata=constraint(low=2, high=MAX_MICRO_BATCHES))
 
     def __post_init__(self) -> None:
+        check_fields(self, "workload options")
         self._check_phase()
         self._check_routing()
         self._check_overlap()
-        for name in ("weight_bytes_per_param", "expert_bytes_per_param"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-                raise input_error("workload options", name, f"must be a positive number, got {value!r}")
-        if self.num_ranks is not None and (not isinstance(self.num_ranks, int) or self.num_ranks < 1):
-            raise input_error(
-                "workload options", "num_ranks", f"must be a positive integer, got {self.num_ranks!r}"
-            )
-        if self.collective_addressing not in COLLECTIVE_ADDRESSING:
-            raise input_error(
-                "workload options",
-                "collective_addressing",
-                f"unknown value {self.collective_addressing!r}",
-                COLLECTIVE_ADDRESSING,
-            )
 
     @property
     def skewed(self) -> bool:
@@ -106,8 +95,6 @@ class WorkloadOptions:
         return self.routing != "uniform" and not (self.routing == "zipf" and self.routing_zipf_exponent == 0)
 
     def _check_routing(self) -> None:
-        if self.routing not in ROUTINGS:
-            raise input_error("workload options", "routing", f"unknown value {self.routing!r}", ROUTINGS)
         for name, (routing, default) in ROUTING_KNOBS.items():
             if getattr(self, name) is not None and routing != self.routing:
                 raise input_error("workload options", name, f"applies only with routing={routing}")
@@ -115,36 +102,25 @@ class WorkloadOptions:
                 if default is None:
                     raise input_error("workload options", name, f"routing={routing} needs a file path")
                 object.__setattr__(self, name, default)
-        if self.expert_placement not in PLACEMENT_RULES and not self.expert_placement.strip():
-            raise input_error("workload options", "expert_placement", "is empty", PLACEMENT_RULES)
-        if not isinstance(self.expert_slots, int) or not 0 <= self.expert_slots <= MAX_EXPERT_SLOTS:
-            raise input_error("workload options", "expert_slots", f"must be an integer in [0, {MAX_EXPERT_SLOTS}]")
+        if self.expert_placement not in PLACEMENT_RULES and not Path(self.expert_placement).is_file():
+            raise input_error("workload options", "expert_placement", f"{self.expert_placement!r} is neither a "
+                              "rule nor a file", [*PLACEMENT_RULES, "a placement file"])
 
     def _check_overlap(self) -> None:
-        if self.overlap not in OVERLAPS:
-            raise input_error("workload options", "overlap", f"unknown value {self.overlap!r}", OVERLAPS)
         if self.overlap == "none":
             if self.micro_batches is not None:
                 raise input_error("workload options", "micro_batches", "applies only with overlap=two-batch")
             return
         if self.micro_batches is None:
             object.__setattr__(self, "micro_batches", 2)
-        value = self.micro_batches
-        if not isinstance(value, int) or isinstance(value, bool) or not 2 <= value <= MAX_MICRO_BATCHES:
-            raise input_error("workload options", "micro_batches",
-                              f"must be an integer in [2, {MAX_MICRO_BATCHES}], got {value!r}")
         if self.skewed:
             raise input_error("workload options", "overlap", "two-batch overlap needs uniform routing "
                               f"(routing={self.routing} gives each micro-batch its own routing, not modelled)")
 
     def _check_phase(self) -> None:
-        if self.phase not in PHASES:
-            raise input_error("workload options", "phase", f"unknown value {self.phase!r}", PHASES)
-        for name, (default, low, high) in DECODE_KNOBS.items():
+        for name, (default, _, _) in DECODE_KNOBS.items():
             value = getattr(self, name)
             if self.phase == "prefill" and value is not None:
                 raise input_error("workload options", name, "applies only with phase=decode")
             if self.phase == "decode" and value is None:
                 object.__setattr__(self, name, default)  # a decode run states every knob (and hashes so)
-            elif value is not None and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
-                raise input_error("workload options", name, f"must be an integer in [{low}, {high}], got {value!r}")

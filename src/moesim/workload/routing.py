@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from moesim.errors import MoesimError, input_error
+from moesim.fileio import refuse_special_file
 
 ROUTINGS = ("uniform", "zipf", "hot", "table")
 PLACEMENT_RULES = ("contiguous", "eplb")
@@ -225,6 +226,7 @@ def read_placement(path: str, experts: int, ep: int) -> Placement:
     """An expert placement file: one line per EP rank, the comma-separated ids of the experts it holds
     (an expert on several ranks is replicated; every expert at least once)."""
     source = f"expert placement {path}"
+    refuse_special_file(path, "expert placement file")
     try:
         lines = [ln.strip() for ln in Path(path).read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     except OSError as exc:

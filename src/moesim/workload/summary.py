@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from moesim.errors import MoesimError
+from moesim.schema import Constraint, Param
 from moesim.workload.costs import roofline_time_s
 from moesim.workload.graph import CollectiveType, Node, NodeKind, Workload
 
@@ -15,6 +15,9 @@ from moesim.workload.graph import CollectiveType, Node, NodeKind, Workload
 # layer does the real timing with its own (overridable) settings.
 STUDY_PEAK_FLOPS = 1.0e15
 STUDY_MEM_BW_BYTES_PER_S = 1.6e12
+ROOFLINE = (Param("peak_flops", "workload", float, "FLOP/s", Constraint(low=0, low_open=True)),
+            Param("mem_bw_bytes_per_s", "workload", float, "B/s", Constraint(low=0, low_open=True)))
+"""The roofline rates of the summary's GPU-time estimate (any positive rate)."""
 
 # ----------------------------------------------------------------------------------------------
 # Summary
@@ -109,8 +112,8 @@ def summary(
     mem_bw_bytes_per_s: float = STUDY_MEM_BW_BYTES_PER_S,
 ) -> WorkloadSummary:
     """Per-rank node counts, communication bytes, FLOPs and a roofline GPU-time estimate."""
-    if peak_flops <= 0 or mem_bw_bytes_per_s <= 0:
-        raise MoesimError("summary: peak_flops and mem_bw_bytes_per_s must be > 0")
+    for p, value in zip(ROOFLINE, (peak_flops, mem_bw_bytes_per_s), strict=True):
+        p.check(value, "summary", strict=True)
     cache: dict[int, RankSummary] = {}
     ranks = []
     for g in workload.graphs:

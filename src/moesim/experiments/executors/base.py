@@ -16,8 +16,16 @@ from typing import Self
 from moesim.experiments.inputs import WorkUnit
 from moesim.experiments.worker import RunOutcome
 from moesim.registry import Registry
+from moesim.schema import MAX_COUNT, Constraint, Param
 
 DEFAULT_MAX_RETRIES = 3
+WORKERS = Param("--workers", "executor", int, "", Constraint(low=1, high=MAX_COUNT))
+"""The worker count of an executor (processes or CPUs; None: the executor's default)."""
+
+
+def check_workers(workers: int | None) -> int | None:
+    """``workers`` if it is None or a valid count, else a one-line error."""
+    return None if workers is None else WORKERS.check(workers, "command line", strict=True)
 
 
 class Executor(ABC):

@@ -12,7 +12,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from moesim.errors import MoesimError
-from moesim.experiments.executors.base import EXECUTORS, Executor
+from moesim.experiments.executors.base import EXECUTORS, Executor, check_workers
 from moesim.experiments.inputs import WorkUnit
 from moesim.experiments.worker import RunOutcome, error_text, failed, run_unit
 
@@ -28,7 +28,7 @@ class DaskExecutor(Executor):
         except ImportError:
             raise MoesimError("--executor dask: dask is not installed (pip install 'dask[distributed]'), "
                               "or use --executor local|ray") from None
-        super().__init__(workers, address, max_retries)
+        super().__init__(check_workers(workers), address, max_retries)
         self._client: Any = None
 
     def describe(self) -> str:

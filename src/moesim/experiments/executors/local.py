@@ -1,7 +1,9 @@
 """The default executor: a pool of local worker processes (``--workers N``, default: one per CPU).
 
 Workers are started with the ``spawn`` method (no state inherited from the driver) and exit when the
-driver dies. At most one run per worker is in flight, so when a worker process dies (killed, out of
+driver dies. Spawn imports the driver's script again in every worker; a script that starts a sweep
+without an ``if __name__ == "__main__":`` guard is detected (its workers exit at once with
+``UNGUARDED_MAIN_EXIT``) and the sweep stops with one MoesimError saying so. At most one run per worker is in flight, so when a worker process dies (killed, out of
 memory) the runs that may have been on it are known: the pool is restarted and those runs are tried
 again, up to ``max_retries`` times each, after which they are recorded as failed.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -19,9 +22,34 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 
 from moesim.errors import MoesimError
-from moesim.experiments.executors.base import EXECUTORS, Executor
+from moesim.experiments.executors.base import EXECUTORS, Executor, check_workers
 from moesim.experiments.inputs import WorkUnit
 from moesim.experiments.worker import RunOutcome, error_text, failed, run_unit
+
+UNGUARDED_MAIN_EXIT = 86
+"""Exit code of a process that was importing the driver's script (spawn runs it again as ``__mp_main__``)
+when the script started a sweep: the script calls it without an ``if __name__ == "__main__":`` guard."""
+
+
+def refuse_when_importing_main() -> None:
+    """Exit at once, quietly, with UNGUARDED_MAIN_EXIT when this process is still importing the driver's
+    script (the state multiprocessing itself refuses to start processes from), so the driver can say why."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SystemExit(UNGUARDED_MAIN_EXIT)
+
+
+def _noop() -> None:
+    """What the probe process of ``_main_unguarded`` runs once it has imported the script."""
+
+
+def _main_unguarded() -> bool:
+    """Whether a fresh spawned process, importing the driver's script as every worker does, starts a sweep."""
+    if getattr(sys.modules["__main__"], "__file__", None) is None:  # an interpreter or notebook: nothing re-runs
+        return False
+    probe = multiprocessing.get_context("spawn").Process(target=_noop)
+    probe.start()
+    probe.join()
+    return probe.exitcode == UNGUARDED_MAIN_EXIT
 
 
 def _worker_init(parent_pid: int) -> None:
@@ -44,8 +72,8 @@ class LocalExecutor(Executor):
     def __init__(self, workers: int | None = None, address: str | None = None, max_retries: int = 3) -> None:
         if address:
             raise MoesimError("--address: only the ray and dask executors connect to a cluster")
-        if workers is not None and workers < 1:
-            raise MoesimError(f"--workers: must be ≥ 1, got {workers}")
+        check_workers(workers)
+        refuse_when_importing_main()
         super().__init__(workers or os.cpu_count() or 1, None, max_retries)
 
     def describe(self) -> str:
@@ -86,6 +114,10 @@ class LocalExecutor(Executor):
                         inflight[fut] = run  # settled below with the other runs of the dead pool
                     else:  # e.g. an unpicklable result: this run fails, the sweep goes on
                         yield from failed(run, error_text(exc))
+                if broken and not deaths and _main_unguarded():
+                    raise MoesimError(f"{sys.argv[0]}: the workers, importing this script, started its sweep "
+                                      "again: call moesim.sweep (or place) under `if __name__ == \"__main__\":` "
+                                      "(the local executor starts its workers with spawn)")
                 if broken:
                     wait(inflight)  # a broken pool settles every future it holds
                     for fut, run in inflight.items():

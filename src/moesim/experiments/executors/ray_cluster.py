@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from moesim.errors import MoesimError
-from moesim.experiments.executors.base import EXECUTORS, Executor
+from moesim.experiments.executors.base import EXECUTORS, Executor, check_workers
 from moesim.experiments.inputs import WorkUnit
 from moesim.experiments.worker import RunOutcome, failed, run_unit
 
@@ -61,8 +61,7 @@ class RayExecutor(Executor):
             import ray  # noqa: F401
         except ImportError:
             raise MoesimError("--executor ray: ray is not installed (pip install 'moesim[ray]')") from None
-        if workers is not None and workers < 1:
-            raise MoesimError(f"--workers: must be ≥ 1, got {workers}")
+        check_workers(workers)
         if address:
             check_reachable(address)
         super().__init__(workers, address, max_retries)

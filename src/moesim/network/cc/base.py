@@ -41,6 +41,7 @@ import numpy as np
 from moesim.errors import MoesimError
 from moesim.network.jit import helper, python_twin
 from moesim.registry import Registry
+from moesim.schema import param
 
 if TYPE_CHECKING:
     from moesim.network.params import NetworkParams
@@ -87,7 +88,7 @@ class RateParams:
     rate_ai_bps: float = 50e6
     rate_hai_bps: float = 100e6
     min_rate_bps: float = 100e6
-    ewma_gain: float = 0.00390625
+    ewma_gain: float = param(0.00390625, low=0, high=1, low_open=True)
 
 
 @dataclass(frozen=True)

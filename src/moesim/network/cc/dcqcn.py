@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from moesim.network.cc.base import CC_ALGORITHMS, MAX_RATE, RATE, CcAlgorithm, compiled, ns
+from moesim.schema import param
 
 if TYPE_CHECKING:
     from moesim.network.params import NetworkParams
@@ -37,12 +38,12 @@ PARAM_NAMES = (
 class DcqcnParams:
     """DCQCN's own timers and factors (the shared rate keys are ``RateParams``)."""
 
-    alpha_resume_interval_s: float = 1e-6
-    rate_decrease_interval_s: float = 4e-6
+    alpha_resume_interval_s: float = param(1e-6, low=0, high=1, low_open=True)
+    rate_decrease_interval_s: float = param(4e-6, low=0, high=1, low_open=True)
     clamp_target_rate: bool = False
-    rp_timer_s: float = 900e-6
+    rp_timer_s: float = param(900e-6, low=0, high=1, low_open=True)
     fast_recovery_times: int = 1
-    rate_on_first_cnp: float = 1.0
+    rate_on_first_cnp: float = param(1.0, low=0, high=1)
 
 
 def pack_params(params: NetworkParams) -> np.ndarray:

@@ -13,11 +13,14 @@ from __future__ import annotations
 import linecache
 from typing import Any
 
+from moesim.errors import MoesimError
 from moesim.network.cc import CC_ALGORITHMS, CcAlgorithm
 from moesim.network.jit import helper
 
 ALGORITHMS: tuple[CcAlgorithm, ...] = tuple(entry.obj for entry in CC_ALGORITHMS)
 """Every registered algorithm; its position is its id in the kernels."""
+CC_ALGORITHMS.close("the kernels' dispatch is generated from the algorithms registered when "
+                    "moesim.network.cc is imported: import the algorithm's module in moesim/network/cc/__init__.py")
 
 
 def cc_id(algorithm: CcAlgorithm) -> int:
@@ -25,7 +28,8 @@ def cc_id(algorithm: CcAlgorithm) -> int:
     for i, registered in enumerate(ALGORITHMS):
         if registered is algorithm:
             return i
-    raise ValueError(f"congestion-control algorithm '{algorithm.name}' is not registered")
+    raise MoesimError(f"congestion-control algorithm '{algorithm.name}' is not registered "
+                      f"(allowed: {', '.join(a.name for a in ALGORITHMS)})")
 
 
 NO_CC = cc_id(CC_ALGORITHMS.get("none"))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from moesim.network.cc.base import CC_ALGORITHMS, FLAG_RATE_SHIFT, MAX_RATE, RATE, CcAlgorithm, compiled
+from moesim.schema import param
 
 if TYPE_CHECKING:
     from moesim.network.params import NetworkParams
@@ -47,12 +48,12 @@ class HpccParams:
     """HPCC's own keys (U_TARGET, MI_THRESH, FAST_REACT, MULTI_RATE, SAMPLE_FEEDBACK, INT_MULTI); it
     also reads RATE_AI and MIN_RATE from ``RateParams``."""
 
-    u_target: float = 0.95
+    u_target: float = param(0.95, low=0, high=1, low_open=True)
     mi_thresh: int = 0
     fast_react: bool = True
     multi_rate: bool = False
     sample_feedback: bool = False
-    int_multi: int = 1
+    int_multi: int = param(1, low=1, high=2**16)
 
 
 def pack_params(params: NetworkParams) -> np.ndarray:

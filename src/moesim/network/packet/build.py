@@ -237,10 +237,6 @@ def _chain(arr: np.ndarray, start: int, free_head: int) -> int:
 
 def new_state(fabric: Fabric, params: NetworkParams, cc: CcAlgorithm, *, stall_ns: int, seed: int,
               sample: tuple[int, int, int] | None, log_rows: int) -> State:
-    if params.transport.packet_payload_bytes <= 0 or params.transport.l2_chunk_bytes <= 0:
-        raise MoesimError("network parameters: packet_payload_bytes and l2_chunk_bytes must be > 0")
-    if params.transport.l2_ack_interval <= 0:
-        raise MoesimError("network parameters: field 'l2_ack_interval': must be >= 1 (0 never completes a flow)")
     wheel = 8192
     while wheel < 4 * fabric.max_delay_ns:
         wheel *= 2

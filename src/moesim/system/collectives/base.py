@@ -133,8 +133,6 @@ def resolve(name: str) -> tuple[str, int]:
 def chunk_sizes(ctype: CollectiveType, size_bytes: int, splits: int, total_nodes: int) -> list[int]:
     """ASTRA-sim's chunking (B.1): floor(size/K) per chunk, inflated to ``total_nodes`` bytes when
     smaller (except all-gather), and every chunk exactly that size (so the total rounds up)."""
-    if splits < 1:
-        raise MoesimError(f"field 'dataset_splits': must be >= 1, got {splits}")
     chunk = size_bytes // splits
     if ctype is not CollectiveType.ALL_GATHER and total_nodes > chunk:
         chunk = total_nodes
