@@ -54,7 +54,7 @@ def test_the_quickstart_notebook_executes(tmp_path: Path, monkeypatch: pytest.Mo
     assert len(pngs) == 1 and base64.b64decode(pngs[0]).startswith(b"\x89PNG")
 
     runs = moesim.load_results(work / "results" / "quickstart")
-    assert len(runs) == 4 and set(runs["tokens"]) == {"512"} and set(runs["network"]) == {"ib_cc0"}
+    assert len(runs) == 4 and set(runs["tokens"]) == {512} and set(runs["network"]) == {"ib_cc0"}
     assert sorted(set(runs["strategy"])) == ["TP2EP16", "TP4EP8"]
     assert {Path(t).name for t in runs["topology"]} == {"4", "topology.yaml"}
 

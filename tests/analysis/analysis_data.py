@@ -8,6 +8,7 @@ gives every marginal in closed form.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from pathlib import Path
 
@@ -40,7 +41,9 @@ def study_rows(models=MODELS) -> list[dict]:
         rows.append({"model": m, "topology": topo, "strategy": strat, "tp": TP[strat], "ep": 32 // TP[strat],
                      "algorithm": alg, "network": net, "backend": "fluid", "wall_s": w, "gpu_s": g, "comm_s": w - g,
                      "bottleneck_rank": 0, "status": "ok", "error": None, "version": "test", "params_json": "{}",
-                     "input_hash": f"h{len(rows)}", "diagnostics_path": None})
+                     "input_hash": f"h{len(rows)}", "diagnostics_path": None, "spec_key": f"k{len(rows)}",
+                     "overrides_json": "{}", "cc_model": "none", "cc_policy": "", "sim_wallclock_s": 1.0,
+                     "run_id": f"{len(rows):064x}", "finished_at": dt.datetime(2026, 3, 1, 9, 30)})
     return rows
 
 

@@ -43,8 +43,9 @@ def test_a_recorded_run_fills_the_schema_columns_and_one_per_override(tmp_path: 
     assert [name for name, *_ in _table_info(tmp_path)] == [*schema.BASE_COLUMNS, "tokens"]
     table = load_results(tmp_path)
     assert table.num_rows == 1
-    # the analysis finds the spec factors (model aside) and the override, nothing else
-    assert set(candidate_factors(table)) == {*schema.FACTOR_COLUMNS, "tokens"} - {schema.MODEL}
+    # the analysis finds the spec factors (model aside; backend only when a configuration was run on several)
+    # and the override, nothing else
+    assert set(candidate_factors(table)) == {*schema.FACTOR_COLUMNS, "tokens"} - {schema.MODEL, "backend"}
 
 
 def test_roles_agree_with_the_run_spec_and_the_analysis() -> None:

@@ -27,7 +27,7 @@ def test_scale_multiplies_the_400_gbps_entry_and_zero_reads_zero():
 
 
 def test_an_unknown_reading_is_a_one_line_error():
-    with pytest.raises(MoesimError, match=r"cli: field 'ecn_unmapped_rate': 'half' is not one of scale, zero"):
+    with pytest.raises(MoesimError, match=r"cli: field 'ecn_unmapped_rate': 'half' is not allowed \(one of scale, zero\)"):
         DCQCN.with_overrides({"ecn_unmapped_rate": "half"}, "cli")
 
 
