@@ -1,4 +1,35 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``, pyproject.toml): a module's tests run on one worker, so
+    its module-scoped fixtures (a sweep, a packet run) are built once; a test with an ``xdist_group`` of
+    its own (the Ray clusters) keeps it."""
+    for item in items:
+        module = getattr(item, "module", None)
+        if item.get_closest_marker("xdist_group") is None and module is not None:
+            item.add_marker(pytest.mark.xdist_group(module.__name__))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With pytest-xdist workers to come, compile the network kernels once here, in the controller: each
+    worker then loads them from numba's disk cache instead of compiling them itself (about 35 CPU s each)."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    from moesim.network.base import BACKENDS, Flow
+    from moesim.network.params import network_mode
+    from moesim.topology.catalog import get_topology
+
+    for backend in ("fluid", "packet"):
+        params = network_mode("roce_dcqcn")
+        topology = get_topology("star:2", nic_switch_delay_s=params.transport.nic_switch_delay_s)
+        network = BACKENDS.get(backend)(topology, params)
+        network.start_flow(Flow(0, 0, 1, 4096, cc=True), 0.0)
+        while network.active_flows:
+            network.advance_to(network.next_completion_s(None))
