@@ -6,17 +6,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``, pyproject.toml): a module's tests run on one worker, so
-    its module-scoped fixtures (a sweep, a packet run) are built once; a test with an ``xdist_group`` of
-    its own (the Ray clusters) keeps it."""
-    for item in items:
-        module = getattr(item, "module", None)
-        if item.get_closest_marker("xdist_group") is None and module is not None:
-            item.add_marker(pytest.mark.xdist_group(module.__name__))
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """With pytest-xdist workers to come, compile the network kernels once here, in the controller: each
     worker then loads them from numba's disk cache instead of compiling them itself (about 35 CPU s each)."""

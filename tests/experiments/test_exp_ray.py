@@ -23,7 +23,7 @@ from exp_helpers import assert_same_values, cmdline
 from moesim.experiments import run_sweep
 
 ray = pytest.importorskip("ray")
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.slow
 
 
 def _free_port() -> int:

@@ -87,7 +87,6 @@ def test_the_local_executor_fills_the_same_costs_as_this_process(tiny_model, tmp
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_a_local_ray_instance_fills_the_same_costs_as_this_process(tiny_model, tmp_path):
     pytest.importorskip("ray")
     kind = kind_of(tiny_model)
