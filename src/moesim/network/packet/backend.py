@@ -245,7 +245,7 @@ class PacketBackend(NetworkBackend):
         S.ev["time"] += d  # free events too: harmless, they are rewritten when reused
         S.ovf["time"][:int(S.g[G_OVF_N])] += d  # a uniform shift keeps the heap order
         S.wheel[:] = np.roll(S.wheel, d % S.wheel.shape[0], axis=0)  # bucket of time t is t mod W
-        S.port["busy_until"] += d
+        S.port["wake_ns"] += d
         used = S.qp["state"] != QP_FREE
         for name in ("next_avail", "start_ns", "rx_nack_timer"):
             S.qp[name][used] += d
