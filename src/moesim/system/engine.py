@@ -46,6 +46,8 @@ class _Chunk:
     plan: Plan
     deps_left: list[int]
     exit_left: list[int]
+    arrived: list[int]
+    """Per (source, destination) pair of the plan (``Plan.pair_slots``): messages arrived so far."""
 
 
 @dataclass
@@ -215,7 +217,7 @@ class Simulation:
             inst.members, inst.seq, inst.ctype, inst.size_bytes, inst.impl, tuple(inst.chunk_bytes),
             tuple(inst.node_of.items()), tuple(inst.issue_time.items()), tuple(inst.next_chunk), tuple(inst.exited),
             inst.finished, inst.flows_started,
-            tuple((c, tuple(ch.deps_left), tuple(ch.exit_left)) for c, ch in inst.chunks.items()),
+            tuple((c, tuple(ch.deps_left), tuple(ch.exit_left), tuple(ch.arrived)) for c, ch in inst.chunks.items()),
             retired=k >= len(self.instances), pair_bytes=inst.pair_bytes) for k, inst in enumerate(live))
         events = tuple(PendingEvent(t, prio, seq, kind, (position[id(a[0])], *a[1:]) if kind.on_collective else a)
                        for t, prio, seq, kind, a in queued)
@@ -236,7 +238,8 @@ class Simulation:
                              next_chunk=list(cs.next_chunk), exited=list(cs.exited),
                              issue_time={m: t + shift_s for m, t in cs.issue_s}, node_of=dict(cs.node_of),
                              finished=cs.finished, flows_started=cs.flows_started, pair_bytes=cs.pair_bytes)
-            inst.chunks = {c: _Chunk(self._plan(inst, c), list(deps), list(exits)) for c, deps, exits in cs.chunks}
+            inst.chunks = {c: _Chunk(self._plan(inst, c), list(deps), list(exits), list(arrived))
+                           for c, deps, exits, arrived in cs.chunks}
             live.append(inst)
         self.instances = {(inst.members, inst.seq): inst
                           for inst, cs in zip(live, state.collectives, strict=True) if not cs.retired}
@@ -405,7 +408,10 @@ class Simulation:
         ch = inst.chunks.get(c)
         if ch is None:
             plan = self._plan(inst, c)
-            ch = _Chunk(plan, [len(t.after) + 1 for t in plan.transfers], [len(a) + 1 for a in plan.exit_after])
+            slots = plan.pair_slots
+            ch = _Chunk(plan, [len(t.after) + (len(t.after_sent) or 1) for t in plan.transfers],
+                        [len(a) + (len(plan.exit_sent(m)) or 1) for m, a in enumerate(plan.exit_after)],
+                        [0] * len(slots[1]) if slots else [])
             inst.chunks[c] = ch
         return ch
 
@@ -417,9 +423,10 @@ class Simulation:
     def _run_stream(self, inst: _Instance, k: int, pos: int) -> None:
         """The member at ``pos`` starts its part of chunk key ``k``."""
         ch = self._chunk(inst, k)
-        for j in ch.plan.by_src[pos]:
+        for j in ch.plan.on_start[pos]:
             self._release_transfer(inst, k, ch, j)
-        self._release_exit(inst, k, ch, pos)
+        if not ch.plan.exit_sent(pos):
+            self._release_exit(inst, k, ch, pos)
 
     def _admit(self, inst: _Instance, m: int, dim: int) -> None:
         """Start the phases member ``m``'s queue of dimension ``dim`` admits."""
@@ -451,12 +458,22 @@ class Simulation:
         for hook in self.hooks.flow_started:
             hook(flow)
         self.backend.start_flow(flow, self.now)
+        ch = inst.chunks[c]
+        for k in ch.plan.sent_dependants[j]:
+            self._release_transfer(inst, c, ch, k)
+        for m in ch.plan.sent_exit_waiters[j]:
+            self._release_exit(inst, c, ch, m)
 
     def _on_flow_done(self, fid: int) -> None:
         inst, c, j = self.flows.pop(fid)
         for hook in self.hooks.flow_finished:
             hook(fid)
         ch = inst.chunks[c]
+        slots = ch.plan.pair_slots
+        if slots is not None:  # the k-th arrival on a pair counts as its k-th transfer (B.2)
+            pair = slots[0][j]
+            j = slots[1][pair][ch.arrived[pair]]
+            ch.arrived[pair] += 1
         for k in ch.plan.dependants[j]:
             self._release_transfer(inst, c, ch, k)
         for m in ch.plan.exit_waiters[j]:
@@ -481,8 +498,8 @@ class Simulation:
         if p + 1 < len(inst.phases.phases):
             nxt = inst.phases.phases[p + 1].dim
             inst.queues.enqueue(m, nxt, c, p + 1)
+            self._admit(inst, m, dim)  # as ASTRA-sim: the queue left behind starts its next stream first
             self._admit(inst, m, nxt)
-            self._admit(inst, m, dim)
             return
         inst.exited[m] += 1
         self._admit(inst, m, dim)

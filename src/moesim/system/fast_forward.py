@@ -202,7 +202,7 @@ class FastForward:
         for k in sorted(range(len(ident)), key=lambda k: inst_id[k]):
             c = state.collectives[k]
             inst_key.append((ident[k], c.next_chunk, c.exited, c.finished, c.flows_started,
-                             tuple((ch, deps, exits) for ch, deps, exits in sorted(c.chunks))))
+                             tuple(sorted(c.chunks))))
             times.extend(t - now for _, t in sorted(c.issue_s))
         events = []
         for e in state.events:

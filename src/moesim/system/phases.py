@@ -7,9 +7,11 @@ dimension's algorithm, with the previous phase's output as its input. All-reduce
 ``localBWAware``: reduce-scatter up the dimensions, all-reduce on the last, all-gather back down;
 with ``baseline``: an all-reduce on every dimension. All-to-all and reduce-scatter visit the dimensions
 in order, all-gather in reverse. An algorithm that does not implement a phase's type runs an all-reduce
-of the phase's whole input instead (ASTRA-sim's Double Binary Tree does so). Per member and dimension a
-FIFO queue admits ``active_chunks`` streams at a time; a chunk joins the next dimension's queue when
-its phase ends there.
+of the phase's whole input instead (ASTRA-sim's Double Binary Tree does so). The all-gathers that close
+a ``localBWAware`` all-reduce take their dimension's queues from the "last" half, which ASTRA-sim
+runs anticlockwise (``QueueLevelHandler::get_next_queue_id_last``): ring and direct send to the
+previous member there. Per member and dimension a FIFO queue admits ``active_chunks`` streams at a
+time; a chunk joins the next dimension's queue when its phase ends there.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from moesim.errors import input_error
 from moesim.system.collectives.base import COLLECTIVES, resolve
 from moesim.workload.graph import CollectiveType, Workload
 
+RING_DIRECTED = ("ring", "direct")
+"""Algorithms ASTRA-sim hands a ring direction (Ring and AllToAll); trees and halving-doubling ignore it."""
+
 
 @dataclass(frozen=True)
 class Phase:
@@ -35,7 +40,8 @@ class Phase:
     size_bytes: int
     """The phase's input per chunk."""
     groups: tuple[tuple[int, ...], ...]
-    """Member indices of each sub-group, in coordinate order (plan position → member)."""
+    """Member indices of each sub-group in ring order (plan position → member): coordinate order, or for
+    an anticlockwise phase the first coordinate followed by the others in descending order."""
     where: tuple[tuple[int, int], ...]
     """Per member: (sub-group, position)."""
 
@@ -108,15 +114,17 @@ def output_bytes(ctype: CollectiveType, n: int, size_bytes: int) -> int:
     return size_bytes
 
 
-def _sub_groups(members: tuple[int, ...], logical_dims: tuple[int, ...], dim: int
+def _sub_groups(members: tuple[int, ...], logical_dims: tuple[int, ...], dim: int, anticlockwise: bool = False
                 ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, int], ...]]:
-    """Sub-groups of ``members`` along ``dim`` (member indices in coordinate order) and each member's place."""
+    """Sub-groups of ``members`` along ``dim`` (member indices in ring order) and each member's place."""
     stride = math.prod(logical_dims[:dim])
     by_rest: dict[int, list[tuple[int, int]]] = {}
     for m, r in enumerate(members):
         coord = (r // stride) % logical_dims[dim]
         by_rest.setdefault(r - coord * stride, []).append((coord, m))
     groups = tuple(tuple(m for _, m in sorted(g)) for _, g in sorted(by_rest.items()))
+    if anticlockwise:
+        groups = tuple(g[:1] + g[:0:-1] for g in groups)
     where = [(0, 0)] * len(members)
     for g, ms in enumerate(groups):
         for pos, m in enumerate(ms):
@@ -131,12 +139,15 @@ def build_phases(ctype: CollectiveType, members: tuple[int, ...], logical_dims: 
     per-dimension implementations of each collective type (an all-reduce's phases all use all-reduce's)."""
     out: list[Phase] = []
     size = chunk_bytes
+    closing = ctype is CollectiveType.ALL_REDUCE and optimization != "baseline"
     for d, ptype in phase_types(ctype, dims, optimization):
         listed = impls[ctype]
         impl = listed[min(d, len(listed) - 1)]
-        if ptype not in COLLECTIVES.get(resolve(impl)[0]).supports:
+        name = resolve(impl)[0]
+        anticlockwise = closing and ptype is CollectiveType.ALL_GATHER and name in RING_DIRECTED
+        if ptype not in COLLECTIVES.get(name).supports:
             ptype = CollectiveType.ALL_REDUCE
-        groups, where = _sub_groups(members, logical_dims, d)
+        groups, where = _sub_groups(members, logical_dims, d, anticlockwise)
         n = logical_dims[d]
         out.append(Phase(d, ptype, impl, n, size, groups, where))
         size = output_bytes(ptype, n, size)

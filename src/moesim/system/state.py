@@ -56,7 +56,8 @@ class CollectiveState:
     exited: tuple[int, ...]
     finished: int
     flows_started: int
-    chunks: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]  # (chunk, transfers' deps left, exits' deps left)
+    chunks: tuple[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...]
+    """(chunk, transfers' deps left, exits' deps left, arrivals per pair)"""
     retired: bool = False  # every member finished; only its events or flows remain
     pair_bytes: tuple[int, ...] = ()  # a skewed all-to-all's bytes per member pair (Node.pair_bytes)
 
