@@ -49,6 +49,9 @@ class Capabilities:
     fast_forward_in_flight: bool = False
     """It implements ``FastForward`` with flows in flight (describes them and shifts them in time); every
     backend supports the idle case, so layer fast-forward without it only jumps while the network is idle."""
+    packet_level: bool = False
+    """It simulates packets and a queue pair per message, so results that hang on packet order are in it:
+    each message starting at line rate cuts the rate-controlled flows sharing its hop (docs/reference-runs.md S9)."""
 
 
 @runtime_checkable

@@ -29,7 +29,15 @@ from moesim.system.collectives.direct import direct_pair_plan, pair_chunk
 from moesim.system.compute import roofline_time_s
 from moesim.system.events import EventQueue
 from moesim.system.fast_forward import FastForward
-from moesim.system.phases import Phases, StreamQueues, build_phases, draws_trees, refine_dims
+from moesim.system.phases import (
+    Phases,
+    StreamQueues,
+    active_dims,
+    build_phases,
+    draws_trees,
+    refine_dims,
+    spans_dimensions,
+)
 from moesim.system.settings import SystemSettings
 from moesim.system.spec import RankTimes
 from moesim.system.state import CollectiveState, EventKind, InFlight, PendingEvent, RankState, SimState
@@ -144,9 +152,9 @@ class Simulation:
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self.now = 0.0
         self.hooks = Hooks()
-        phased = any(len(self._active_dims(n)) > 1 for g in workload.graphs for n in g.nodes
-                     if n.kind is NodeKind.COLLECTIVE and n.group == 0)
-        self.fast_forward = FastForward(self) if settings.fast_forward and not phased else None
+        self.multi_dimensional = spans_dimensions(workload)
+        """Whether a collective runs as phases over several logical dimensions."""
+        self.fast_forward = FastForward(self) if settings.fast_forward and not self.multi_dimensional else None
 
     @property
     def fast_forward_mode(self) -> str:
@@ -334,9 +342,7 @@ class Simulation:
 
     def _active_dims(self, node: Node) -> list[int]:
         """The logical dimensions (of more than one rank) a global-group collective spans."""
-        dims = self.workload.logical_dims
-        involved = node.involved_dims or (True,) * len(dims)
-        return [d for d, on in enumerate(involved[:len(dims)]) if on and dims[d] > 1]
+        return active_dims(self.workload.logical_dims, node.involved_dims)
 
     def _new_instance(self, r: int, node: Node, members: tuple[int, ...], seq: int) -> _Instance:
         assert node.collective is not None

@@ -21,6 +21,7 @@ from moesim.network.params import network_mode
 from moesim.schema import MAX_COUNT
 from moesim.system.collectives.base import COLLECTIVES, resolve
 from moesim.system.engine import SystemSettings, simulate
+from moesim.system.phases import fast_tier_caveat
 from moesim.system.run import split_overrides
 from moesim.topology.catalog import get_topology, topology_gpu_count
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
@@ -87,6 +88,8 @@ class PreparedBench:
     settings: SystemSettings
     make_backend: Any
     topology: Any
+    caveat: str | None = None
+    """What the backend cannot see in this benchmark (``phases.fast_tier_caveat``), or None."""
 
 
 def prepare_collective(spec: CollectiveSpec) -> PreparedBench:
@@ -127,7 +130,9 @@ def prepare_collective(spec: CollectiveSpec) -> PreparedBench:
                               all_to_all=impls, intra_server_cc=params.transport.intra_server_cc)
     settings = dataclasses.replace(settings, **sys_over)
     backend_cls = BACKENDS.get(spec.backend)
-    return PreparedBench(spec, ctype, ranks, algorithm, settings, lambda: backend_cls(topology, params), topology)
+    caveat = fast_tier_caveat(spec.backend, params, len([d for d in spec.dims if d > 1]) > 1)
+    return PreparedBench(spec, ctype, ranks, algorithm, settings, lambda: backend_cls(topology, params), topology,
+                         caveat)
 
 
 def node_size_bytes(collective: str, size_bytes: int, ranks: int) -> int:

@@ -22,8 +22,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from moesim.errors import input_error
+from moesim.network import BACKENDS
+from moesim.network.params import NetworkParams
 from moesim.system.collectives.base import COLLECTIVES, resolve
-from moesim.workload.graph import CollectiveType, Workload
+from moesim.workload.graph import CollectiveType, NodeKind, Workload
 
 RING_DIRECTED = ("ring", "direct")
 """Algorithms ASTRA-sim hands a ring direction (Ring and AllToAll); trees and halving-doubling ignore it."""
@@ -152,6 +154,32 @@ def build_phases(ctype: CollectiveType, members: tuple[int, ...], logical_dims: 
         out.append(Phase(d, ptype, impl, n, size, groups, where))
         size = output_bytes(ptype, n, size)
     return tuple(out)
+
+
+def active_dims(logical_dims: tuple[int, ...], involved: tuple[bool, ...]) -> list[int]:
+    """The logical dimensions (of more than one rank) a global-group collective spans (all when
+    ``involved`` is empty)."""
+    involved = involved or (True,) * len(logical_dims)
+    return [d for d, on in enumerate(involved[:len(logical_dims)]) if on and logical_dims[d] > 1]
+
+
+def spans_dimensions(workload: Workload) -> bool:
+    """Whether a global-group collective of ``workload`` runs as phases over several logical dimensions."""
+    return any(len(active_dims(workload.logical_dims, n.involved_dims)) > 1 for g in workload.graphs
+               for n in g.nodes if n.kind is NodeKind.COLLECTIVE and n.group == 0)
+
+
+def fast_tier_caveat(backend: str, params: NetworkParams, multi_dimensional: bool) -> str | None:
+    """What a backend without packets cannot see in a collective over several dimensions under rate-based
+    congestion control: the next chunk's messages, each a new queue pair at line rate, starve the
+    cross-dimension flows beside them, and the skew this leaves turns later ring phases into bursts
+    (docs/reference-runs.md S9: fluid 50 % short of the reference). None when nothing is hidden."""
+    cc = params.cc_algorithm
+    if not multi_dimensional or not cc.controls_rate or BACKENDS.get(backend).capabilities.packet_level:
+        return None
+    return (f"note: the {backend} backend cannot see what decides a collective over several dimensions under "
+            f"{cc.name}: messages starting at line rate starve the cross-dimension flows beside them and the "
+            "ranks' skew turns later ring phases into bursts; use --backend packet (docs/reference-runs.md S9)")
 
 
 def refine_dims(workload: Workload, dims: tuple[int, ...]) -> Workload:

@@ -86,7 +86,8 @@ def _ns(t_s: float) -> int:
 class PacketBackend(NetworkBackend):
     """Packet-level simulation of the RDMA fabric; one queue pair per flow."""
 
-    capabilities = Capabilities(congestion_control=True, diagnostic_tables=True, fast_forward_in_flight=True)
+    capabilities = Capabilities(congestion_control=True, diagnostic_tables=True, fast_forward_in_flight=True,
+                                packet_level=True)
 
     def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None,
                  seed: int = 1, stall_s: float = DEFAULT_STALL_S) -> None:
