@@ -33,7 +33,7 @@ from moesim.system.spec import RunSpec
 from moesim.topology.catalog import star_topology
 from moesim.topology.ns3_export import write_ns3_topology
 from moesim.workload.chakra import write_et
-from moesim.workload.graph import CollectiveType
+from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 
 MODES = ("none", "dcqcn", "hpcc")
 
@@ -196,3 +196,21 @@ def test_hosts_do_not_relay_traffic_so_an_nvlink_server_round_trips_too(tmp_path
             assert not any(inputs.topology.links[lid].dst.startswith("h") for lid in route[:-1])
     got = simulate(find_paths(tmp_path))
     assert [t.wall_s for t in got] == [t.wall_s for t in simulate_run(spec).ranks]
+
+
+def test_comm_group_configuration_supplies_the_groups_pg_name_names(tmp_path):
+    """ET files whose collectives name communicator groups 1 and 2, and no sidecar file: the groups come
+    from --comm-group-configuration (ASTRA-sim's way; the two pairs then all-reduce side by side on a
+    non-blocking switch and finish together); without it the pg_name is one line naming the file."""
+    graphs = tuple(RankGraph(r, (Node(0, "ar", NodeKind.COLLECTIVE, collective=CollectiveType.ALL_REDUCE,
+                                      size_bytes=MIB, group=1 if r < 2 else 2),)) for r in range(4))
+    write_et(Workload("groups", graphs, (4,), comm_groups=((1, (0, 1)), (2, (2, 3)))), tmp_path / "et", "g")
+    groups = tmp_path / "groups.json"
+    (tmp_path / "et" / "g.comm_groups.json").rename(groups)
+    d = s3_directory(tmp_path, 4, "none")
+    paths = find_paths(d, workload=str(tmp_path / "et" / "g"), comm_groups=str(groups))
+    assert read_inputs(paths).workload.comm_groups == ((1, (0, 1)), (2, (2, 3)))
+    walls = [t.wall_s for t in simulate(paths)]
+    assert walls[0] == walls[1] == walls[2] == walls[3] > 0
+    _one_line_error(moesim("astra", "run", str(d), "--workload-configuration", str(tmp_path / "et" / "g")),
+                    "g.0.et", "'pg_name'", "communicator group 1")
