@@ -110,3 +110,16 @@ def test_a_run_that_returns_to_a_state_only_up_to_tie_order_matches_full_simulat
     fast_wall, full_wall = max(r.wall_s for r in fast_ranks), max(r.wall_s for r in full_ranks)
     allowed = 0.02 if fast.fast_forward_mode == "approximate" else 1e-9
     assert abs(fast_wall - full_wall) <= allowed * full_wall
+
+
+@pytest.mark.parametrize("algorithm,backend", [("ring_direct", "flow"), ("dbt_direct", "analytical")])
+def test_runs_over_several_dimensions_fast_forward_exactly(algorithm, backend):
+    """TP4EP8 over [2, 2, 8]: each TP all-reduce runs as three phases over pairs (a queue per dimension);
+    the jump also moves the Double Binary Tree counters on, to where full simulation leaves them."""
+    spec = RunSpec("deepseek-v4-flash", "1", "TP4EP8", algorithm, "ib_cc0", backend, (("logical_dims", [2, 2, 8]),))
+    fast, fast_ranks = run(spec, True)
+    full, full_ranks = run(spec, False)
+    assert fast.fast_forward_mode == "exact" and fast.fast_forwarded_layers > 10
+    for a, b in zip(fast_ranks, full_ranks, strict=True):
+        assert abs(a.wall_s - b.wall_s) <= 1e-9 * b.wall_s and abs(a.comm_s - b.comm_s) <= 1e-9 * b.comm_s
+    assert [r.trees for r in fast.snapshot().ranks] == [r.trees for r in full.snapshot().ranks]

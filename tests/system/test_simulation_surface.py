@@ -6,6 +6,7 @@ snapshot changes nothing; moving the whole state later moves every later time by
 
 from __future__ import annotations
 
+import pytest
 from helpers import star
 
 from moesim.network.base import Flow
@@ -19,9 +20,10 @@ P = REFERENCE_PRESETS["none"]
 N = 4
 
 
-def layered(dbt: bool) -> tuple[Workload, SystemSettings]:
+def layered(dbt: bool, dims: tuple[int, ...] = (N,), splits: int = 4) -> tuple[Workload, SystemSettings]:
     """Per rank: compute → all-reduce → compute → all-to-all → compute, the collectives over all ranks;
-    with ``dbt`` the all-reduce is a double binary tree, whose ranks finish it at different times."""
+    with ``dbt`` the all-reduce is a double binary tree, whose ranks finish it at different times; over
+    several ``dims`` both collectives run as phases."""
     comp = dict(kind=NodeKind.COMPUTE, flops=10**9, bytes_moved=10**3)
     nodes = (
         Node(0, "a", **comp),
@@ -31,11 +33,12 @@ def layered(dbt: bool) -> tuple[Workload, SystemSettings]:
         Node(4, "c", deps=(3,), **comp),
     )
     impl = ("dbt", "dbt") if dbt else ("ring", "ring")
-    return Workload("layered", tuple(RankGraph(r, nodes) for r in range(N)), (N,)), SystemSettings(all_reduce=impl, fast_forward=False)
+    return (Workload("layered", tuple(RankGraph(r, nodes) for r in range(N)), dims),
+            SystemSettings(all_reduce=impl, fast_forward=False, dataset_splits=splits))
 
 
-def simulation(dbt: bool = False) -> Simulation:
-    workload, settings = layered(dbt)
+def simulation(dbt: bool = False, dims: tuple[int, ...] = (N,), splits: int = 4) -> Simulation:
+    workload, settings = layered(dbt, dims, splits)
     topo = star(N)
     return Simulation(workload, topo, FlowBackend(topo, P), settings)
 
@@ -76,9 +79,12 @@ def test_hooks_see_every_node_and_flow_once_in_an_order_the_graph_allows():
         assert t.wall_s == max(finished[(r, i)] for i in range(5))
 
 
-def test_restoring_a_snapshot_after_every_step_changes_nothing():
-    plain = simulation(dbt=True).run()
-    sim = simulation(dbt=True)
+@pytest.mark.parametrize("dims,splits", [((N,), 4), ((2, 2), 3)])
+def test_restoring_a_snapshot_after_every_step_changes_nothing(dims, splits):
+    """Also over two dimensions with an odd chunk count: the phases' queues and the tree counters, whose
+    parity then changes from one collective to the next, are in the snapshot."""
+    plain = simulation(dbt=True, dims=dims, splits=splits).run()
+    sim = simulation(dbt=True, dims=dims, splits=splits)
     steps = []
 
     def round_trip() -> None:

@@ -15,7 +15,7 @@ or flow starts or finishes, and after every step), ``snapshot`` (its state as pl
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,7 +154,7 @@ class Simulation:
         self.hooks = Hooks()
         self.multi_dimensional = spans_dimensions(workload)
         """Whether a collective runs as phases over several logical dimensions."""
-        self.fast_forward = FastForward(self) if settings.fast_forward and not self.multi_dimensional else None
+        self.fast_forward = FastForward(self) if settings.fast_forward else None
 
     @property
     def fast_forward_mode(self) -> str:
@@ -210,7 +210,7 @@ class Simulation:
 
     # ----------------------------------------------------------------- state
     def snapshot(self) -> SimState:
-        """The whole state as plain values (the backend's excepted)."""
+        """The whole state as plain values (``state.py`` says what is derived; the backend's is its own)."""
         live = list(self.instances.values())
         position = {id(inst): k for k, inst in enumerate(live)}
         queued = self.events.items()
@@ -219,14 +219,18 @@ class Simulation:
                 position[id(inst)] = len(live)
                 live.append(inst)
         ranks = tuple(RankState(tuple(st.done), tuple(st.deps_left), tuple(st.ready), st.completed, st.gpu_busy,
-                                st.comm_busy, st.gpu_s, st.comm_s, st.wall_s, tuple(st.group_seq.items()))
-                      for st in self.ranks)
+                                st.comm_busy, st.gpu_s, st.comm_s, st.wall_s, tuple(st.group_seq.items()),
+                                tuple(st.trees.items())) for st in self.ranks)
         collectives = tuple(CollectiveState(
             inst.members, inst.seq, inst.ctype, inst.size_bytes, inst.impl, tuple(inst.chunk_bytes),
             tuple(inst.node_of.items()), tuple(inst.issue_time.items()), tuple(inst.next_chunk), tuple(inst.exited),
             inst.finished, inst.flows_started,
             tuple((c, tuple(ch.deps_left), tuple(ch.exit_left), tuple(ch.arrived)) for c, ch in inst.chunks.items()),
-            retired=k >= len(self.instances), pair_bytes=inst.pair_bytes) for k, inst in enumerate(live))
+            retired=k >= len(self.instances), pair_bytes=inst.pair_bytes, trees=tuple(inst.trees.items()),
+            phased=inst.phases is not None,
+            waiting=() if inst.queues is None else tuple((q, tuple(w)) for q, w in inst.queues.waiting.items()),
+            running=() if inst.queues is None else tuple(inst.queues.running.items()))
+            for k, inst in enumerate(live))
         events = tuple(PendingEvent(t, prio, seq, kind, (position[id(a[0])], *a[1:]) if kind.on_collective else a)
                        for t, prio, seq, kind, a in queued)
         flows = tuple(InFlight(fid, position[id(inst)], c, j) for fid, (inst, c, j) in self.flows.items())
@@ -240,12 +244,19 @@ class Simulation:
             st.completed, st.gpu_busy, st.comm_busy = rs.completed, rs.gpu_node, rs.comm_busy
             st.gpu_s, st.comm_s, st.wall_s = rs.gpu_s, rs.comm_s, rs.wall_s + shift_s
             st.group_seq = defaultdict(int, rs.group_seq)
+            st.trees = defaultdict(int, rs.trees)
         live = []
         for cs in state.collectives:
             inst = _Instance(cs.members, cs.seq, cs.ctype, cs.size_bytes, cs.impl, list(cs.chunk_bytes),
                              next_chunk=list(cs.next_chunk), exited=list(cs.exited),
                              issue_time={m: t + shift_s for m, t in cs.issue_s}, node_of=dict(cs.node_of),
-                             finished=cs.finished, flows_started=cs.flows_started, pair_bytes=cs.pair_bytes)
+                             finished=cs.finished, flows_started=cs.flows_started, pair_bytes=cs.pair_bytes,
+                             trees=dict(cs.trees))
+            if cs.phased:
+                m, i = cs.node_of[0]
+                inst.phases = self._phases(self.ranks[cs.members[m]].nodes[i], cs.members, list(cs.chunk_bytes))
+                inst.queues = StreamQueues(self.settings.active_chunks, {q: deque(w) for q, w in cs.waiting},
+                                           dict(cs.running))
             inst.chunks = {c: _Chunk(self._plan(inst, c), list(deps), list(exits), list(arrived))
                            for c, deps, exits, arrived in cs.chunks}
             live.append(inst)
@@ -355,9 +366,7 @@ class Simulation:
                                   "is not supported (it runs over one dimension)")
             sizes = [0] * settings.dataset_splits
         if len(dims) > 1:
-            impls = {t: settings.implementations(t) for t in CollectiveType}
-            phases = Phases(build_phases(ctype, members, self.workload.logical_dims, dims, impls,
-                                         settings.collective_optimization, sizes[0] if sizes else 0), len(members))
+            phases = self._phases(node, members, sizes)
             return _Instance(members, seq, ctype, node.size_bytes, phases.phases[0].impl, sizes,
                              next_chunk=[0] * len(members), exited=[0] * len(members), phases=phases,
                              queues=StreamQueues(settings.active_chunks),
@@ -369,6 +378,13 @@ class Simulation:
         key = self._flat_key(inst, node)
         inst.trees = {key: self.ranks[r].trees[key]}
         return inst
+
+    def _phases(self, node: Node, members: tuple[int, ...], sizes: list[int]) -> Phases:
+        """The phases of a global-group collective over several dimensions (a function of its node)."""
+        assert node.collective is not None
+        impls = {t: self.settings.implementations(t) for t in CollectiveType}
+        return Phases(build_phases(node.collective, members, self.workload.logical_dims, self._active_dims(node), impls,
+                                   self.settings.collective_optimization, sizes[0] if sizes else 0), len(members))
 
     def _flat_key(self, inst: _Instance, node: Node) -> Any:
         """The dimension whose tree counter a one-phase collective draws on (a sub-group: its own)."""

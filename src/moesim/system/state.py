@@ -1,5 +1,7 @@
 """A simulation's state as plain values: what ``Simulation.snapshot`` returns and ``Simulation.restore``
-installs. Nodes are (rank, index in the rank's graph); collectives are positions in ``SimState.collectives``.
+installs. It holds the whole engine state; derived values (plans, a collective's phases, which are rebuilt
+from its node) and the network backend's state are not in it. Nodes are (rank, index in the rank's graph);
+collectives are positions in ``SimState.collectives``.
 """
 
 from __future__ import annotations
@@ -8,6 +10,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from moesim.workload.graph import CollectiveType
+
+TreeKey = int | tuple[int, ...]
+"""What a Double Binary Tree counter belongs to: a logical dimension, or a sub-group's members."""
 
 
 class EventKind(IntEnum):
@@ -38,6 +43,8 @@ class RankState:
     comm_s: float
     wall_s: float  # when the last node ended (an absolute time)
     group_seq: tuple[tuple[tuple[int, ...], int], ...]  # per member group: collectives issued so far
+    trees: tuple[tuple[TreeKey, int], ...] = ()
+    """Double Binary Trees drawn so far per dimension (a sub-group: its members), DBMAX on even counts."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,12 @@ class CollectiveState:
     """(chunk, transfers' deps left, exits' deps left, arrivals per pair)"""
     retired: bool = False  # every member finished; only its events or flows remain
     pair_bytes: tuple[int, ...] = ()  # a skewed all-to-all's bytes per member pair (Node.pair_bytes)
+    trees: tuple[tuple[TreeKey, int], ...] = ()  # the issuing rank's tree counters when it was created
+    phased: bool = False  # it runs as phases over several dimensions (rebuilt from its node)
+    waiting: tuple[tuple[tuple[int, int], tuple[tuple[int, int], ...]], ...] = ()
+    """Phased: per (member, dimension) queue, the (chunk, phase) streams waiting in order."""
+    running: tuple[tuple[tuple[int, int], int], ...] = ()
+    """Phased: per (member, dimension) queue, the streams running."""
 
 
 @dataclass(frozen=True)
