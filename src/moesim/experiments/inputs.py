@@ -111,11 +111,11 @@ def _simulated_fields(spec: Any) -> dict[str, Any]:
 
 KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
     "workload_options": {"phase": "prefill", "batch": None, "context_tokens": None, "decode_steps": None},
-    "system": {"collective_optimization": "localBWAware", "logical_dims": ()},
+    "system": {"collective_optimization": "localBWAware", "logical_dims": (), "astra_receives": False},
     "network": {"analytical_model": "rdma"},
 }
-"""Parameters whose default is the simulation without them (prefill, the [TP, EP] dimensions, the RDMA
-analytical model): left out of the key at that default, so existing stores keep their keys."""
+"""Parameters whose default is the simulation without them (prefill, the [TP, EP] dimensions, moesim's
+receives, the RDMA analytical model): left out of the key at that default, so existing stores keep their keys."""
 
 
 def _keyed(section: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -304,7 +304,8 @@ def read_inputs(paths: AstraPaths) -> AstraInputs:
     if topology.num_gpus != n:
         raise MoesimError(f"{paths.network}: the network has {topology.num_gpus} hosts but the workload "
                           f"{paths.workload} has {n} ranks")
-    settings = dataclasses.replace(settings, intra_server_cc=params.transport.intra_server_cc)
+    # ASTRA-sim inputs get ASTRA-sim's receive semantics (SystemSettings.astra_receives)
+    settings = dataclasses.replace(settings, intra_server_cc=params.transport.intra_server_cc, astra_receives=True)
     return AstraInputs(workload, topology, params, settings, kind)
 
 

@@ -55,7 +55,8 @@ class _Chunk:
     deps_left: list[int]
     exit_left: list[int]
     arrived: list[int]
-    """Per (source, destination) pair of the plan (``Plan.pair_slots``): messages arrived so far."""
+    """With ASTRA-sim's receives, per (source, destination) pair of the plan (``Plan.pair_slots``): messages
+    arrived so far; empty when every arrival is its own transfer's."""
 
 
 @dataclass
@@ -141,7 +142,7 @@ class Simulation:
         self.backend = backend
         self.settings = settings
         self.placement = placement
-        self.timing = StepTiming(settings.endpoint_delay_s, settings.mem_bw_bytes_per_s)
+        self.timing = StepTiming(settings.endpoint_delay_s, settings.mem_bw_bytes_per_s, settings.astra_receives)
         self.total_nodes = math.prod(workload.logical_dims) if workload.logical_dims else workload.num_ranks
         self.events: EventQueue[EventKind] = EventQueue()
         self._handlers = (self._dispatch, self._compute_done, self._stream_exit, self._start_transfer)  # by EventKind
@@ -430,7 +431,7 @@ class Simulation:
         ch = inst.chunks.get(c)
         if ch is None:
             plan = self._plan(inst, c)
-            slots = plan.pair_slots
+            slots = plan.pair_slots if self.settings.astra_receives else None
             ch = _Chunk(plan, [len(t.after) + (len(t.after_sent) or 1) for t in plan.transfers],
                         [len(a) + (len(plan.exit_sent(m)) or 1) for m, a in enumerate(plan.exit_after)],
                         [0] * len(slots[1]) if slots else [])
@@ -491,8 +492,8 @@ class Simulation:
         for hook in self.hooks.flow_finished:
             hook(fid)
         ch = inst.chunks[c]
-        slots = ch.plan.pair_slots
-        if slots is not None:  # the k-th arrival on a pair counts as its k-th transfer (B.2)
+        slots = ch.plan.pair_slots if ch.arrived else None
+        if slots is not None:  # ASTRA-sim's receives: the k-th arrival on a pair counts as its k-th transfer
             pair = slots[0][j]
             j = slots[1][pair][ch.arrived[pair]]
             ch.arrived[pair] += 1

@@ -127,7 +127,7 @@ def prepare_collective(spec: CollectiveSpec) -> PreparedBench:
     if link_bw:
         topology = topology.with_link_bandwidths(link_bw)
     settings = SystemSettings(roofline=False, all_reduce=impls, all_gather=impls, reduce_scatter=impls,
-                              all_to_all=impls, intra_server_cc=params.transport.intra_server_cc)
+                              all_to_all=impls, intra_server_cc=params.transport.intra_server_cc, astra_receives=True)
     settings = dataclasses.replace(settings, **sys_over)
     backend_cls = BACKENDS.get(spec.backend)
     caveat = fast_tier_caveat(spec.backend, params, len([d for d in spec.dims if d > 1]) > 1)

@@ -7,9 +7,9 @@ started), plus ``delay_s`` (ASTRA-sim's per-step bundle delay, plus the reductio
 message that released it was "processed"). A member's stream exits ``exit_delay_s`` after the
 transfers in its ``exit_after`` have arrived and those in its ``exit_after_sent`` were issued.
 
-Arrivals are matched as ASTRA-sim's NS-3 frontend matches receives: by count per (source, destination)
-within the chunk, so the k-th message to arrive on a pair counts as that pair's k-th transfer in plan
-order, whichever it is (docs/reference-semantics.md B.2).
+With ``SystemSettings.astra_receives`` the engine matches arrivals as ASTRA-sim's NS-3 frontend matches
+receives: by count per (source, destination) within the chunk, so the k-th message to arrive on a pair
+counts as that pair's k-th transfer in plan order, whichever it is (docs/reference-semantics.md B.1).
 """
 
 from __future__ import annotations
@@ -123,10 +123,13 @@ class Plan:
 
 @dataclass(frozen=True)
 class StepTiming:
-    """ASTRA-sim's per-step delays: bundle delay and reduction (two reads + one write of local memory)."""
+    """ASTRA-sim's per-step delays: bundle delay and reduction (two reads + one write of local memory);
+    ``receive_with_send``: a member's next step also waits for its own previous send (ASTRA-sim posts a
+    step's receive with its send; ``SystemSettings.astra_receives``)."""
 
     endpoint_delay_s: float = 10e-9
     mem_bw_bytes_per_s: float = 1.6e12
+    receive_with_send: bool = False
 
     def reduction_s(self, size_bytes: int) -> float:
         """3 · floor(bytes / local_mem_bw in ns) ns (docs/reference-semantics.md B.1, D.9)."""
