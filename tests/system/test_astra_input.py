@@ -26,8 +26,8 @@ from moesim.system.astra_input import (
     read_system_json,
     topology_from_analytical,
 )
-from moesim.system.engine import Simulation
 from moesim.system.export import export_run, network_config_text, system_json
+from moesim.system.run import simulate as run_simulate
 from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
 from moesim.topology.catalog import star_topology
@@ -43,10 +43,10 @@ def moesim(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def simulate(paths: AstraPaths, backend: str = "packet") -> list:
+    """As `moesim astra run` simulates (layer fast-forward attached when the settings ask)."""
     inputs = read_inputs(paths)
-    sim = Simulation(inputs.workload, inputs.topology, BACKENDS.get(backend)(inputs.topology, inputs.params),
-                     inputs.settings)
-    return sim.run()
+    return run_simulate(inputs.workload, inputs.topology, BACKENDS.get(backend)(inputs.topology, inputs.params),
+                        inputs.settings)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from moesim.network.base import Flow
 from moesim.network.flow import FlowBackend
 from moesim.network.params import REFERENCE_PRESETS
 from moesim.system.engine import Simulation, SystemSettings
+from moesim.system.state import FlowOrigin
 from moesim.workload.graph import CollectiveType as C
 from moesim.workload.graph import Node, NodeKind, RankGraph, Workload
 
@@ -59,12 +60,16 @@ def test_hooks_see_every_node_and_flow_once_in_an_order_the_graph_allows():
         assert (r, i) in started and (r, i) not in finished
         finished[(r, i)] = sim.now
 
-    def flow_started(flow: Flow) -> None:
+    def flow_started(flow: Flow, origin: FlowOrigin) -> None:
         assert flow.flow_id not in flows
+        assert (origin.src_rank, origin.dst_rank) == (flow.src_gpu, flow.dst_gpu)  # placement: rank r on GPU r
+        node = 1 + 2 * origin.seq  # the all-reduce (node 1) is the group's collective 0, the all-to-all 1
+        assert origin.src_rank in origin.members and origin.chunk < 4 and origin.src_node == node
+        assert origin.dst_node in (None, node)  # None: the receiver has not issued it yet
         flows[flow.flow_id] = [sim.now]
 
-    def flow_finished(flow_id: int) -> None:
-        assert len(flows[flow_id]) == 1
+    def flow_finished(flow_id: int, origin: FlowOrigin) -> None:
+        assert len(flows[flow_id]) == 1 and origin.dst_node in (None, 1 + 2 * origin.seq)
         flows[flow_id].append(sim.now)
 
     for hook, fn in ((sim.hooks.node_started, node_started), (sim.hooks.node_finished, node_finished),

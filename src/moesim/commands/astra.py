@@ -29,6 +29,7 @@ def run(
     goes to stderr (and into the JSON)."""
     from moesim.commands.run import parse_set
     from moesim.network import BACKENDS
+    from moesim.system import fast_forward
     from moesim.system.astra_input import find_paths, read_inputs, with_overrides
     from moesim.system.engine import Simulation
     from moesim.system.phases import fast_tier_caveat
@@ -39,6 +40,7 @@ def run(
     backend_cls = BACKENDS.get(backend)
     sim = Simulation(inputs.workload, inputs.topology, backend_cls(inputs.topology, inputs.params), inputs.settings)
     caveat = fast_tier_caveat(backend, inputs.params, sim.multi_dimensional)
+    fast_forward.attach(sim)
     ranks = sim.run()
     if caveat:
         typer.echo(caveat, err=True)

@@ -9,7 +9,8 @@ logical dimensions runs each chunk as phases, one dimension at a time (``phases.
 
 Besides ``run``, a ``Simulation`` offers what tools built on it need: ``hooks`` (callbacks when a node
 or flow starts or finishes, and after every step), ``snapshot`` (its state as plain values) and
-``restore`` (install a state, moved in time). Layer fast-forward (``fast_forward.py``) is built on these.
+``restore`` (install a state, moved in time). Layer fast-forward (``fast_forward.py``) is built on these
+and attached by whoever composes a run (``run.py``); the engine knows nothing of it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from moesim.system.collectives import Plan, StepTiming, chunk_sizes, plan_for, r
 from moesim.system.collectives.direct import direct_pair_plan, pair_chunk
 from moesim.system.compute import roofline_time_s
 from moesim.system.events import EventQueue
-from moesim.system.fast_forward import FastForward
 from moesim.system.phases import (
     Phases,
     StreamQueues,
@@ -40,11 +40,19 @@ from moesim.system.phases import (
 )
 from moesim.system.settings import SystemSettings
 from moesim.system.spec import RankTimes
-from moesim.system.state import CollectiveState, EventKind, InFlight, PendingEvent, RankState, SimState
+from moesim.system.state import (
+    CollectiveState,
+    EventKind,
+    FlowOrigin,
+    InFlight,
+    PendingEvent,
+    RankState,
+    SimState,
+)
 from moesim.topology.model import Topology
 from moesim.workload.graph import CollectiveType, Node, NodeKind, Workload
 
-__all__ = ["Hooks", "Simulation", "SystemSettings", "simulate"]
+__all__ = ["Hooks", "Simulation", "SystemSettings"]
 
 
 @dataclass
@@ -112,19 +120,20 @@ class _Rank:
 @dataclass
 class Hooks:
     """Callbacks a simulation makes, in registration order; the time is ``Simulation.now``. A node is
-    (rank, index in ``workload.graphs[rank].nodes``), a flow the ``Flow`` handed to the backend."""
+    (rank, index in ``workload.graphs[rank].nodes``), a flow the ``Flow`` handed to the backend (and its
+    id when it finishes), with the collective, chunk and transfer it carries (``FlowOrigin``)."""
 
     node_started: list[Callable[[int, int], None]] = field(default_factory=list)
     node_finished: list[Callable[[int, int], None]] = field(default_factory=list)
-    flow_started: list[Callable[[Flow], None]] = field(default_factory=list)
-    flow_finished: list[Callable[[int], None]] = field(default_factory=list)
+    flow_started: list[Callable[[Flow, FlowOrigin], None]] = field(default_factory=list)
+    flow_finished: list[Callable[[int, FlowOrigin], None]] = field(default_factory=list)
     step_finished: list[Callable[[], None]] = field(default_factory=list)
     """After each step (the events and flow completions of one instant): the only place to ``restore``."""
 
 
 class Simulation:
-    """Executes a workload on a topology through a network backend. Use :func:`simulate`, or build one,
-    register ``hooks`` and call :meth:`run`. Layer fast-forward attaches itself when the settings ask."""
+    """Executes a workload on a topology through a network backend: build one, register ``hooks`` and
+    call :meth:`run` (``run.simulate`` does so with layer fast-forward when the settings ask for it)."""
 
     def __init__(self, workload: Workload, topology: Topology, backend: NetworkBackend,
                  settings: SystemSettings, placement: tuple[int, ...] | None = None) -> None:
@@ -155,16 +164,6 @@ class Simulation:
         self.hooks = Hooks()
         self.multi_dimensional = spans_dimensions(workload)
         """Whether a collective runs as phases over several logical dimensions."""
-        self.fast_forward = FastForward(self) if settings.fast_forward else None
-
-    @property
-    def fast_forward_mode(self) -> str:
-        """"off" (disabled), "none" (no jump), "exact" or "approximate" (docs/system.md)."""
-        return "off" if self.fast_forward is None else self.fast_forward.jump_mode
-
-    @property
-    def fast_forwarded_layers(self) -> int:
-        return 0 if self.fast_forward is None else self.fast_forward.layers_skipped
 
     # ----------------------------------------------------------------- main loop
     def run(self) -> list[RankTimes]:
@@ -478,8 +477,10 @@ class Simulation:
         inst.flows_started += 1
         cc = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
         flow = Flow(fid, src, dst, t.size_bytes, cc)
-        for hook in self.hooks.flow_started:
-            hook(flow)
+        if self.hooks.flow_started:
+            origin = self._origin(inst, c, j)
+            for hook in self.hooks.flow_started:
+                hook(flow, origin)
         self.backend.start_flow(flow, self.now)
         ch = inst.chunks[c]
         for k in ch.plan.sent_dependants[j]:
@@ -487,10 +488,20 @@ class Simulation:
         for m in ch.plan.sent_exit_waiters[j]:
             self._release_exit(inst, c, ch, m)
 
+    def _origin(self, inst: _Instance, k: int, j: int) -> FlowOrigin:
+        """What transfer ``j`` of chunk key ``k`` belongs to, for the flow hooks."""
+        t = inst.chunks[k].plan.transfers[j]
+        chunk, phase = (k, 0) if inst.phases is None else inst.phases.decode(k)[:2]
+        src, dst = self._member(inst, k, t.src), self._member(inst, k, t.dst)
+        return FlowOrigin(inst.members, inst.seq, chunk, phase, j, inst.members[src], inst.members[dst],
+                          inst.node_of.get(src), inst.node_of.get(dst))
+
     def _on_flow_done(self, fid: int) -> None:
         inst, c, j = self.flows.pop(fid)
-        for hook in self.hooks.flow_finished:
-            hook(fid)
+        if self.hooks.flow_finished:
+            origin = self._origin(inst, c, j)
+            for hook in self.hooks.flow_finished:
+                hook(fid, origin)
         ch = inst.chunks[c]
         slots = ch.plan.pair_slots if ch.arrived else None
         if slots is not None:  # ASTRA-sim's receives: the k-th arrival on a pair counts as its k-th transfer
@@ -539,8 +550,3 @@ class Simulation:
             del self.instances[(inst.members, inst.seq)]
         self._node_done(r, inst.node_of[m])
 
-
-def simulate(workload: Workload, topology: Topology, backend: NetworkBackend,
-             settings: SystemSettings | None = None, placement: tuple[int, ...] | None = None) -> list[RankTimes]:
-    """Execute ``workload`` and return per-rank wall/GPU/comm times (ASTRA-sim's report, B.7)."""
-    return Simulation(workload, topology, backend, settings or SystemSettings(), placement).run()

@@ -2,8 +2,9 @@
 
 Built on the simulation's public surface only: hooks say when rank 0 starts a layer and when a step
 ends; ``Simulation.snapshot`` gives the state, ``Simulation.restore`` installs the jumped one, and the
-backend describes (``flow_state``) and moves (``shift_time``) its flows in flight. docs/system.md
-describes the method and its measured accuracy.
+backend describes (``flow_state``) and moves (``shift_time``) its flows in flight (its ``FastForward``
+protocol). Whoever composes a run attaches it (``attach``). docs/system.md describes the method and its
+measured accuracy.
 """
 
 from __future__ import annotations
@@ -76,7 +77,17 @@ def _close(a: _Snapshot, b: _Snapshot, period: float, tol: float) -> bool:
             and all(abs(x - y) <= 1e-9 + tol * max(abs(x), abs(y)) for x, y in zip(a.mags, b.mags, strict=True)))
 
 
-class FastForward:
+def attach(sim: Simulation) -> LayerFastForward | None:
+    """Layer fast-forward on ``sim`` if its settings ask for it (``SystemSettings.fast_forward``); None if not."""
+    return LayerFastForward(sim) if sim.settings.fast_forward else None
+
+
+def mode(ff: LayerFastForward | None) -> str:
+    """"off" (not attached), "none" (no jump), "exact" or "approximate" (docs/system.md)."""
+    return "off" if ff is None else ff.jump_mode
+
+
+class LayerFastForward:
     """Watches a simulation and jumps over the layers that its period makes predictable.
 
     A snapshot is due whenever rank 0 starts a layer; it is taken after that step (with a backend that

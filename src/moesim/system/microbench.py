@@ -20,9 +20,9 @@ from moesim.network import BACKENDS
 from moesim.network.params import network_mode
 from moesim.schema import MAX_COUNT
 from moesim.system.collectives.base import COLLECTIVES, resolve
-from moesim.system.engine import SystemSettings, simulate
+from moesim.system.engine import SystemSettings
 from moesim.system.phases import fast_tier_caveat
-from moesim.system.run import split_overrides
+from moesim.system.run import simulate, split_overrides
 from moesim.topology.catalog import get_topology, topology_gpu_count
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 

@@ -85,6 +85,24 @@ class PendingEvent:
 
 
 @dataclass(frozen=True)
+class FlowOrigin:
+    """What a flow belongs to, as the flow hooks report it: the collective instance (member ranks and
+    per-group sequence number), the chunk, the phase of a collective over several dimensions (else 0),
+    the transfer's index in that chunk's plan, the sending and receiving ranks, and the node each of them
+    runs the collective as (None while that rank has not issued it yet)."""
+
+    members: tuple[int, ...]
+    seq: int
+    chunk: int
+    phase: int
+    transfer: int
+    src_rank: int
+    dst_rank: int
+    src_node: int | None
+    dst_node: int | None
+
+
+@dataclass(frozen=True)
 class InFlight:
     """A flow the engine has started and the backend not yet completed: one transfer of a chunk."""
 
