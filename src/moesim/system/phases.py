@@ -11,7 +11,8 @@ of the phase's whole input instead (ASTRA-sim's Double Binary Tree does so). The
 a ``localBWAware`` all-reduce take their dimension's queues from the "last" half, which ASTRA-sim
 runs anticlockwise (``QueueLevelHandler::get_next_queue_id_last``): ring and direct send to the
 previous member there. Per member and dimension a FIFO queue admits ``active_chunks`` streams at a
-time; a chunk joins the next dimension's queue when its phase ends there.
+time; when a chunk's phase ends, its queue starts the next stream, then the chunk joins the next
+dimension's queue (ASTRA-sim's order).
 """
 
 from __future__ import annotations
