@@ -18,7 +18,8 @@ import time
 from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.packet import PacketBackend
 from moesim.network.params import REFERENCE_PRESETS
-from moesim.system.engine import SystemSettings, simulate
+from moesim.system.engine import SystemSettings
+from moesim.system.run import simulate
 from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
 from moesim.workload.graph import CollectiveType, Node, RankGraph, Workload
 from moesim.workload.graph import NodeKind as WorkNodeKind

@@ -27,8 +27,8 @@ from moesim.commands.run import parse_set
 from moesim.network.base import Flow, NetworkBackend
 from moesim.network.packet import PacketBackend
 from moesim.network.params import network_mode
-from moesim.system.engine import Simulation, SystemSettings, simulate
-from moesim.system.run import prepare
+from moesim.system.engine import Simulation, SystemSettings
+from moesim.system.run import prepare, simulate
 from moesim.system.spec import RunSpec
 from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
 from moesim.workload.graph import CollectiveType, Node, RankGraph, Workload

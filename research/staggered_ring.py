@@ -51,11 +51,11 @@ def ends_us(topology: str, strategy: str, mode: str, backend: str, offsets_us: l
     sent: dict[int, list[float]] = {}  # flow id → [start, end] of the messages ``flows_from`` sends
     if flows_from is not None:
 
-        def started(flow: Flow) -> None:
+        def started(flow: Flow, _origin: object) -> None:
             if flow.src_gpu == flows_from:
                 sent[flow.flow_id] = [sim.now, math.nan]
 
-        def finished(flow_id: int) -> None:
+        def finished(flow_id: int, _origin: object) -> None:
             if flow_id in sent:
                 sent[flow_id][1] = sim.now
 

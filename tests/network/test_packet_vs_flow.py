@@ -9,7 +9,8 @@ from helpers import one_collective, star
 from moesim.network.flow import FlowBackend
 from moesim.network.packet import PacketBackend
 from moesim.network.params import REFERENCE_PRESETS
-from moesim.system.engine import SystemSettings, simulate
+from moesim.system.engine import SystemSettings
+from moesim.system.run import simulate
 from moesim.workload.graph import CollectiveType as C
 
 SETTINGS = SystemSettings(roofline=False, all_reduce=("ring",), all_to_all=("direct",),

@@ -27,14 +27,14 @@ from moesim.system.astra_input import (
     topology_from_analytical,
     topology_from_ns3,
 )
-from moesim.system.engine import Simulation
 from moesim.system.export import export_run, network_config_text, system_json
+from moesim.system.run import simulate as run_simulate
 from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
 from moesim.topology.catalog import star_topology
 from moesim.topology.ns3_export import write_ns3_topology
 from moesim.workload.chakra import write_et
-from moesim.workload.graph import CollectiveType
+from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 
 MODES = ("none", "dcqcn", "hpcc")
 
@@ -44,17 +44,19 @@ def moesim(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def simulate(paths: AstraPaths, backend: str = "packet") -> list:
+    """As `moesim astra run` simulates (layer fast-forward attached when the settings ask)."""
     inputs = read_inputs(paths)
-    sim = Simulation(inputs.workload, inputs.topology, BACKENDS.get(backend)(inputs.topology, inputs.params),
-                     inputs.settings)
-    return sim.run()
+    return run_simulate(inputs.workload, inputs.topology, BACKENDS.get(backend)(inputs.topology, inputs.params),
+                        inputs.settings)
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> tuple[RunSpec, Path]:
     """V4 Flash, topology 3, HPCC, 64 tokens: GPUs share servers, so the per-flow CC policy read from
-    cc_policy.json changes the result (0.026243 s without it, 0.026190 s with it)."""
-    spec = RunSpec("deepseek-v4-flash", "3", "TP4EP8", "ring_direct", "roce_hpcc", "packet", (("tokens", 64),))
+    cc_policy.json changes the result (0.026243 s without it, 0.026190 s with it). ASTRA-sim inputs run
+    with ASTRA-sim's receives, so the run they reproduce asks for them too (the export is the same)."""
+    spec = RunSpec("deepseek-v4-flash", "3", "TP4EP8", "ring_direct", "roce_hpcc", "packet",
+                   (("astra_receives", True), ("tokens", 64)))
     out = tmp_path_factory.mktemp("export")
     export_run(spec, out)
     return spec, out
@@ -222,7 +224,8 @@ def test_analytical_yaml_refuses_other_topologies(tmp_path):
 def test_hosts_do_not_relay_traffic_so_an_nvlink_server_round_trips_too(tmp_path):
     """On hgx-h100:4 a GPU has an NVLink and a PCIe port: shortest paths through another GPU exist, but NS-3
     hosts do not forward, and neither do moesim's GPUs, so the export still gives `moesim run`'s times."""
-    spec = RunSpec("deepseek-v4-flash", "hgx-h100:4", "TP4EP8", "ring_direct", "roce_hpcc", "packet", (("tokens", 64),))
+    spec = RunSpec("deepseek-v4-flash", "hgx-h100:4", "TP4EP8", "ring_direct", "roce_hpcc", "packet",
+                   (("astra_receives", True), ("tokens", 64)))
     export_run(spec, tmp_path)
     inputs = read_inputs(find_paths(tmp_path))
     for a, b in ((0, 9), (3, 30)):
@@ -230,3 +233,21 @@ def test_hosts_do_not_relay_traffic_so_an_nvlink_server_round_trips_too(tmp_path
             assert not any(inputs.topology.links[lid].dst.startswith("h") for lid in route[:-1])
     got = simulate(find_paths(tmp_path))
     assert [t.wall_s for t in got] == [t.wall_s for t in simulate_run(spec).ranks]
+
+
+def test_comm_group_configuration_supplies_the_groups_pg_name_names(tmp_path):
+    """ET files whose collectives name communicator groups 1 and 2, and no sidecar file: the groups come
+    from --comm-group-configuration (ASTRA-sim's way; the two pairs then all-reduce side by side on a
+    non-blocking switch and finish together); without it the pg_name is one line naming the file."""
+    graphs = tuple(RankGraph(r, (Node(0, "ar", NodeKind.COLLECTIVE, collective=CollectiveType.ALL_REDUCE,
+                                      size_bytes=MIB, group=1 if r < 2 else 2),)) for r in range(4))
+    write_et(Workload("groups", graphs, (4,), comm_groups=((1, (0, 1)), (2, (2, 3)))), tmp_path / "et", "g")
+    groups = tmp_path / "groups.json"
+    (tmp_path / "et" / "g.comm_groups.json").rename(groups)
+    d = s3_directory(tmp_path, 4, "none")
+    paths = find_paths(d, workload=str(tmp_path / "et" / "g"), comm_groups=str(groups))
+    assert read_inputs(paths).workload.comm_groups == ((1, (0, 1)), (2, (2, 3)))
+    walls = [t.wall_s for t in simulate(paths)]
+    assert walls[0] == walls[1] == walls[2] == walls[3] > 0
+    _one_line_error(moesim("astra", "run", str(d), "--workload-configuration", str(tmp_path / "et" / "g")),
+                    "g.0.et", "'pg_name'", "communicator group 1")

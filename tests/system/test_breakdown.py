@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from moesim.system import fast_forward
 from moesim.system.breakdown import KINDS, LAYER_COLUMNS, NODE_COLUMNS, Recorder, kind_of
 from moesim.system.engine import Simulation
 from moesim.system.run import prepare, result_of, simulate_prepared
@@ -97,7 +98,7 @@ def test_wait_is_the_last_members_issue_time_minus_ones_own():
     p = _prepared("deepseek-v4-flash", "1", "TP2EP16", "ring_direct", start_jitter_s=1e-5, jitter_seed=3)
     workload = p.workload()
     sim = Simulation(workload, p.topology, p.backend_cls(p.topology, p.params), p.settings)
-    recorder = Recorder(sim)
+    recorder = Recorder(sim, fast_forward=fast_forward.attach(sim))
     sim.run()
     offsets = sim.start_times_s()
     assert len(set(offsets)) == len(offsets)

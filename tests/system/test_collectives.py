@@ -103,3 +103,21 @@ def test_unsupported_and_unknown_algorithms_are_clear_errors():
         plan_for("nope", C.ALL_REDUCE, 8, 100, T)
     with pytest.raises(MoesimError, match="power-of-two"):
         plan_for("dbt", C.ALL_REDUCE, 6, 100, T)
+
+
+def test_astra_receives_chain_a_ring_members_steps_and_count_arrivals_per_pair():
+    """ASTRA-sim posts step k's receive with step k's send: with ``receive_with_send`` each ring step after
+    the first also waits for the member's own previous send, and its exit for its last one. Arrivals are
+    counted per (sender, receiver): on a ring each neighbour pair carries all 2(n-1) steps, in step order."""
+    n = 4
+    plain = plan_for("ring", C.ALL_REDUCE, n, 4096, StepTiming())
+    astra = plan_for("ring", C.ALL_REDUCE, n, 4096, StepTiming(receive_with_send=True))
+    assert all(not t.after_sent for t in plain.transfers) and not plain.exit_after_sent
+    for j, t in enumerate(astra.transfers):
+        k, i = divmod(j, n)
+        assert t.after_sent == (() if k == 0 else ((k - 1) * n + i,)) and t.after == plain.transfers[j].after
+    assert astra.exit_after_sent == tuple(((2 * (n - 1) - 1) * n + i,) for i in range(n))
+    of, groups = astra.pair_slots
+    assert sorted(groups) == sorted(tuple(k * n + i for k in range(2 * (n - 1))) for i in range(n))
+    assert all(astra.transfers[g[0]].src == astra.transfers[j].src for g in groups for j in g)
+    assert plan_for("direct", C.ALL_TO_ALL, n, 4096, StepTiming()).pair_slots is None  # one message per pair

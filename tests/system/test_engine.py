@@ -10,7 +10,8 @@ from moesim.network.analytical import AnalyticalBackend
 from moesim.network.flow import FlowBackend
 from moesim.network.params import REFERENCE_PRESETS
 from moesim.system.collectives import StepTiming
-from moesim.system.engine import SystemSettings, simulate
+from moesim.system.engine import SystemSettings
+from moesim.system.run import simulate
 from moesim.workload.graph import CollectiveType as C
 from moesim.workload.graph import Node, NodeKind, RankGraph, Workload
 

@@ -43,7 +43,7 @@ def dbt_flows(collectives: int, splits: int, n: int = 4) -> list[tuple[int, int]
     topo = star_topology(n)
     sim = Simulation(Workload("dbt", graphs, (n,)), topo, AnalyticalBackend(topo, network_mode("astra")), settings)
     flows: list[tuple[int, int]] = []
-    sim.hooks.flow_started.append(lambda f: flows.append((f.src_gpu, f.dst_gpu)))
+    sim.hooks.flow_started.append(lambda f, _: flows.append((f.src_gpu, f.dst_gpu)))
     sim.run()
     return flows
 

@@ -15,6 +15,7 @@ from moesim.errors import MoesimError
 from moesim.models.spec import AttentionSpec, ModelSpec
 from moesim.network.flow import FlowBackend
 from moesim.network.params import REFERENCE_PRESETS
+from moesim.system import fast_forward
 from moesim.system.collectives.hierarchical import miss_probability
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.run import prepare, simulate_run
@@ -104,8 +105,9 @@ def test_two_batch_compute_sums_to_one_batch_flops_and_layers_still_repeat():
     assert sum(n.flops for n in two.graphs[0].nodes) == sum(n.flops for n in one.graphs[0].nodes)
     topo = star(4)
     sims = [Simulation(two, topo, FlowBackend(topo, P), SystemSettings(fast_forward=ff)) for ff in (True, False)]
+    jumps = fast_forward.attach(sims[0])
     fast, full = (s.run() for s in sims)
-    assert sims[0].fast_forward_mode == "exact" and sims[0].fast_forwarded_layers > 0
+    assert fast_forward.mode(jumps) == "exact" and jumps is not None and jumps.layers_skipped > 0
     assert [t.wall_s for t in fast] == pytest.approx([t.wall_s for t in full], rel=1e-9)
 
 

@@ -6,11 +6,10 @@ run; an approximate jump extrapolates, so agreement is to the tolerance the docs
 
 from __future__ import annotations
 
-import dataclasses
-
 from moesim.network.packet.backend import PacketBackend
 from moesim.network.packet.layout import G_RNG_DRAWS
 from moesim.network.params import KMIN_KB
+from moesim.system import fast_forward
 from moesim.system.engine import Simulation
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
@@ -33,11 +32,11 @@ def test_a_jump_with_packets_in_flight_matches_full_simulation():
     settings = prepared.settings
     backend = _Counting(topology, params)
     sim = Simulation(workload, topology, backend, settings)
+    ff = fast_forward.attach(sim)
     jumped = sim.run()
-    full = Simulation(workload, topology, PacketBackend(topology, params),
-                      dataclasses.replace(settings, fast_forward=False)).run()
-    assert backend.shifts_in_flight == 1 and sim.fast_forward_mode == "approximate"
-    assert sim.fast_forwarded_layers >= 20
+    full = Simulation(workload, topology, PacketBackend(topology, params), settings).run()  # nothing attached
+    assert backend.shifts_in_flight == 1 and fast_forward.mode(ff) == "approximate"
+    assert ff is not None and ff.layers_skipped >= 20
     for a, b in zip(jumped, full, strict=True):
         assert abs(a.wall_s - b.wall_s) <= 1e-4 * b.wall_s
         assert abs(a.comm_s - b.comm_s) <= 1e-4 * b.comm_s
@@ -47,7 +46,7 @@ def test_a_jump_with_packets_in_flight_matches_full_simulation():
 DRAW_ALWAYS = (("kmin_kb", tuple((r, 0.0) for r, _ in KMIN_KB)), ("kmax_kb", tuple((r, 1e9) for r, _ in KMIN_KB)))
 
 
-def _run(mode: str, *overrides: tuple) -> tuple[list, Simulation, PacketBackend]:
+def _run(mode: str, *overrides: tuple) -> tuple[list, str, PacketBackend]:
     spec = RunSpec("deepseek-v4-flash", "2", "TP4EP8", "ring_direct", mode, "packet", (("tokens", 256),) + overrides)
     prepared = prepare(spec)
     params = prepared.params
@@ -56,7 +55,8 @@ def _run(mode: str, *overrides: tuple) -> tuple[list, Simulation, PacketBackend]
     settings = prepared.settings
     backend = PacketBackend(topology, params)
     sim = Simulation(workload, topology, backend, settings)
-    return sim.run(), sim, backend
+    ff = fast_forward.attach(sim)
+    return sim.run(), fast_forward.mode(ff), backend
 
 
 def test_a_layer_that_drew_random_numbers_is_never_taken_as_exactly_periodic():
@@ -64,11 +64,11 @@ def test_a_layer_that_drew_random_numbers_is_never_taken_as_exactly_periodic():
     drew numbers do not make the next one equal (V4 Flash T2 TP8EP4 dbt roce_dcqcn at 4096 tokens jumped
     'exactly' to 0.96875 s against 0.94086 s in full). Here the draws (PMAX 1e-12) never mark, so the
     layers do repeat: without the rule the run jumps exactly."""
-    quiet, quiet_sim, quiet_backend = _run("roce_dcqcn")
-    drawing, drawing_sim, drawing_backend = _run("roce_dcqcn", *DRAW_ALWAYS, ("pmax", 1e-12))
-    assert quiet_backend.random_draws == 0 and quiet_sim.fast_forward_mode == "exact"
+    quiet, quiet_mode, quiet_backend = _run("roce_dcqcn")
+    drawing, drawing_mode, drawing_backend = _run("roce_dcqcn", *DRAW_ALWAYS, ("pmax", 1e-12))
+    assert quiet_backend.random_draws == 0 and quiet_mode == "exact"
     assert drawing_backend.random_draws > 0 and drawing_backend.stats()["ecn_marks"] == 0
-    assert drawing_sim.fast_forward_mode != "exact"
+    assert drawing_mode != "exact"
     for a, b in zip(drawing, quiet, strict=True):  # no mark: the same run, jumped or not
         assert abs(a.wall_s - b.wall_s) <= 1e-4 * b.wall_s
 
@@ -76,6 +76,6 @@ def test_a_layer_that_drew_random_numbers_is_never_taken_as_exactly_periodic():
 def test_marks_that_the_cc_algorithm_ignores_do_not_cost_the_exact_jump():
     """HPCC ignores the CNP flag (docs/reference-semantics.md A.1.2), so roce_hpcc's ECN draws cannot change a
     layer: the backend does not report them and the run still jumps exactly."""
-    _, sim, backend = _run("roce_hpcc", *DRAW_ALWAYS)
+    _, mode, backend = _run("roce_hpcc", *DRAW_ALWAYS)
     assert backend.S.g[G_RNG_DRAWS] > 0 and backend.random_draws == 0
-    assert sim.fast_forward_mode == "exact"
+    assert mode == "exact"

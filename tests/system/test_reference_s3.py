@@ -16,7 +16,8 @@ from moesim.network.flow import FlowBackend
 from moesim.network.fluid import FluidBackend
 from moesim.network.packet import PacketBackend
 from moesim.network.params import REFERENCE_PRESETS
-from moesim.system.engine import SystemSettings, simulate
+from moesim.system.engine import SystemSettings
+from moesim.system.run import simulate
 from moesim.workload.chakra import read_et
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "chakra" / "astra-sim-microbenchmarks"

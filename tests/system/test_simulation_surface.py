@@ -6,12 +6,14 @@ snapshot changes nothing; moving the whole state later moves every later time by
 
 from __future__ import annotations
 
+import pytest
 from helpers import star
 
 from moesim.network.base import Flow
 from moesim.network.flow import FlowBackend
 from moesim.network.params import REFERENCE_PRESETS
 from moesim.system.engine import Simulation, SystemSettings
+from moesim.system.state import FlowOrigin
 from moesim.workload.graph import CollectiveType as C
 from moesim.workload.graph import Node, NodeKind, RankGraph, Workload
 
@@ -19,9 +21,10 @@ P = REFERENCE_PRESETS["none"]
 N = 4
 
 
-def layered(dbt: bool) -> tuple[Workload, SystemSettings]:
+def layered(dbt: bool, dims: tuple[int, ...] = (N,), splits: int = 4) -> tuple[Workload, SystemSettings]:
     """Per rank: compute → all-reduce → compute → all-to-all → compute, the collectives over all ranks;
-    with ``dbt`` the all-reduce is a double binary tree, whose ranks finish it at different times."""
+    with ``dbt`` the all-reduce is a double binary tree, whose ranks finish it at different times; over
+    several ``dims`` both collectives run as phases."""
     comp = dict(kind=NodeKind.COMPUTE, flops=10**9, bytes_moved=10**3)
     nodes = (
         Node(0, "a", **comp),
@@ -31,11 +34,12 @@ def layered(dbt: bool) -> tuple[Workload, SystemSettings]:
         Node(4, "c", deps=(3,), **comp),
     )
     impl = ("dbt", "dbt") if dbt else ("ring", "ring")
-    return Workload("layered", tuple(RankGraph(r, nodes) for r in range(N)), (N,)), SystemSettings(all_reduce=impl, fast_forward=False)
+    return (Workload("layered", tuple(RankGraph(r, nodes) for r in range(N)), dims),
+            SystemSettings(all_reduce=impl, fast_forward=False, dataset_splits=splits))
 
 
-def simulation(dbt: bool = False) -> Simulation:
-    workload, settings = layered(dbt)
+def simulation(dbt: bool = False, dims: tuple[int, ...] = (N,), splits: int = 4) -> Simulation:
+    workload, settings = layered(dbt, dims, splits)
     topo = star(N)
     return Simulation(workload, topo, FlowBackend(topo, P), settings)
 
@@ -56,12 +60,16 @@ def test_hooks_see_every_node_and_flow_once_in_an_order_the_graph_allows():
         assert (r, i) in started and (r, i) not in finished
         finished[(r, i)] = sim.now
 
-    def flow_started(flow: Flow) -> None:
+    def flow_started(flow: Flow, origin: FlowOrigin) -> None:
         assert flow.flow_id not in flows
+        assert (origin.src_rank, origin.dst_rank) == (flow.src_gpu, flow.dst_gpu)  # placement: rank r on GPU r
+        node = 1 + 2 * origin.seq  # the all-reduce (node 1) is the group's collective 0, the all-to-all 1
+        assert origin.src_rank in origin.members and origin.chunk < 4 and origin.src_node == node
+        assert origin.dst_node in (None, node)  # None: the receiver has not issued it yet
         flows[flow.flow_id] = [sim.now]
 
-    def flow_finished(flow_id: int) -> None:
-        assert len(flows[flow_id]) == 1
+    def flow_finished(flow_id: int, origin: FlowOrigin) -> None:
+        assert len(flows[flow_id]) == 1 and origin.dst_node in (None, 1 + 2 * origin.seq)
         flows[flow_id].append(sim.now)
 
     for hook, fn in ((sim.hooks.node_started, node_started), (sim.hooks.node_finished, node_finished),
@@ -76,9 +84,12 @@ def test_hooks_see_every_node_and_flow_once_in_an_order_the_graph_allows():
         assert t.wall_s == max(finished[(r, i)] for i in range(5))
 
 
-def test_restoring_a_snapshot_after_every_step_changes_nothing():
-    plain = simulation(dbt=True).run()
-    sim = simulation(dbt=True)
+@pytest.mark.parametrize("dims,splits", [((N,), 4), ((2, 2), 3)])
+def test_restoring_a_snapshot_after_every_step_changes_nothing(dims, splits):
+    """Also over two dimensions with an odd chunk count: the phases' queues and the tree counters, whose
+    parity then changes from one collective to the next, are in the snapshot."""
+    plain = simulation(dbt=True, dims=dims, splits=splits).run()
+    sim = simulation(dbt=True, dims=dims, splits=splits)
     steps = []
 
     def round_trip() -> None:

@@ -25,23 +25,30 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Simulate ASTRA-sim inputs; prints ASTRA-sim's per-rank lines (cycles = ns) or one JSON object.
-    Each option overrides the file of that name found in DIR."""
+    Each option overrides the file of that name found in DIR. A caveat on what the backend cannot see
+    goes to stderr (and into the JSON)."""
     from moesim.commands.run import parse_set
     from moesim.network import BACKENDS
+    from moesim.system import fast_forward
     from moesim.system.astra_input import find_paths, read_inputs, with_overrides
     from moesim.system.engine import Simulation
+    from moesim.system.phases import fast_tier_caveat
 
     paths = find_paths(directory, workload=workload, system=system, network=network, remote_memory=remote_memory,
                        logical_topology=logical_topology, comm_groups=comm_groups)
     inputs = with_overrides(read_inputs(paths), dict(parse_set(set_)))
     backend_cls = BACKENDS.get(backend)
     sim = Simulation(inputs.workload, inputs.topology, backend_cls(inputs.topology, inputs.params), inputs.settings)
+    caveat = fast_tier_caveat(backend, inputs.params, sim.multi_dimensional)
+    fast_forward.attach(sim)
     ranks = sim.run()
+    if caveat:
+        typer.echo(caveat, err=True)
     if as_json:
         typer.echo(json.dumps({
             "backend": backend, "network": inputs.network_kind, "workload": str(paths.workload),
             "ranks": [{"rank": r, "wall_s": t.wall_s, "gpu_s": t.gpu_s, "comm_s": t.comm_s} for r, t in enumerate(ranks)],
-            "wall_s": max(t.wall_s for t in ranks),
+            "wall_s": max(t.wall_s for t in ranks), **({"caveat": caveat} if caveat else {}),
         }, sort_keys=True))
         return
     for r, t in enumerate(ranks):  # ASTRA-sim's report line (docs/reference-semantics.md B.7)

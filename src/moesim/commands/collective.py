@@ -81,6 +81,8 @@ def register(app: typer.Typer) -> None:
                     typer.echo(f"# {name} over {bench.ranks} ranks{shape} of topology {topology}: {bench.algorithm}, "
                                f"network {network}, backend {backend}")
                     typer.echo("# time: the last rank done; algbw, busbw: GB/s (1e9 bytes per second), as nccl-tests")
+                    if bench.caveat:
+                        typer.echo(f"# {bench.caveat}")
                 _print_row(rows[-1], header=len(rows) == 1)
         if not (as_json or as_csv):
             mean = sum(row["busbw_bytes_per_s"] for row in rows) / len(rows) / 1e9
@@ -89,8 +91,12 @@ def register(app: typer.Typer) -> None:
             head = {"collective": name, "topology": topology, "ranks": bench.ranks, "dims": list(spec.dims),
                     "algorithm": bench.algorithm, "network": network, "backend": backend,
                     "overrides": dict(overrides)}
+            if bench.caveat:
+                head["caveat"] = bench.caveat
             typer.echo(json.dumps({**head, "sizes": rows}, sort_keys=True))
         elif as_csv:
+            if bench.caveat:
+                typer.echo(bench.caveat, err=True)
             fields = list(rows[0])
             writer = csv.DictWriter(sys.stdout, fieldnames=fields, lineterminator="\n")
             writer.writeheader()

@@ -52,6 +52,9 @@ class Capabilities:
     """The ``NetworkParams`` sections it reads (by attribute name; with ``congestion_control`` it also
     reads the CC algorithm's own parameters). Runs differing only in other sections are one simulation
     (``moesim.network.params.effective_params``), so a backend must list every section it reads."""
+    packet_level: bool = False
+    """It simulates packets and a queue pair per message, so results that hang on packet order are in it:
+    each message starting at line rate cuts the rate-controlled flows sharing its hop (docs/reference-runs.md S9)."""
 
 
 @runtime_checkable

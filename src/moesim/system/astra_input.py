@@ -26,7 +26,7 @@ from moesim.topology.catalog import STAR_MAX_HOSTS, star_topology
 from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
 from moesim.topology.ns3_export import read_ns3_topology
 from moesim.topology.units import BANDWIDTH_RANGE_BPS, DELAY_RANGE_S
-from moesim.workload.chakra import read_comm_groups, read_et
+from moesim.workload.chakra import read_et
 from moesim.workload.graph import Workload
 
 
@@ -288,17 +288,15 @@ def _servers(policy_path: Path, n: int) -> tuple[bool, tuple[int, ...] | None]:
 
 def read_inputs(paths: AstraPaths) -> AstraInputs:
     """Read and check every file of ``paths``."""
-    workload = read_et(paths.workload)
+    if paths.comm_groups is not None and not paths.comm_groups.is_file():
+        raise MoesimError(f"{paths.comm_groups}: no such communicator-group file")
+    workload = read_et(paths.workload, paths.comm_groups)  # the groups every pg_name is checked against
     n = len(workload.graphs)
     settings = read_system_json(paths.system)
     if paths.remote_memory is not None:
         check_remote_memory(paths.remote_memory)
     if paths.logical_topology is not None:
         workload = dataclasses.replace(workload, logical_dims=read_logical_dims(paths.logical_topology, n))
-    if paths.comm_groups is not None:
-        if not paths.comm_groups.is_file():
-            raise MoesimError(f"{paths.comm_groups}: no such communicator-group file")
-        workload = dataclasses.replace(workload, comm_groups=read_comm_groups(paths.comm_groups, n))
     if paths.network.suffix in (".yml", ".yaml"):
         topology, params, kind = topology_from_analytical(paths.network), REFERENCE_PRESETS["astra"], "analytical"
     else:
@@ -314,7 +312,8 @@ def read_inputs(paths: AstraPaths) -> AstraInputs:
     if topology.num_gpus != n:
         raise MoesimError(f"{paths.network}: the network has {topology.num_gpus} hosts but the workload "
                           f"{paths.workload} has {n} ranks")
-    settings = dataclasses.replace(settings, intra_server_cc=params.transport.intra_server_cc)
+    # ASTRA-sim inputs get ASTRA-sim's receive semantics (SystemSettings.astra_receives)
+    settings = dataclasses.replace(settings, intra_server_cc=params.transport.intra_server_cc, astra_receives=True)
     return AstraInputs(workload, topology, params, settings, kind)
 
 

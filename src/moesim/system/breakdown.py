@@ -24,6 +24,8 @@ from moesim.workload.graph import CollectiveType, Node, NodeKind
 if TYPE_CHECKING:
     from moesim.network.base import Flow
     from moesim.system.engine import Simulation
+    from moesim.system.fast_forward import LayerFastForward
+    from moesim.system.state import FlowOrigin
 
 KINDS = ("compute", "tp_all_reduce", "ep_dispatch", "ep_combine")
 """The kinds of the study's workloads; a node of another collective type has that type's name in lower case."""
@@ -123,10 +125,12 @@ class Breakdown:
 
 class Recorder:
     """Records a simulation's breakdown through its hooks (register before ``Simulation.run``); ``detail``
-    also records each collective's chunks and every flow (for a timeline)."""
+    also records each collective's chunks and every flow (for a timeline). Layers a ``fast_forward`` jumps
+    over are copied from the layer before."""
 
-    def __init__(self, sim: Simulation, detail: bool = False) -> None:
+    def __init__(self, sim: Simulation, detail: bool = False, fast_forward: LayerFastForward | None = None) -> None:
         self.sim = sim
+        self.fast_forward = fast_forward
         self.graphs = [g.nodes for g in sim.workload.graphs]
         self.start = [[math.nan] * len(g) for g in self.graphs]
         self.end = [[math.nan] * len(g) for g in self.graphs]
@@ -135,10 +139,10 @@ class Recorder:
         self.backfill: list[tuple[int, int, int, float]] = []  # (rank, node, its image's node, shift)
         self.fill: list[tuple[int, int, int, int, float]] = []  # (rank, first, end, nodes per layer, period)
         self.jumps_seen = 0
-        self.flows_open: dict[int, tuple[tuple[int, ...], dict[int, int], int, int, int, int, float]] = {}
+        self.flows_open: dict[int, tuple[int, float]] = {}
         self.chunk_spans: dict[tuple[int, int, int], list[float]] = {}
         self.flow_spans: list[FlowSpan] = []
-        self.jumps = sim.fast_forward.jumps if sim.fast_forward is not None else []
+        self.jumps = fast_forward.jumps if fast_forward is not None else []
         sim.hooks.node_started.append(self._started)
         sim.hooks.node_finished.append(self._finished)
         if detail:
@@ -159,7 +163,7 @@ class Recorder:
     def _after_jumps(self) -> None:
         """At the first node event after a fast-forward jump: move what was in flight to its image and copy
         the nodes of the jumped window that had finished."""
-        ff = self.sim.fast_forward
+        ff = self.fast_forward
         assert ff is not None
         for jump in ff.jumps[self.jumps_seen:]:
             for r, (layer, s) in enumerate(zip(jump.layers, jump.strides, strict=True)):
@@ -177,22 +181,19 @@ class Recorder:
                 self.start[r][i] = t
         self.jumps_seen = len(ff.jumps)
 
-    def _flow_started(self, flow: Flow) -> None:
-        inst, c, j = self.sim.flows[flow.flow_id]
-        t = inst.chunks[c].plan.transfers[j]
-        self.flows_open[flow.flow_id] = (inst.members, inst.node_of, c, t.src, t.dst, flow.size_bytes, self.sim.now)
+    def _flow_started(self, flow: Flow, origin: FlowOrigin) -> None:
+        self.flows_open[flow.flow_id] = (flow.size_bytes, self.sim.now)
 
-    def _flow_finished(self, fid: int) -> None:
-        members, node_of, c, src, dst, size, t0 = self.flows_open.pop(fid)
+    def _flow_finished(self, fid: int, origin: FlowOrigin) -> None:
+        size, t0 = self.flows_open.pop(fid)
         now = self.sim.now
-        self.flow_spans.append(FlowSpan(members[src], members[dst], size, t0, now))
-        for m in (src, dst):
-            i = node_of.get(m)
+        self.flow_spans.append(FlowSpan(origin.src_rank, origin.dst_rank, size, t0, now))
+        for rank, i in ((origin.src_rank, origin.src_node), (origin.dst_rank, origin.dst_node)):
             if i is None:
                 continue
-            span = self.chunk_spans.get((members[m], i, c))
+            span = self.chunk_spans.get((rank, i, origin.chunk))
             if span is None:
-                self.chunk_spans[(members[m], i, c)] = [t0, now]
+                self.chunk_spans[(rank, i, origin.chunk)] = [t0, now]
             else:
                 span[0], span[1] = min(span[0], t0), max(span[1], now)
 

@@ -9,13 +9,14 @@ logical dimensions runs each chunk as phases, one dimension at a time (``phases.
 
 Besides ``run``, a ``Simulation`` offers what tools built on it need: ``hooks`` (callbacks when a node
 or flow starts or finishes, and after every step), ``snapshot`` (its state as plain values) and
-``restore`` (install a state, moved in time). Layer fast-forward (``fast_forward.py``) is built on these.
+``restore`` (install a state, moved in time). Layer fast-forward (``fast_forward.py``) is built on these
+and attached by whoever composes a run (``run.py``); the engine knows nothing of it.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,16 +28,31 @@ from moesim.network.base import Flow, NetworkBackend
 from moesim.system.collectives import COLLECTIVES, Members, Plan, StepTiming, chunk_sizes, plan_for, resolve
 from moesim.system.collectives.direct import direct_pair_plan, pair_chunk
 from moesim.system.events import EventQueue
-from moesim.system.fast_forward import FastForward
-from moesim.system.phases import Phases, StreamQueues, build_phases, draws_trees, refine_dims
+from moesim.system.phases import (
+    Phases,
+    StreamQueues,
+    active_dims,
+    build_phases,
+    draws_trees,
+    refine_dims,
+    spans_dimensions,
+)
 from moesim.system.settings import SystemSettings
 from moesim.system.spec import RankTimes
-from moesim.system.state import CollectiveState, EventKind, InFlight, PendingEvent, RankState, SimState
+from moesim.system.state import (
+    CollectiveState,
+    EventKind,
+    FlowOrigin,
+    InFlight,
+    PendingEvent,
+    RankState,
+    SimState,
+)
 from moesim.topology.model import Topology
 from moesim.workload.costs import roofline_time_s
 from moesim.workload.graph import CollectiveType, Node, NodeKind, Workload
 
-__all__ = ["Hooks", "Simulation", "SystemSettings", "simulate"]
+__all__ = ["Hooks", "Simulation", "SystemSettings"]
 
 
 @dataclass
@@ -46,6 +62,9 @@ class _Chunk:
     plan: Plan
     deps_left: list[int]
     exit_left: list[int]
+    arrived: list[int]
+    """With ASTRA-sim's receives, per (source, destination) pair of the plan (``Plan.pair_slots``): messages
+    arrived so far; empty when every arrival is its own transfer's."""
 
 
 @dataclass
@@ -101,19 +120,20 @@ class _Rank:
 @dataclass
 class Hooks:
     """Callbacks a simulation makes, in registration order; the time is ``Simulation.now``. A node is
-    (rank, index in ``workload.graphs[rank].nodes``), a flow the ``Flow`` handed to the backend."""
+    (rank, index in ``workload.graphs[rank].nodes``), a flow the ``Flow`` handed to the backend (and its
+    id when it finishes), with the collective, chunk and transfer it carries (``FlowOrigin``)."""
 
     node_started: list[Callable[[int, int], None]] = field(default_factory=list)
     node_finished: list[Callable[[int, int], None]] = field(default_factory=list)
-    flow_started: list[Callable[[Flow], None]] = field(default_factory=list)
-    flow_finished: list[Callable[[int], None]] = field(default_factory=list)
+    flow_started: list[Callable[[Flow, FlowOrigin], None]] = field(default_factory=list)
+    flow_finished: list[Callable[[int, FlowOrigin], None]] = field(default_factory=list)
     step_finished: list[Callable[[], None]] = field(default_factory=list)
     """After each step (the events and flow completions of one instant): the only place to ``restore``."""
 
 
 class Simulation:
-    """Executes a workload on a topology through a network backend. Use :func:`simulate`, or build one,
-    register ``hooks`` and call :meth:`run`. Layer fast-forward attaches itself when the settings ask."""
+    """Executes a workload on a topology through a network backend: build one, register ``hooks`` and
+    call :meth:`run` (``run.simulate`` does so with layer fast-forward when the settings ask for it)."""
 
     def __init__(self, workload: Workload, topology: Topology, backend: NetworkBackend,
                  settings: SystemSettings, placement: tuple[int, ...] | None = None) -> None:
@@ -131,7 +151,7 @@ class Simulation:
         self.backend = backend
         self.settings = settings
         self.placement = placement
-        self.timing = StepTiming(settings.endpoint_delay_s, settings.mem_bw_bytes_per_s)
+        self.timing = StepTiming(settings.endpoint_delay_s, settings.mem_bw_bytes_per_s, settings.astra_receives)
         self.total_nodes = math.prod(workload.logical_dims) if workload.logical_dims else workload.num_ranks
         self.events: EventQueue[EventKind] = EventQueue()
         self._handlers = (self._dispatch, self._compute_done, self._stream_exit, self._start_transfer)  # by EventKind
@@ -142,18 +162,8 @@ class Simulation:
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self.now = 0.0
         self.hooks = Hooks()
-        phased = any(len(self._active_dims(n)) > 1 for g in workload.graphs for n in g.nodes
-                     if n.kind is NodeKind.COLLECTIVE and n.group == 0)
-        self.fast_forward = FastForward(self) if settings.fast_forward and not phased else None
-
-    @property
-    def fast_forward_mode(self) -> str:
-        """"off" (disabled), "none" (no jump), "exact" or "approximate" (docs/system.md)."""
-        return "off" if self.fast_forward is None else self.fast_forward.jump_mode
-
-    @property
-    def fast_forwarded_layers(self) -> int:
-        return 0 if self.fast_forward is None else self.fast_forward.layers_skipped
+        self.multi_dimensional = spans_dimensions(workload)
+        """Whether a collective runs as phases over several logical dimensions."""
 
     # ----------------------------------------------------------------- main loop
     def run(self) -> list[RankTimes]:
@@ -200,7 +210,7 @@ class Simulation:
 
     # ----------------------------------------------------------------- state
     def snapshot(self) -> SimState:
-        """The whole state as plain values (the backend's excepted)."""
+        """The whole state as plain values (``state.py`` says what is derived; the backend's is its own)."""
         live = list(self.instances.values())
         position = {id(inst): k for k, inst in enumerate(live)}
         queued = self.events.items()
@@ -209,14 +219,18 @@ class Simulation:
                 position[id(inst)] = len(live)
                 live.append(inst)
         ranks = tuple(RankState(tuple(st.done), tuple(st.deps_left), tuple(st.ready), st.completed, st.gpu_busy,
-                                st.comm_busy, st.gpu_s, st.comm_s, st.wall_s, tuple(st.group_seq.items()))
-                      for st in self.ranks)
+                                st.comm_busy, st.gpu_s, st.comm_s, st.wall_s, tuple(st.group_seq.items()),
+                                tuple(st.trees.items())) for st in self.ranks)
         collectives = tuple(CollectiveState(
             inst.members, inst.seq, inst.ctype, inst.size_bytes, inst.impl, tuple(inst.chunk_bytes),
             tuple(inst.node_of.items()), tuple(inst.issue_time.items()), tuple(inst.next_chunk), tuple(inst.exited),
             inst.finished, inst.flows_started,
-            tuple((c, tuple(ch.deps_left), tuple(ch.exit_left)) for c, ch in inst.chunks.items()),
-            retired=k >= len(self.instances), pair_bytes=inst.pair_bytes) for k, inst in enumerate(live))
+            tuple((c, tuple(ch.deps_left), tuple(ch.exit_left), tuple(ch.arrived)) for c, ch in inst.chunks.items()),
+            retired=k >= len(self.instances), pair_bytes=inst.pair_bytes, trees=tuple(inst.trees.items()),
+            phased=inst.phases is not None,
+            waiting=() if inst.queues is None else tuple((q, tuple(w)) for q, w in inst.queues.waiting.items()),
+            running=() if inst.queues is None else tuple(inst.queues.running.items()))
+            for k, inst in enumerate(live))
         events = tuple(PendingEvent(t, prio, seq, kind, (position[id(a[0])], *a[1:]) if kind.on_collective else a)
                        for t, prio, seq, kind, a in queued)
         flows = tuple(InFlight(fid, position[id(inst)], c, j) for fid, (inst, c, j) in self.flows.items())
@@ -230,13 +244,21 @@ class Simulation:
             st.completed, st.gpu_busy, st.comm_busy = rs.completed, rs.gpu_node, rs.comm_busy
             st.gpu_s, st.comm_s, st.wall_s = rs.gpu_s, rs.comm_s, rs.wall_s + shift_s
             st.group_seq = defaultdict(int, rs.group_seq)
+            st.trees = defaultdict(int, rs.trees)
         live = []
         for cs in state.collectives:
             inst = _Instance(cs.members, cs.seq, cs.ctype, cs.size_bytes, cs.impl, list(cs.chunk_bytes),
                              next_chunk=list(cs.next_chunk), exited=list(cs.exited),
                              issue_time={m: t + shift_s for m, t in cs.issue_s}, node_of=dict(cs.node_of),
-                             finished=cs.finished, flows_started=cs.flows_started, pair_bytes=cs.pair_bytes)
-            inst.chunks = {c: _Chunk(self._plan(inst, c), list(deps), list(exits)) for c, deps, exits in cs.chunks}
+                             finished=cs.finished, flows_started=cs.flows_started, pair_bytes=cs.pair_bytes,
+                             trees=dict(cs.trees))
+            if cs.phased:
+                m, i = cs.node_of[0]
+                inst.phases = self._phases(self.ranks[cs.members[m]].nodes[i], cs.members, list(cs.chunk_bytes))
+                inst.queues = StreamQueues(self.settings.active_chunks, {q: deque(w) for q, w in cs.waiting},
+                                           dict(cs.running))
+            inst.chunks = {c: _Chunk(self._plan(inst, c), list(deps), list(exits), list(arrived))
+                           for c, deps, exits, arrived in cs.chunks}
             live.append(inst)
         self.instances = {(inst.members, inst.seq): inst
                           for inst, cs in zip(live, state.collectives, strict=True) if not cs.retired}
@@ -346,9 +368,7 @@ class Simulation:
 
     def _active_dims(self, node: Node) -> list[int]:
         """The logical dimensions (of more than one rank) a global-group collective spans."""
-        dims = self.workload.logical_dims
-        involved = node.involved_dims or (True,) * len(dims)
-        return [d for d, on in enumerate(involved[:len(dims)]) if on and dims[d] > 1]
+        return active_dims(self.workload.logical_dims, node.involved_dims)
 
     def _new_instance(self, r: int, node: Node, members: tuple[int, ...], seq: int) -> _Instance:
         assert node.collective is not None
@@ -361,9 +381,7 @@ class Simulation:
                                   "is not supported (it runs over one dimension)")
             sizes = [0] * settings.dataset_splits
         if len(dims) > 1:
-            impls = {t: settings.implementations(t) for t in CollectiveType}
-            phases = Phases(build_phases(ctype, members, self.workload.logical_dims, dims, impls,
-                                         settings.collective_optimization, sizes[0] if sizes else 0), len(members))
+            phases = self._phases(node, members, sizes)
             return _Instance(members, seq, ctype, node.size_bytes, phases.phases[0].impl, sizes,
                              next_chunk=[0] * len(members), exited=[0] * len(members), phases=phases,
                              queues=StreamQueues(settings.active_chunks),
@@ -375,6 +393,13 @@ class Simulation:
         key = self._flat_key(inst, node)
         inst.trees = {key: self.ranks[r].trees[key]}
         return inst
+
+    def _phases(self, node: Node, members: tuple[int, ...], sizes: list[int]) -> Phases:
+        """The phases of a global-group collective over several dimensions (a function of its node)."""
+        assert node.collective is not None
+        impls = {t: self.settings.implementations(t) for t in CollectiveType}
+        return Phases(build_phases(node.collective, members, self.workload.logical_dims, self._active_dims(node), impls,
+                                   self.settings.collective_optimization, sizes[0] if sizes else 0), len(members))
 
     def _flat_key(self, inst: _Instance, node: Node) -> Any:
         """The dimension whose tree counter a one-phase collective draws on (a sub-group: its own)."""
@@ -426,7 +451,10 @@ class Simulation:
         ch = inst.chunks.get(c)
         if ch is None:
             plan = self._plan(inst, c)
-            ch = _Chunk(plan, [len(t.after) + 1 for t in plan.transfers], [len(a) + 1 for a in plan.exit_after])
+            slots = plan.pair_slots if self.settings.astra_receives else None
+            ch = _Chunk(plan, [len(t.after) + (len(t.after_sent) or 1) for t in plan.transfers],
+                        [len(a) + (len(plan.exit_sent(m)) or 1) for m, a in enumerate(plan.exit_after)],
+                        [0] * len(slots[1]) if slots else [])
             inst.chunks[c] = ch
         return ch
 
@@ -438,9 +466,10 @@ class Simulation:
     def _run_stream(self, inst: _Instance, k: int, pos: int) -> None:
         """The member at ``pos`` starts its part of chunk key ``k``."""
         ch = self._chunk(inst, k)
-        for j in ch.plan.by_src[pos]:
+        for j in ch.plan.on_start[pos]:
             self._release_transfer(inst, k, ch, j)
-        self._release_exit(inst, k, ch, pos)
+        if not ch.plan.exit_sent(pos):
+            self._release_exit(inst, k, ch, pos)
 
     def _admit(self, inst: _Instance, m: int, dim: int) -> None:
         """Start the phases member ``m``'s queue of dimension ``dim`` admits."""
@@ -469,15 +498,37 @@ class Simulation:
         inst.flows_started += 1
         cc = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
         flow = Flow(fid, src, dst, t.size_bytes, cc)
-        for hook in self.hooks.flow_started:
-            hook(flow)
+        if self.hooks.flow_started:
+            origin = self._origin(inst, c, j)
+            for hook in self.hooks.flow_started:
+                hook(flow, origin)
         self.backend.start_flow(flow, self.now)
+        ch = inst.chunks[c]
+        for k in ch.plan.sent_dependants[j]:
+            self._release_transfer(inst, c, ch, k)
+        for m in ch.plan.sent_exit_waiters[j]:
+            self._release_exit(inst, c, ch, m)
+
+    def _origin(self, inst: _Instance, k: int, j: int) -> FlowOrigin:
+        """What transfer ``j`` of chunk key ``k`` belongs to, for the flow hooks."""
+        t = inst.chunks[k].plan.transfers[j]
+        chunk, phase = (k, 0) if inst.phases is None else inst.phases.decode(k)[:2]
+        src, dst = self._member(inst, k, t.src), self._member(inst, k, t.dst)
+        return FlowOrigin(inst.members, inst.seq, chunk, phase, j, inst.members[src], inst.members[dst],
+                          inst.node_of.get(src), inst.node_of.get(dst))
 
     def _on_flow_done(self, fid: int) -> None:
         inst, c, j = self.flows.pop(fid)
-        for hook in self.hooks.flow_finished:
-            hook(fid)
+        if self.hooks.flow_finished:
+            origin = self._origin(inst, c, j)
+            for hook in self.hooks.flow_finished:
+                hook(fid, origin)
         ch = inst.chunks[c]
+        slots = ch.plan.pair_slots if ch.arrived else None
+        if slots is not None:  # ASTRA-sim's receives: the k-th arrival on a pair counts as its k-th transfer
+            pair = slots[0][j]
+            j = slots[1][pair][ch.arrived[pair]]
+            ch.arrived[pair] += 1
         for k in ch.plan.dependants[j]:
             self._release_transfer(inst, c, ch, k)
         for m in ch.plan.exit_waiters[j]:
@@ -502,8 +553,8 @@ class Simulation:
         if p + 1 < len(inst.phases.phases):
             nxt = inst.phases.phases[p + 1].dim
             inst.queues.enqueue(m, nxt, c, p + 1)
+            self._admit(inst, m, dim)  # as ASTRA-sim: the queue left behind starts its next stream first
             self._admit(inst, m, nxt)
-            self._admit(inst, m, dim)
             return
         inst.exited[m] += 1
         self._admit(inst, m, dim)
@@ -522,8 +573,3 @@ class Simulation:
             del self.instances[(inst.members, inst.seq)]
         self._node_done(r, inst.node_of[m])
 
-
-def simulate(workload: Workload, topology: Topology, backend: NetworkBackend,
-             settings: SystemSettings | None = None, placement: tuple[int, ...] | None = None) -> list[RankTimes]:
-    """Execute ``workload`` and return per-rank wall/GPU/comm times (ASTRA-sim's report, B.7)."""
-    return Simulation(workload, topology, backend, settings or SystemSettings(), placement).run()

@@ -2,8 +2,9 @@
 
 Built on the simulation's public surface only: hooks say when rank 0 starts a layer and when a step
 ends; ``Simulation.snapshot`` gives the state, ``Simulation.restore`` installs the jumped one, and the
-backend describes (``flow_state``) and moves (``shift_time``) its flows in flight. docs/system.md
-describes the method and its measured accuracy.
+backend describes (``flow_state``) and moves (``shift_time``) its flows in flight (its ``FastForward``
+protocol). Whoever composes a run attaches it (``attach``). docs/system.md describes the method and its
+measured accuracy.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class _Snapshot:
     times: tuple[float, ...]  # relative to ``now``: must agree within the tolerance
     mags: tuple[float, ...]  # bytes left, rates: must agree within the tolerance
     comm_s: tuple[float, ...]
+    trees: tuple[dict[Any, int], ...]  # per rank: Double Binary Tree counters (they advance every layer)
     next_flow: int
     random_draws: int  # the backend's count: an exact period must draw none (its outcomes need not repeat)
 
@@ -86,13 +88,28 @@ class Jump:
     strides: tuple[int, ...]
 
 
+def _parities(trees: tuple[tuple[Any, int], ...]) -> tuple[tuple[Any, int], ...]:
+    """Tree counters as a plan reads them: DBMAX on even, DBMIN on odd."""
+    return tuple(sorted(((key, count % 2) for key, count in trees), key=repr))
+
+
 def _close(a: _Snapshot, b: _Snapshot, period: float, tol: float) -> bool:
     """Times agree within ``tol`` of the period, magnitudes within ``tol`` relative."""
     return (all(abs(x - y) <= 1e-12 + tol * period for x, y in zip(a.times, b.times, strict=True))
             and all(abs(x - y) <= 1e-9 + tol * max(abs(x), abs(y)) for x, y in zip(a.mags, b.mags, strict=True)))
 
 
-class FastForward:
+def attach(sim: Simulation) -> LayerFastForward | None:
+    """Layer fast-forward on ``sim`` if its settings ask for it (``SystemSettings.fast_forward``); None if not."""
+    return LayerFastForward(sim) if sim.settings.fast_forward else None
+
+
+def mode(ff: LayerFastForward | None) -> str:
+    """"off" (not attached), "none" (no jump), "exact" or "approximate" (docs/system.md)."""
+    return "off" if ff is None else ff.jump_mode
+
+
+class LayerFastForward:
     """Watches a simulation and jumps over the layers that its period makes predictable.
 
     A snapshot is due whenever rank 0 starts a layer; it is taken after that step (with a backend that
@@ -226,7 +243,7 @@ class FastForward:
             layers.append(L)
             base.append(b)
             ranks_key.append((L - layers[0], done, rs.deps_left[b:hi], tuple(sorted(i - b for i in rs.ready)),
-                              -1 if rs.gpu_node is None else rs.gpu_node - b, rs.comm_busy))
+                              -1 if rs.gpu_node is None else rs.gpu_node - b, rs.comm_busy, _parities(rs.trees)))
         # collective instances, identified by their members and the window positions of their nodes
         ident = [(c.members, tuple(sorted((m, i - base[c.members[m]]) for m, i in c.node_of)))
                  for c in state.collectives]
@@ -238,7 +255,8 @@ class FastForward:
         for k in sorted(range(len(ident)), key=lambda k: inst_id[k]):
             c = state.collectives[k]
             inst_key.append((ident[k], c.next_chunk, c.exited, c.finished, c.flows_started,
-                             tuple((ch, deps, exits) for ch, deps, exits in sorted(c.chunks))))
+                             tuple(sorted(c.chunks)), _parities(c.trees), tuple(sorted(c.waiting)),
+                             tuple(sorted(c.running))))
             times.extend(t - now for _, t in sorted(c.issue_s))
         events = []
         for e in state.events:
@@ -266,7 +284,7 @@ class FastForward:
             mags.extend(fs[1])
         key = (tuple(ranks_key), tuple(inst_key), tuple(events_key), tuple(desc for desc, _ in flows))
         return _Snapshot(key, now, tuple(layers), tuple(times), tuple(mags), tuple(rs.comm_s for rs in state.ranks),
-                         state.next_flow, self.sim.backend.random_draws)
+                         tuple(dict(rs.trees) for rs in state.ranks), state.next_flow, self.sim.backend.random_draws)
 
     def _try_jump(self, state: SimState, snap: _Snapshot, back: _Snapshot, period: float, periods_back: int,
                   mode: str) -> None:
@@ -301,6 +319,15 @@ class FastForward:
             return False
         shift = m * period
         settings = sim.settings
+        # Double Binary Tree counters advance by what one layer draws (plans read only their parity)
+        drawn = []
+        for r, rs in enumerate(state.ranks):
+            per_period = {}
+            for key, count in rs.trees:
+                per_period[key], rest = divmod(count - back.trees[r].get(key, 0), periods_back)
+                if rest:
+                    return False
+            drawn.append(per_period)
         ranks = []
         stride = []
         per_layer: dict[tuple[int, ...], int] = defaultdict(int)  # collectives per layer on each group
@@ -329,13 +356,14 @@ class FastForward:
                 rs, done=tuple(done), deps_left=tuple(deps_left), ready=tuple(i + s for i in rs.ready),
                 completed=rs.completed + s, gpu_node=None if rs.gpu_node is None else rs.gpu_node + s,
                 gpu_s=gpu_s, comm_s=rs.comm_s + m * (rs.comm_s - back.comm_s[r]) / (L - back.layers[r]),
-                group_seq=tuple(group_seq.items())))
+                group_seq=tuple(group_seq.items()), trees=tuple((k, c + m * drawn[r][k]) for k, c in rs.trees)))
             self.first_undone[r] += s
             stride.append(s)
         # collectives in progress move to the nodes and sequence numbers of their new layer
         collectives = tuple(dataclasses.replace(
             c, seq=c.seq + m * per_layer[c.members],
-            node_of=tuple((mem, i + stride[c.members[mem]]) for mem, i in c.node_of)) for c in state.collectives)
+            node_of=tuple((mem, i + stride[c.members[mem]]) for mem, i in c.node_of),
+            trees=tuple((k, t + m * drawn[c.members[0]].get(k, 0)) for k, t in c.trees)) for c in state.collectives)
         events = tuple(dataclasses.replace(e, args=(e.args[0], e.args[1] + stride[e.args[0]]))
                        if e.kind is EventKind.COMPUTE_DONE else e for e in state.events)
         sim.restore(dataclasses.replace(state, ranks=tuple(ranks), collectives=collectives, events=events,

@@ -20,8 +20,9 @@ from moesim.network import BACKENDS
 from moesim.network.params import network_mode
 from moesim.schema import MAX_COUNT
 from moesim.system.collectives.base import COLLECTIVES, resolve
-from moesim.system.engine import SystemSettings, simulate
-from moesim.system.run import split_overrides
+from moesim.system.engine import SystemSettings
+from moesim.system.phases import fast_tier_caveat
+from moesim.system.run import simulate, split_overrides
 from moesim.topology.catalog import get_topology, topology_gpu_count
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 
@@ -89,6 +90,8 @@ class PreparedBench:
     settings: SystemSettings
     make_backend: Any
     topology: Any
+    caveat: str | None = None
+    """What the backend cannot see in this benchmark (``phases.fast_tier_caveat``), or None."""
 
 
 def prepare_collective(spec: CollectiveSpec) -> PreparedBench:
@@ -126,10 +129,12 @@ def prepare_collective(spec: CollectiveSpec) -> PreparedBench:
     if link_bw:
         topology = topology.with_link_bandwidths(link_bw)
     settings = SystemSettings(roofline=False, all_reduce=impls, all_gather=impls, reduce_scatter=impls,
-                              all_to_all=impls, intra_server_cc=params.transport.intra_server_cc)
+                              all_to_all=impls, intra_server_cc=params.transport.intra_server_cc, astra_receives=True)
     settings = dataclasses.replace(settings, **sys_over)
     backend_cls = BACKENDS.get(spec.backend)
-    return PreparedBench(spec, ctype, ranks, algorithm, settings, lambda: backend_cls(topology, params), topology)
+    caveat = fast_tier_caveat(spec.backend, params, len([d for d in spec.dims if d > 1]) > 1)
+    return PreparedBench(spec, ctype, ranks, algorithm, settings, lambda: backend_cls(topology, params), topology,
+                         caveat)
 
 
 def node_size_bytes(collective: str, size_bytes: int, ranks: int) -> int:

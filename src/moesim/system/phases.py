@@ -7,9 +7,12 @@ dimension's algorithm, with the previous phase's output as its input. All-reduce
 ``localBWAware``: reduce-scatter up the dimensions, all-reduce on the last, all-gather back down;
 with ``baseline``: an all-reduce on every dimension. All-to-all and reduce-scatter visit the dimensions
 in order, all-gather in reverse. An algorithm that does not implement a phase's type runs an all-reduce
-of the phase's whole input instead (ASTRA-sim's Double Binary Tree does so). Per member and dimension a
-FIFO queue admits ``active_chunks`` streams at a time; a chunk joins the next dimension's queue when
-its phase ends there.
+of the phase's whole input instead (ASTRA-sim's Double Binary Tree does so). The all-gathers that close
+a ``localBWAware`` all-reduce take their dimension's queues from the "last" half, which ASTRA-sim
+runs anticlockwise (``QueueLevelHandler::get_next_queue_id_last``): ring and direct send to the
+previous member there. Per member and dimension a FIFO queue admits ``active_chunks`` streams at a
+time; when a chunk's phase ends, its queue starts the next stream, then the chunk joins the next
+dimension's queue (ASTRA-sim's order).
 """
 
 from __future__ import annotations
@@ -20,8 +23,13 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from moesim.errors import input_error
+from moesim.network import BACKENDS
+from moesim.network.params import NetworkParams
 from moesim.system.collectives.base import COLLECTIVES, resolve
-from moesim.workload.graph import CollectiveType, Workload
+from moesim.workload.graph import CollectiveType, NodeKind, Workload
+
+RING_DIRECTED = ("ring", "direct")
+"""Algorithms ASTRA-sim hands a ring direction (Ring and AllToAll); trees and halving-doubling ignore it."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +43,8 @@ class Phase:
     size_bytes: int
     """The phase's input per chunk."""
     groups: tuple[tuple[int, ...], ...]
-    """Member indices of each sub-group, in coordinate order (plan position → member)."""
+    """Member indices of each sub-group in ring order (plan position → member): coordinate order, or for
+    an anticlockwise phase the first coordinate followed by the others in descending order."""
     where: tuple[tuple[int, int], ...]
     """Per member: (sub-group, position)."""
 
@@ -108,15 +117,17 @@ def output_bytes(ctype: CollectiveType, n: int, size_bytes: int) -> int:
     return size_bytes
 
 
-def _sub_groups(members: tuple[int, ...], logical_dims: tuple[int, ...], dim: int
+def _sub_groups(members: tuple[int, ...], logical_dims: tuple[int, ...], dim: int, anticlockwise: bool = False
                 ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, int], ...]]:
-    """Sub-groups of ``members`` along ``dim`` (member indices in coordinate order) and each member's place."""
+    """Sub-groups of ``members`` along ``dim`` (member indices in ring order) and each member's place."""
     stride = math.prod(logical_dims[:dim])
     by_rest: dict[int, list[tuple[int, int]]] = {}
     for m, r in enumerate(members):
         coord = (r // stride) % logical_dims[dim]
         by_rest.setdefault(r - coord * stride, []).append((coord, m))
     groups = tuple(tuple(m for _, m in sorted(g)) for _, g in sorted(by_rest.items()))
+    if anticlockwise:
+        groups = tuple(g[:1] + g[:0:-1] for g in groups)
     where = [(0, 0)] * len(members)
     for g, ms in enumerate(groups):
         for pos, m in enumerate(ms):
@@ -131,16 +142,45 @@ def build_phases(ctype: CollectiveType, members: tuple[int, ...], logical_dims: 
     per-dimension implementations of each collective type (an all-reduce's phases all use all-reduce's)."""
     out: list[Phase] = []
     size = chunk_bytes
+    closing = ctype is CollectiveType.ALL_REDUCE and optimization != "baseline"
     for d, ptype in phase_types(ctype, dims, optimization):
         listed = impls[ctype]
         impl = listed[min(d, len(listed) - 1)]
-        if ptype not in COLLECTIVES.get(resolve(impl)[0]).supports:
+        name = resolve(impl)[0]
+        anticlockwise = closing and ptype is CollectiveType.ALL_GATHER and name in RING_DIRECTED
+        if ptype not in COLLECTIVES.get(name).supports:
             ptype = CollectiveType.ALL_REDUCE
-        groups, where = _sub_groups(members, logical_dims, d)
+        groups, where = _sub_groups(members, logical_dims, d, anticlockwise)
         n = logical_dims[d]
         out.append(Phase(d, ptype, impl, n, size, groups, where))
         size = output_bytes(ptype, n, size)
     return tuple(out)
+
+
+def active_dims(logical_dims: tuple[int, ...], involved: tuple[bool, ...]) -> list[int]:
+    """The logical dimensions (of more than one rank) a global-group collective spans (all when
+    ``involved`` is empty)."""
+    involved = involved or (True,) * len(logical_dims)
+    return [d for d, on in enumerate(involved[:len(logical_dims)]) if on and logical_dims[d] > 1]
+
+
+def spans_dimensions(workload: Workload) -> bool:
+    """Whether a global-group collective of ``workload`` runs as phases over several logical dimensions."""
+    return any(len(active_dims(workload.logical_dims, n.involved_dims)) > 1 for g in workload.graphs
+               for n in g.nodes if n.kind is NodeKind.COLLECTIVE and n.group == 0)
+
+
+def fast_tier_caveat(backend: str, params: NetworkParams, multi_dimensional: bool) -> str | None:
+    """What a backend without packets cannot see in a collective over several dimensions under rate-based
+    congestion control: the next chunk's messages, each a new queue pair at line rate, starve the
+    cross-dimension flows beside them, and the skew this leaves turns later ring phases into bursts
+    (docs/reference-runs.md S9: fluid 50 % short of the reference). None when nothing is hidden."""
+    cc = params.cc_algorithm
+    if not multi_dimensional or not cc.controls_rate or BACKENDS.get(backend).capabilities.packet_level:
+        return None
+    return (f"note: the {backend} backend cannot see what decides a collective over several dimensions under "
+            f"{cc.name}: messages starting at line rate starve the cross-dimension flows beside them and the "
+            "ranks' skew turns later ring phases into bursts; use --backend packet (docs/reference-runs.md S9)")
 
 
 def refine_dims(workload: Workload, dims: tuple[int, ...]) -> Workload:

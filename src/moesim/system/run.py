@@ -18,6 +18,7 @@ from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.params import PARAMS as NETWORK_PARAMS
 from moesim.network.params import NetworkParams, network_mode
 from moesim.schema import MAX_DURATION_S, Constraint, Param
+from moesim.system import fast_forward
 from moesim.system.breakdown import LEVELS, Breakdown, Recorder
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
@@ -237,6 +238,15 @@ PROGRESS_EVERY_S = 0.2
 """Wall-clock seconds between two progress calls (the callback decides what to show)."""
 
 
+def simulate(workload: Workload, topology: Topology, backend: NetworkBackend, settings: SystemSettings | None = None,
+             placement: tuple[int, ...] | None = None) -> list[RankTimes]:
+    """Execute ``workload`` (with layer fast-forward when the settings ask for it) and return per-rank
+    wall/GPU/comm times (ASTRA-sim's report, docs/reference-semantics.md B.7)."""
+    sim = Simulation(workload, topology, backend, settings or SystemSettings(), placement)
+    fast_forward.attach(sim)
+    return sim.run()
+
+
 def _watch(sim: Simulation, workload: Workload, progress: Progress) -> None:
     """Call ``progress`` after engine steps, at most every PROGRESS_EVERY_S of wall time. A rank's layers
     done are those before its first unfinished node (nodes are ordered by layer)."""
@@ -294,13 +304,15 @@ def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False, progress
                           diagnostics=DiagnosticsSpec.everything() if diagnostics else None)
     workload = prepared.workload()
     sim = Simulation(workload, prepared.topology, backend, settings, prepared.placement.rank_to_gpu)
+    ff = fast_forward.attach(sim)
     if progress is not None:
         _watch(sim, workload, progress)
     nodes = _record_timeline(sim, workload) if timeline else []
-    recorder = Recorder(sim, detail) if breakdown != "none" or detail else None
+    recorder = Recorder(sim, detail, ff) if breakdown != "none" or detail else None
     ranks = sim.run()
     _check_horizon(f"run {run_label_of(prepared.spec)}", ranks)
-    return Simulated(prepared.spec, tuple(ranks), backend.parameters(), sim.fast_forwarded_layers, sim.fast_forward_mode,
+    return Simulated(prepared.spec, tuple(ranks), backend.parameters(), ff.layers_skipped if ff else 0,
+                     fast_forward.mode(ff),
                      backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0,
                      tuple(sorted(nodes, key=lambda t: (t.rank, t.start_s, t.node_id))),
                      recorder.result() if recorder is not None else None, breakdown)

@@ -65,6 +65,13 @@ class SystemSettings:
     # (routed experts, top-k, expert groups, groups per token) of the all-to-alls, for algorithms that
     # send a token once per destination server (hierarchical); empty: every row is its own message
     expert_routing: tuple[int, ...] = param((), low=1, high=MAX_COUNT)
+    # ASTRA-sim's receives (docs/reference-semantics.md B.1–B.2): the k-th message to arrive on a pair of
+    # members serves the pair's k-th receive, and a ring member posts step k's receive with step k's send,
+    # so one that starts a phase late sends its backlog one bundle delay apart. Off: each transfer waits
+    # for its own message and a late member's ready steps leave together. Lockstep runs are the same
+    # either way; runs whose ranks drift apart are not (docs/system.md). On for ASTRA-sim inputs
+    # (`moesim astra run`) and `moesim collective`, off for study runs.
+    astra_receives: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self, "system settings")

@@ -1,5 +1,7 @@
 """A simulation's state as plain values: what ``Simulation.snapshot`` returns and ``Simulation.restore``
-installs. Nodes are (rank, index in the rank's graph); collectives are positions in ``SimState.collectives``.
+installs. It holds the whole engine state; derived values (plans, a collective's phases, which are rebuilt
+from its node) and the network backend's state are not in it. Nodes are (rank, index in the rank's graph);
+collectives are positions in ``SimState.collectives``.
 """
 
 from __future__ import annotations
@@ -8,6 +10,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from moesim.workload.graph import CollectiveType
+
+TreeKey = int | tuple[int, ...]
+"""What a Double Binary Tree counter belongs to: a logical dimension, or a sub-group's members."""
 
 
 class EventKind(IntEnum):
@@ -38,6 +43,8 @@ class RankState:
     comm_s: float
     wall_s: float  # when the last node ended (an absolute time)
     group_seq: tuple[tuple[tuple[int, ...], int], ...]  # per member group: collectives issued so far
+    trees: tuple[tuple[TreeKey, int], ...] = ()
+    """Double Binary Trees drawn so far per dimension (a sub-group: its members), DBMAX on even counts."""
 
 
 @dataclass(frozen=True)
@@ -56,9 +63,16 @@ class CollectiveState:
     exited: tuple[int, ...]
     finished: int
     flows_started: int
-    chunks: tuple[tuple[int, tuple[int, ...], tuple[int, ...]], ...]  # (chunk, transfers' deps left, exits' deps left)
+    chunks: tuple[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...]
+    """(chunk, transfers' deps left, exits' deps left, arrivals per pair)"""
     retired: bool = False  # every member finished; only its events or flows remain
     pair_bytes: tuple[int, ...] = ()  # a skewed all-to-all's bytes per member pair (Node.pair_bytes)
+    trees: tuple[tuple[TreeKey, int], ...] = ()  # the issuing rank's tree counters when it was created
+    phased: bool = False  # it runs as phases over several dimensions (rebuilt from its node)
+    waiting: tuple[tuple[tuple[int, int], tuple[tuple[int, int], ...]], ...] = ()
+    """Phased: per (member, dimension) queue, the (chunk, phase) streams waiting in order."""
+    running: tuple[tuple[tuple[int, int], int], ...] = ()
+    """Phased: per (member, dimension) queue, the streams running."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,24 @@ class PendingEvent:
     seq: int  # insertion counter: ties in (time, priority) run first in, first out
     kind: EventKind
     args: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FlowOrigin:
+    """What a flow belongs to, as the flow hooks report it: the collective instance (member ranks and
+    per-group sequence number), the chunk, the phase of a collective over several dimensions (else 0),
+    the transfer's index in that chunk's plan, the sending and receiving ranks, and the node each of them
+    runs the collective as (None while that rank has not issued it yet)."""
+
+    members: tuple[int, ...]
+    seq: int
+    chunk: int
+    phase: int
+    transfer: int
+    src_rank: int
+    dst_rank: int
+    src_node: int | None
+    dst_node: int | None
 
 
 @dataclass(frozen=True)

@@ -412,11 +412,13 @@ def read_comm_groups(path: Path, num_ranks: int) -> tuple[tuple[int, tuple[int, 
     return tuple(sorted(groups))
 
 
-def read_et(path: str | Path) -> Workload:
+def read_et(path: str | Path, comm_groups: str | Path | None = None) -> Workload:
     """Read a Chakra ET workload from a directory, a ``<dir>/<prefix>`` path or one of its ``.et`` files.
 
     Logical dims come from moesim's GlobalMetadata attribute ``logical_dims`` if present, else
-    ``(number of ranks,)``; communicator groups from ``<prefix>.comm_groups.json`` if present.
+    ``(number of ranks,)``; communicator groups from ``comm_groups`` (ASTRA-sim's
+    ``--comm-group-configuration``) if given, else from ``<prefix>.comm_groups.json`` if present. Every
+    ``pg_name`` must name one of them.
     """
     directory, prefix, files = _resolve(path)
     graphs, metas = [], []
@@ -440,13 +442,14 @@ def read_et(path: str | Path) -> Workload:
             raise MoesimError(
                 f"{files[0]}: field 'logical_dims': {list(dims)} does not multiply to the {len(files)} rank files"
             )
-    groups = read_comm_groups(comm_groups_path(directory, prefix), len(files))
+    groups_file = Path(comm_groups) if comm_groups is not None else comm_groups_path(directory, prefix)
+    groups = read_comm_groups(groups_file, len(files))
     defined = {gid for gid, _ in groups}
     for f, g in zip(files, graphs, strict=True):
         for n in g.nodes:
             if n.group and n.group not in defined:
                 raise MoesimError(
                     f"{f}: node {n.id}: field 'pg_name': communicator group {n.group} is not defined in "
-                    f"{comm_groups_path(directory, prefix).name} (defined: {', '.join(map(str, sorted(defined))) or 'none'})"
+                    f"{groups_file.name} (defined: {', '.join(map(str, sorted(defined))) or 'none'})"
                 )
     return Workload(name=name, graphs=tuple(graphs), logical_dims=dims, comm_groups=groups)

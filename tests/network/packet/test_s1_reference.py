@@ -12,7 +12,8 @@ from helpers import one_collective, star
 from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.packet import PacketBackend
 from moesim.network.params import REFERENCE_PRESETS
-from moesim.system.engine import SystemSettings, simulate
+from moesim.system.engine import SystemSettings
+from moesim.system.run import simulate
 from moesim.workload.graph import CollectiveType as C
 
 ROWS = [

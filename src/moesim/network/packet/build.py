@@ -250,7 +250,7 @@ def new_state(fabric: Fabric, params: NetworkParams, cc: CcAlgorithm, *, stall_n
     qp_free = np.arange(n_qp - 1, -1, -1, dtype=np.int32)
     g[G_QP_FREE] = n_qp
     port = np.zeros(len(fabric.link), dtype=PORT_DTYPE)
-    for f in ("q0_head", "q0_tail", "q1_head", "q1_tail", "rr_last", "qp_head"):
+    for f in ("q0_head", "q0_tail", "q1_head", "q1_tail", "qp_head"):
         port[f] = NIL
     return State(
         cfg=config_vector(params, cc, wheel, stall_ns, int_hops, sample),

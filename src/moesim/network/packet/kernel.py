@@ -140,8 +140,9 @@ def _dispatch(S, e, now):
     elif kind == EV_KICK:
         kick = a
     elif kind == EV_WAKE:
-        S.port[a].wake_pending = False
-        kick = a
+        if S.port[a].wake_pending and S.port[a].wake_id == b:  # else moved earlier (update_next_avail)
+            S.port[a].wake_pending = False
+            kick = a
     elif kind == EV_START:
         kick = qp_start(S, a, now)
     elif kind == EV_TIMER:

@@ -40,12 +40,12 @@ LINK_DTYPE = np.dtype([
 """A directed link = the egress port at its source node (static)."""
 
 PORT_DTYPE = np.dtype([
-    ("busy_until", np.int64), ("tx_bytes", np.int64),
+    ("tx_bytes", np.int64),
     ("q0_head", np.int32), ("q0_tail", np.int32), ("q1_head", np.int32), ("q1_tail", np.int32),
     ("q0_bytes", np.int64), ("q1_bytes", np.int64),
     ("txdone_pending", np.bool_), ("wake_pending", np.bool_), ("paused", np.bool_), ("ing_paused", np.bool_),
-    ("rr_last", np.int32), ("qp_head", np.int32), ("n_qp", np.int32),
-    ("ing_bytes", np.int64), ("hdrm_bytes", np.int64),
+    ("rr_last", np.int32), ("rr_last_q", np.int32), ("rr_valid", np.bool_), ("qp_head", np.int32), ("n_qp", np.int32),
+    ("ing_bytes", np.int64), ("hdrm_bytes", np.int64), ("wake_ns", np.int64), ("wake_id", np.int64),
 ], align=True)
 """Dynamic state of an egress port (q0: PFC frames, strict priority; q1: the data class, or a NIC's ACK
 queue) and, for a link into a switch, the MMU's ingress counters of that switch port."""
@@ -65,7 +65,7 @@ QP_DTYPE = np.dtype([
     ("size", np.int64), ("snd_nxt", np.int64), ("snd_una", np.int64), ("next_avail", np.int64),
     ("win", np.int64), ("bdp", np.int64), ("base_rtt", np.int64), ("last_pkt", np.int32), ("data_hdr", np.int32),
     ("ack_wire", np.int32), ("rr_next", np.int32), ("rr_prev", np.int32), ("inflight", np.int32),
-    ("start_ns", np.int64), ("done_ns", np.int64),
+    ("start_ns", np.int64), ("done_ns", np.int64), ("in_rr", np.bool_),
     ("rx_expected", np.int64), ("rx_nack_timer", np.int64), ("rx_last_nack", np.int64),
 ], align=True)
 """One queue pair (= one message): sender state, and the receiver's state for it."""

@@ -3,8 +3,9 @@
 A port serialises one packet at a time for ``round(bytes·8/bps)`` ns (ns-3 rounds the transmit time
 to the nearest ns, so a 1036 B packet at 400 Gb/s takes 21 ns); the packet reaches the far node
 ``tx + propagation delay`` after it starts (whole-packet store and forward, no processing delay).
-A port schedules its "transmit complete" event only while it has more to send; a packet enqueued
-at an idle-but-busy port schedules it then, which is equivalent and saves an event per packet.
+Every packet schedules the port's "transmit complete" event when it starts, as ns-3 does, and the
+port counts as busy until that event has run: events at the same ns that were scheduled before it
+still find the port busy, so the next packet is chosen only after them.
 """
 
 from __future__ import annotations
@@ -85,15 +86,7 @@ def start_tx(S, link, p, now):
     wire = S.pk[p].wire
     tx = tx_ns(S.link[link].ns_per_byte, wire)
     port = S.port[link]
-    port.busy_until = now + tx
     port.tx_bytes += wire
+    port.txdone_pending = True
+    ev_push(S, now + tx, EV_TXDONE, link, 0)
     ev_push(S, now + tx + S.link[link].delay_ns, EV_ARRIVE, p, link)
-
-
-@helper
-def ensure_txdone(S, link):
-    """Make sure the port looks for its next packet when the current one is serialised."""
-    port = S.port[link]
-    if not port.txdone_pending:
-        port.txdone_pending = True
-        ev_push(S, port.busy_until, EV_TXDONE, link, 0)

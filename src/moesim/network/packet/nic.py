@@ -43,8 +43,8 @@ from moesim.network.packet.layout import (
     QP_ACTIVE,
     T_INF,
 )
-from moesim.network.packet.links import ensure_txdone, pk_alloc, pk_free, q_pop, q_push, start_tx
-from moesim.network.packet.qps import qp_complete, qp_packet_gone, rr_insert
+from moesim.network.packet.links import pk_alloc, pk_free, q_pop, q_push, start_tx
+from moesim.network.packet.qps import qp_complete, qp_packet_gone, rr_insert, rr_remove
 
 
 @helper
@@ -99,48 +99,105 @@ def _send_data(S, link, q, now):
     rate = st[RATE] if S.cfg[C_RATE_BOUND] != 0 else st[MAX_RATE]
     qp.next_avail = now + pacing_ns(pk.wire, rate)
     qp.last_pkt = pk.wire
-    S.port[link].rr_last = q
     S.g[G_DATA_PKTS] += 1
     start_tx(S, link, p, now)
 
 
+@helper
+def _rr_at(S, port, idx):
+    """The QP at position ``idx`` of the port's list (0 = the oldest)."""
+    q = port.qp_head
+    for _ in range(idx):
+        q = S.qp[q].rr_next
+    return q
+
+
+@helper
+def _rr_compact(S, link, first):
+    """Drop every finished QP from position ``first`` on (the reference compacts its QP vector so)."""
+    port = S.port[link]
+    q = _rr_at(S, port, first)
+    n = port.n_qp
+    for _ in range(first, n):
+        nxt = S.qp[q].rr_next
+        if S.qp[q].state != QP_ACTIVE:
+            rr_remove(S, link, q)
+        q = nxt
+
+
+@helper
+def update_next_avail(S, link, t, now):
+    """A QP's next send time moved to ``t``: a pending wake-up of the port that is later moves to
+    ``max(t, now)`` (the reference's ``UpdateNextAvail``)."""
+    port = S.port[link]
+    if port.wake_pending and t < port.wake_ns:
+        port.wake_id += 1
+        port.wake_ns = max(t, now)
+        ev_push(S, port.wake_ns, EV_WAKE, link, port.wake_id)
+
+
 @inline_helper
 def nic_transmit(S, link, now):
-    """DequeueAndTransmit of a host port: ACK queue, else the next eligible QP, else a pacing wake-up."""
+    """DequeueAndTransmit of a host port: ACK queue, else the next eligible QP in round-robin order over
+    the port's list (positions, as the reference's vector), else a pacing wake-up at the earliest next
+    send time of any listed QP if that lies in the future."""
     port = S.port[link]
-    if port.busy_until > now:
-        if port.q1_head != NIL or port.n_qp > 0:
-            ensure_txdone(S, link)
+    if port.txdone_pending:
         return
     if port.q1_head != NIL and (not port.paused or S.cfg[C_ACK_HIGH_PRIO] != 0):
         p = q_pop(S, link, 1)
         start_tx(S, link, p, now)
-        if port.q1_head != NIL or port.n_qp > 0:
-            ensure_txdone(S, link)
         return
     n = port.n_qp
     if n == 0:
         return
-    if not port.paused:
-        q = port.qp_head if port.rr_last == NIL else S.qp[port.rr_last].rr_next
-        for _ in range(n):
-            qp = S.qp[q]
-            if qp.snd_nxt < qp.size and qp.next_avail <= now and not win_bound(S, q):
-                _send_data(S, link, q, now)
-                ensure_txdone(S, link)
-                return
-            q = qp.rr_next
-    # nothing eligible: wake at the earliest pacing deadline of a QP with bytes left
+    start = (port.rr_last + 1) % n
+    # the QP served last still sits at position rr_last unless a scan without a pick compacted the list
+    q = S.qp[port.rr_last_q].rr_next if port.rr_valid else _rr_at(S, port, start)
+    res = -1
+    res_q = NIL
+    first_done = n
+    for k in range(n):
+        idx = (start + k) % n
+        qp = S.qp[q]
+        if not port.paused and qp.snd_nxt < qp.size and not win_bound(S, q):
+            if qp.next_avail <= now:
+                res = idx
+                res_q = q
+                break
+        elif qp.state != QP_ACTIVE and idx < first_done:
+            first_done = idx
+        q = qp.rr_next
+    if first_done < n:
+        _rr_compact(S, link, first_done)
+        port.rr_valid = False
+        if res > first_done:
+            # positions after the first finished QP close up over the dropped ones before res
+            pos = 0
+            q = port.qp_head
+            while q != res_q:
+                q = S.qp[q].rr_next
+                pos += 1
+            res = pos
+    if res >= 0:
+        port.rr_last = res
+        port.rr_last_q = res_q
+        port.rr_valid = True
+        _send_data(S, link, res_q, now)
+        return
+    # nothing eligible: wake at the earliest next send time of the listed QPs, if still to come
     t = T_INF
     q = port.qp_head
-    for _ in range(n):
+    for _ in range(port.n_qp):
         qp = S.qp[q]
-        if qp.snd_nxt < qp.size and qp.next_avail < t:
+        if qp.next_avail < t:
             t = qp.next_avail
         q = qp.rr_next
     if not port.wake_pending and now < t < T_INF:
         port.wake_pending = True
-        ev_push(S, t, EV_WAKE, link, 0)
+        port.wake_id += 1
+        port.wake_ns = t
+        ev_push(S, t, EV_WAKE, link, port.wake_id)
 
 
 @inline_helper
@@ -197,28 +254,32 @@ def rx_ack(S, link, p, now):
         qp.snd_una = seq
         S.g[G_LAST_PROGRESS] = now
     port_link = qp.port
-    if qp.snd_una >= qp.size:
-        pk_free(S, p)
-        qp.inflight -= 1
-        qp_complete(S, q, now)
-        return port_link
-    if pk.kind == PK_NACK:
+    done = qp.snd_una >= qp.size
+    if not done and pk.kind == PK_NACK:
         qp.snd_nxt = qp.snd_una
-    if pk.ecn:
+    if pk.ecn and not done:
         # the CNP flag echoes a mark; only an algorithm that reads it acts on it (A.1.3: no CC ignores it)
         if qp.cc_on and S.cfg[C_USES_ECN] != 0:
             S.g[G_CNPS] += 1
         else:
             S.g[G_CNPS_IGNORED] += 1
     if qp.cc_on:
+        # the reference runs CC on the final ACK too (after completing the QP): its rate change can
+        # still move the port's pending wake-up
         cc = S.cfg[C_CC]
         st = S.qp_cc[q]
         old_rate = st[RATE]
         flags = cc_on_ack(cc, st, S.qp_hop[q], S.ccp, now, pk.seq, qp.snd_nxt, pk.ecn, S.pk_int[p],
                           pk.nhop, qp.bdp, qp.base_rtt)
-        if flags & FLAG_RATE_SHIFT and st[RATE] != old_rate:
+        if flags & FLAG_RATE_SHIFT:  # ChangeRate: shift the next send time, then UpdateNextAvail
             qp.next_avail += pacing_ns(qp.last_pkt, st[RATE]) - pacing_ns(qp.last_pkt, old_rate)
-        arm_timers(S, cc, q, flags)
+            update_next_avail(S, port_link, qp.next_avail, now)
+        if not done:
+            arm_timers(S, cc, q, flags)
     pk_free(S, p)
-    qp_packet_gone(S, q)
+    if done:
+        qp.inflight -= 1
+        qp_complete(S, q, now)
+    else:
+        qp_packet_gone(S, q)
     return port_link

@@ -1,7 +1,9 @@
 """Queue-pair lifecycle: the NIC's round-robin list, start, completion and slot recycling.
 
-One QP per message (A.1 "QP creation"). Its slot is recycled once it has completed and no packet
-of it is left in the network (go-back-N can leave duplicates in flight after the final ACK).
+One QP per message (A.1 "QP creation"). A port's QPs form a list in creation order, as the reference's
+vector: a completed QP stays in it until a round-robin scan passes it (``nic._rr_compact``). Its slot is
+recycled once it has left the list and no packet of it is left in the network (go-back-N can leave
+duplicates in flight after the final ACK).
 """
 
 from __future__ import annotations
@@ -26,33 +28,34 @@ def rr_insert(S, link, q):
         S.qp[t].rr_next = q
         S.qp[h].rr_prev = q
     port.n_qp += 1
+    S.qp[q].in_rr = True
+
+
+@helper
+def qp_release_if_idle(S, q):
+    if S.qp[q].state == QP_DONE and S.qp[q].inflight == 0 and not S.qp[q].in_rr:
+        S.qp[q].state = QP_FREE
+        top = S.g[G_QP_FREE]
+        S.qp_free[top] = q
+        S.g[G_QP_FREE] = top + 1
 
 
 @helper
 def rr_remove(S, link, q):
+    """Take ``q`` out of the port's list (compaction of a finished QP)."""
     port = S.port[link]
     nxt = S.qp[q].rr_next
     prv = S.qp[q].rr_prev
     if nxt == q:
         port.qp_head = NIL
-        port.rr_last = NIL
     else:
         S.qp[prv].rr_next = nxt
         S.qp[nxt].rr_prev = prv
         if port.qp_head == q:
             port.qp_head = nxt
-        if port.rr_last == q:
-            port.rr_last = prv
     port.n_qp -= 1
-
-
-@helper
-def qp_release_if_idle(S, q):
-    if S.qp[q].state == QP_DONE and S.qp[q].inflight == 0:
-        S.qp[q].state = QP_FREE
-        top = S.g[G_QP_FREE]
-        S.qp_free[top] = q
-        S.g[G_QP_FREE] = top + 1
+    S.qp[q].in_rr = False
+    qp_release_if_idle(S, q)
 
 
 @helper
@@ -67,7 +70,6 @@ def qp_complete(S, q, now):
     """The sender holds the final ACK: the message is complete (A.1 "ASTRA completion semantics")."""
     S.qp[q].state = QP_DONE
     S.qp[q].done_ns = now
-    rr_remove(S, S.qp[q].port, q)
     S.qp_cc[q, :] = -1.0  # disarms pending timers
     S.g[G_ACTIVE] -= 1
     n = S.g[G_NCOMP]

@@ -1,10 +1,15 @@
 """What a collective algorithm produces: a plan of point-to-point transfers with explicit dependencies.
 
 A plan describes one chunk of one collective over a group of ``n`` members (positions 0..n-1 in ring
-order). Transfer ``j`` may start once the source member's stream for this chunk has started and every
-transfer in ``after`` has arrived at its destination, plus ``delay_s`` (ASTRA-sim's per-step bundle
-delay, plus the reduction delay when the message that released it was "processed"). A member's stream
-exits ``exit_delay_s`` after the transfers in its ``exit_after`` have arrived (docs/reference-semantics.md B).
+order). Transfer ``j`` may start once every transfer in ``after`` has arrived at its destination and
+the source member has issued the transfers in ``after_sent`` (none: its stream for this chunk has
+started), plus ``delay_s`` (ASTRA-sim's per-step bundle delay, plus the reduction delay when the
+message that released it was "processed"). A member's stream exits ``exit_delay_s`` after the
+transfers in its ``exit_after`` have arrived and those in its ``exit_after_sent`` were issued.
+
+With ``SystemSettings.astra_receives`` the engine matches arrivals as ASTRA-sim's NS-3 frontend matches
+receives: by count per (source, destination) within the chunk, so the k-th message to arrive on a pair
+counts as that pair's k-th transfer in plan order, whichever it is (docs/reference-semantics.md B.1).
 """
 
 from __future__ import annotations
@@ -26,16 +31,19 @@ class Transfer:
     size_bytes: int
     after: tuple[int, ...]
     delay_s: float
+    after_sent: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Transfers of one chunk, and for every member the transfers whose arrival ends its stream."""
+    """Transfers of one chunk, and for every member the transfers whose arrival (and, in
+    ``exit_after_sent``, whose issue; empty: none) ends its stream."""
 
     n: int
     transfers: tuple[Transfer, ...]
     exit_after: tuple[tuple[int, ...], ...]
     exit_delay_s: tuple[float, ...]
+    exit_after_sent: tuple[tuple[int, ...], ...] = ()
 
     @cached_property
     def by_src(self) -> list[list[int]]:
@@ -44,6 +52,49 @@ class Plan:
         for j, t in enumerate(self.transfers):
             out[t.src].append(j)
         return out
+
+    @cached_property
+    def on_start(self) -> list[list[int]]:
+        """Per member, the transfers its stream's start releases (those waiting for no earlier send)."""
+        return [[j for j in js if not self.transfers[j].after_sent] for js in self.by_src]
+
+    def exit_sent(self, member: int) -> tuple[int, ...]:
+        return self.exit_after_sent[member] if self.exit_after_sent else ()
+
+    @cached_property
+    def sent_dependants(self) -> list[list[int]]:
+        """Per transfer, the transfers that wait for it to be issued."""
+        out: list[list[int]] = [[] for _ in self.transfers]
+        for j, t in enumerate(self.transfers):
+            for a in t.after_sent:
+                out[a].append(j)
+        return out
+
+    @cached_property
+    def sent_exit_waiters(self) -> list[list[int]]:
+        """Per transfer, the members whose stream exit waits for it to be issued."""
+        out: list[list[int]] = [[] for _ in self.transfers]
+        for m in range(self.n):
+            for a in self.exit_sent(m):
+                out[a].append(m)
+        return out
+
+    @cached_property
+    def pair_slots(self) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]] | None:
+        """Arrival matching by count: (pair index of each transfer, each pair's transfers in plan order);
+        None when no pair carries more than one transfer (every arrival is its own transfer)."""
+        index: dict[tuple[int, int], int] = {}
+        groups: list[list[int]] = []
+        of = []
+        for j, t in enumerate(self.transfers):
+            g = index.setdefault((t.src, t.dst), len(groups))
+            if g == len(groups):
+                groups.append([])
+            groups[g].append(j)
+            of.append(g)
+        if len(groups) == len(self.transfers):
+            return None
+        return tuple(of), tuple(tuple(g) for g in groups)
 
     @cached_property
     def dependants(self) -> list[list[int]]:
@@ -72,10 +123,13 @@ class Plan:
 
 @dataclass(frozen=True)
 class StepTiming:
-    """ASTRA-sim's per-step delays: bundle delay and reduction (two reads + one write of local memory)."""
+    """ASTRA-sim's per-step delays: bundle delay and reduction (two reads + one write of local memory);
+    ``receive_with_send``: a member's next step also waits for its own previous send (ASTRA-sim posts a
+    step's receive with its send; ``SystemSettings.astra_receives``)."""
 
     endpoint_delay_s: float = 10e-9
     mem_bw_bytes_per_s: float = 1.6e12
+    receive_with_send: bool = False
 
     def reduction_s(self, size_bytes: int) -> float:
         """3 · floor(bytes / local_mem_bw in ns) ns (docs/reference-semantics.md B.1, D.9)."""

@@ -1,8 +1,11 @@
 """Ring collectives (ASTRA-sim ``Ring.cc``; docs/reference-semantics.md B.2).
 
 Member i always sends to i+1 and receives from i-1, one message in flight: step k+1's send waits for
-step k's receive plus the bundle delay. All-reduce = 2(N-1) messages of D/N (the first N-1 received are
-reduced), reduce-scatter N-1 of D/N (all reduced), all-gather N-1 of D, all-to-all N(N-1)/2 of D/N.
+step k's receive plus the bundle delay. With ``timing.receive_with_send`` (ASTRA-sim posts the receive
+of step k when it sends step k) step k+1 also waits for its own step k to have left (a member that
+starts late sends its backlog one bundle delay apart), and its stream exits after its last send too.
+All-reduce = 2(N-1) messages of D/N (the first N-1 received are reduced), reduce-scatter N-1 of D/N
+(all reduced), all-gather N-1 of D, all-to-all N(N-1)/2 of D/N.
 """
 
 from __future__ import annotations
@@ -28,17 +31,18 @@ def ring_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, chun
     transfers = []
     for k in range(steps):
         for i in range(n):
-            after: tuple[int, ...]
             if k == 0:
-                after, delay = (), d
+                transfers.append(Transfer(i, (i + 1) % n, msg, (), d))
             else:
                 prev = (k - 1) * n + (i - 1) % n  # the message member i received at step k-1
-                after, delay = (prev,), d + (red if k - 1 < reduced else 0.0)
-            transfers.append(Transfer(i, (i + 1) % n, msg, after, delay))
+                own = ((k - 1) * n + i,) if timing.receive_with_send else ()  # its own send of step k-1
+                delay = d + (red if k - 1 < reduced else 0.0)
+                transfers.append(Transfer(i, (i + 1) % n, msg, (prev,), delay, own))
     last = steps - 1
     exit_after = tuple(((last * n + (i - 1) % n),) for i in range(n))
+    exit_sent = tuple(((last * n + i),) for i in range(n)) if timing.receive_with_send else ()
     exit_delay = d + (red if last < reduced else 0.0)
-    return Plan(n, tuple(transfers), exit_after, (exit_delay,) * n)
+    return Plan(n, tuple(transfers), exit_after, (exit_delay,) * n, exit_sent)
 
 
 COLLECTIVES.register(
