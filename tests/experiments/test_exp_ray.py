@@ -179,3 +179,16 @@ def test_refine_runs_on_the_ray_cluster(ray_cluster, small_specs: list, tmp_path
     local = refine(stores["local"], "fluid", None, workers=1, progress="none")
     assert on_ray.ran == local.ran > 0 and on_ray.failures == () and on_ray.remaining == local.remaining
     assert_same_values(stores["ray"], stores["local"])
+
+
+def test_serving_step_costs_fill_on_the_ray_cluster(ray_cluster, tmp_path: Path) -> None:
+    """`moesim serve`'s step costs simulated by the cluster's workers are those this process simulates."""
+    from moesim.serving import Deployment, StepCache
+    from moesim.serving.costs import fill, step_spec
+
+    address, _ = ray_cluster
+    (replica,) = Deployment("deepseek-v4-flash", "star:2", "TP1EP2", backend="flow").replicas()
+    specs = [step_spec(replica.kind, "prefill", 24, 0), step_spec(replica.kind, "decode", 3, 512)]
+    inline, _ = fill(specs, StepCache(tmp_path / "inline"))
+    on_ray, report = fill(specs, StepCache(tmp_path / "ray"), executor="ray", address=address)
+    assert on_ray == inline and report.simulated == 2

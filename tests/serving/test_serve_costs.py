@@ -84,13 +84,3 @@ def test_the_local_executor_fills_the_same_costs_as_this_process(tiny_model, tmp
     inline, _ = fill(specs, StepCache(tmp_path / "inline"))
     pooled, report = fill(specs, StepCache(tmp_path / "pool"), executor="local", workers=2)
     assert pooled == inline and report.simulated == 4
-
-
-@pytest.mark.slow
-def test_a_local_ray_instance_fills_the_same_costs_as_this_process(tiny_model, tmp_path):
-    pytest.importorskip("ray")
-    kind = kind_of(tiny_model)
-    specs = [step_spec(kind, "prefill", 24, 0), step_spec(kind, "decode", 3, 512)]
-    inline, _ = fill(specs, StepCache(tmp_path / "inline"))
-    on_ray, report = fill(specs, StepCache(tmp_path / "ray"), executor="ray", workers=2)
-    assert on_ray == inline and report.simulated == 2

@@ -89,7 +89,8 @@ def test_overlap_never_changes_the_bytes_sent(options):
         per_gpu: dict[int, int] = defaultdict(int)
 
         def count(sim, per_gpu=per_gpu):
-            sim.hooks.flow_started.append(lambda f: per_gpu.__setitem__(f.src_gpu, per_gpu[f.src_gpu] + f.size_bytes))
+            sim.hooks.flow_started.append(
+                lambda f, _origin: per_gpu.__setitem__(f.src_gpu, per_gpu[f.src_gpu] + f.size_bytes))
 
         _simulate(generate(TINY, layout, 512, WorkloadOptions(**options, **overlap)), topo,
                   SystemSettings(fast_forward=False), count)
@@ -175,7 +176,7 @@ def _nic_bytes(workload, topology, settings) -> dict[str, int]:
     nics = {g.nic for g in topology.gpus}
 
     def count(sim):
-        def started(f):
+        def started(f, _origin):
             for link in topology.route(f.src_gpu, f.dst_gpu, f.flow_id):
                 if topology.links[link].src in nics:
                     out[topology.links[link].src] += f.size_bytes

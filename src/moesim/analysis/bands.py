@@ -173,6 +173,8 @@ class ErrorBands:
                 parts.append(f"{name} 0 (the reference)")
             elif b is None:
                 parts.append(f"{name} not measured (its rows count as exact)")
+            elif not b.families:
+                parts.append(f"{name} {100 * b.overall.band:.1f} % (one band for every family)")
             else:
                 lo, hi = min(f.band for f in b.families.values()), max(f.band for f in b.families.values())
                 parts.append(f"{name} {100 * lo:.1f}–{100 * hi:.1f} % by family")

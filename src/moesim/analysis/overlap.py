@@ -22,9 +22,11 @@ _SHOWN = (MODEL, "topology", "network", "strategy", "overlap", "micro_batches", 
 
 
 def _pass(row: dict[str, Any]) -> str:
-    """``prefill`` or ``decode b<batch>`` (from the run's recorded parameters)."""
+    """``prefill`` or ``decode b<batch> c<context> s<steps>`` (from the run's recorded parameters)."""
     decode = json.loads(row.get("params_json") or "{}").get("decode")
-    return f"decode b{decode['batch']}" if isinstance(decode, dict) else "prefill"
+    if not isinstance(decode, dict):
+        return "prefill"
+    return f"decode b{decode['batch']} c{decode.get('context_tokens')} s{decode.get('decode_steps')}"
 
 
 def overlap_table(t: pa.Table) -> pa.Table | None:

@@ -236,7 +236,8 @@ def _search(model: Model = None, topology: Topology = None,
     from moesim.serving.store import record_serving
     from moesim.workload.options import STUDY_STRATEGIES
 
-    requests, config, slo = _common(model, topology, trace, rate, count, prompt, output, seed, budget, max_seqs,
+    first_rate = None if trace else rate  # with a trace, --rate is only the first rate tried
+    requests, config, slo = _common(model, topology, trace, first_rate, count, prompt, output, seed, budget, max_seqs,
                                     chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot)
     if trace is None:
         requests = make_requests(None, 1.0, count, prompt, output, seed)

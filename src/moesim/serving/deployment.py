@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moesim.errors import MoesimError
+from moesim.system.run import check_override
 from moesim.system.spec import RunSpec
 from moesim.topology.catalog import get_cluster_spec, star_hosts
 from moesim.topology.templates import template_spec
@@ -114,6 +115,8 @@ class Deployment:
         for key, _ in self.overrides:
             if key in ("tokens", "phase", "batch", "context_tokens", "decode_steps", "placement"):
                 raise MoesimError(f"--set {key}: set by the serving simulator for each step; leave it out")
+        # checked and in canonical form (lists as tuples): the overrides key the step-cost grids
+        object.__setattr__(self, "overrides", tuple((k, check_override(k, v, "--set")) for k, v in self.overrides))
 
     @property
     def mode(self) -> str:

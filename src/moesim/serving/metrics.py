@@ -106,7 +106,7 @@ def aggregates(table: pa.Table, result: ReplayResult, slo: Slo, gpus: int,
     out_tokens = int(table.column("output_tokens").to_numpy().sum())
     if offered_rate_rps is None and n > 1 and arrival.max() > arrival.min():
         offered_rate_rps = (n - 1) / float(arrival.max() - arrival.min())
-    attainment = float(met.mean()) if n else None
+    attainment = float(met.mean()) if n and slo.given else None  # no SLO: no attainment, no goodput
     record: dict[str, Any] = {
         "requests": n, "duration_s": span, "offered_rate_rps": offered_rate_rps,
         "throughput_rps": n / span if span > 0 else None,

@@ -14,6 +14,8 @@ from pathlib import Path
 from moesim.errors import MoesimError
 from moesim.fileio import atomic_write
 from moesim.network.params import NetworkParams
+from moesim.system.collectives import COLLECTIVES
+from moesim.system.collectives.base import resolve
 from moesim.system.phases import refine_dims
 from moesim.system.run import prepare
 from moesim.system.settings import SystemSettings
@@ -106,10 +108,12 @@ def export_run(spec: RunSpec, out_dir: str | Path, prefix: str = "workload") -> 
     """Write the ASTRA-sim input directory for ``spec``; returns the files written."""
     out = Path(out_dir)
     prepared = prepare(spec)
-    params, topology, settings, workload = prepared.params, prepared.topology, prepared.settings, prepared.workload()
-    if settings.comm_sms or "hierarchical" in settings.all_to_all:
-        raise MoesimError(f"export: ASTRA-sim has no {'comm_sms' if settings.comm_sms else 'hierarchical all-to-all'}; "
+    settings = prepared.settings
+    placed = [impl for impl in settings.all_to_all if COLLECTIVES.get(resolve(impl)[0]).placed is not None]
+    if settings.comm_sms or placed:
+        raise MoesimError(f"export: ASTRA-sim has no {'comm_sms' if settings.comm_sms else placed[0] + ' all-to-all'}; "
                           "export the run without it")
+    params, topology, workload = prepared.params, prepared.topology, prepared.workload()
     if settings.logical_dims:
         workload = refine_dims(workload, settings.logical_dims)
     written = list(write_et(workload, out / "workload", prefix))

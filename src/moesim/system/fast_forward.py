@@ -314,9 +314,7 @@ class LayerFastForward:
               periods_back: int) -> bool:
         """Move every rank, collective, event and flow m layers on and the clock m periods."""
         sim = self.sim
-        flows_per_period, rest = divmod(state.next_flow - back.next_flow, periods_back)
-        if rest and periods_back == 1:
-            return False
+        flows_per_period = (state.next_flow - back.next_flow) // periods_back
         shift = m * period
         settings = sim.settings
         # Double Binary Tree counters advance by what one layer draws (plans read only their parity)
@@ -324,7 +322,7 @@ class LayerFastForward:
         for r, rs in enumerate(state.ranks):
             per_period = {}
             for key, count in rs.trees:
-                per_period[key], rest = divmod(count - back.trees[r].get(key, 0), periods_back)
+                per_period[key], rest = divmod(count - back.trees[r].get(key, 0), layers[r] - back.layers[r])
                 if rest:
                     return False
             drawn.append(per_period)

@@ -20,6 +20,8 @@ from moesim.network.params import NetworkParams, network_mode
 from moesim.schema import MAX_DURATION_S, Constraint, Param
 from moesim.system import fast_forward
 from moesim.system.breakdown import LEVELS, Breakdown, Recorder
+from moesim.system.collectives import COLLECTIVES
+from moesim.system.collectives.base import resolve
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
@@ -170,7 +172,8 @@ def prepare(spec: RunSpec) -> PreparedRun:
         ep_impl = check_override("all_to_all_algorithm", a2a, source)
     settings = SystemSettings(all_reduce=(tp_impl, tp_impl), all_to_all=(ep_impl, ep_impl),
                               intra_server_cc=params.transport.intra_server_cc)
-    if ep_impl == "hierarchical" and "expert_routing" not in sys_over:  # plain top-k over the model's experts
+    if COLLECTIVES.get(resolve(ep_impl)[0]).placed is not None and "expert_routing" not in sys_over:
+        # an all-to-all placed per server (hierarchical) reads the routing: plain top-k over the model's experts
         sys_over["expert_routing"] = (model.routed_experts, model.top_k, 1, 1)
     settings = dataclasses.replace(settings, **sys_over)
     backend_cls = BACKENDS.get(spec.backend)
