@@ -1,5 +1,5 @@
-"""Inputs that were once accepted silently, ran away or gave a misleading message: each is now one line on
-stderr naming what is wrong, with exit code 2, and nothing runs."""
+"""Inputs that could be accepted silently, run away or give a misleading message: each is one line on stderr
+naming what is wrong, with exit code 2, and nothing runs."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_a_run_too_large_to_hold_is_refused_before_anything_is_built(tmp_path: P
 
 def test_a_run_beyond_the_exact_clock_is_an_error_not_a_wrong_result(tmp_path: Path) -> None:
     """A GPU of 1 GFLOP/s on 10^9 tokens computes for ~10^10 s: beyond 2^53 ns, microseconds of
-    communication would round away (once reported comm_s = 0 with exit 0)."""
+    communication would round away (comm_s = 0 with exit 0 were it not refused)."""
     model = model_file(tmp_path, num_layers=1, first_dense_layers=0)
     one_line_error(["run", "--model", str(model), "--topology", "1", "--strategy", "TP2EP16", "--backend", "flow",
                     "--set", "peak_flops=1e9", "--set", "tokens=1000000000", "--progress", "none"],

@@ -1,5 +1,4 @@
-"""Micro-batch overlap, the hierarchical all-to-all and the GPU share of communication (docs/system.md,
-docs/workload.md "Micro-batch overlap"): oracles on small hand-built runs and the run-level plumbing."""
+"""Micro-batch overlap, the hierarchical all-to-all and the GPU share of communication (docs/overlap.md): oracles on small hand-built runs and the run-level plumbing."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ the store. Editing the simulator's code without changing the version is not seen
 source tree changes all the time); each row records ``source_sha256`` (:func:`code_hash`) in its
 parameters, and ``moesim sweep ... --rerun`` redoes everything.
 
-Stores written while the network part of the key held every section of every algorithm keep their
-results: each planned run also carries that legacy id, and a sweep re-keys a row found under it
-(``ResultsStore.rekey``) instead of simulating the run again.
+Each planned run also carries its legacy id (the network part of the key holding every section of every
+algorithm); a sweep re-keys a row found under it (``ResultsStore.rekey``) instead of simulating the run
+again.
 """
 
 from __future__ import annotations

@@ -247,7 +247,7 @@ def _instantiate(model: ModelSpec, passes: list[list[Templates]]) -> tuple[Node,
     """Lay the passes' layers out as a DAG; pass p's layer L gets ``layer`` = p·num_layers + L.
 
     One micro-batch: one chain, ids 0, 1, 2, … and deps = (previous id,). Several (docs/workload.md,
-    "Micro-batch overlap"): each micro-batch's ops form a chain, cut into stages where it switches
+    docs/overlap.md): each micro-batch's ops form a chain, cut into stages where it switches
     between compute and communication; the nodes are ordered by (layer, stage, micro-batch, position)
     and that order is also the order of one compute stream and one communication stream, so every
     node depends on its micro-batch's previous node and on the previous node of its stream. The
