@@ -54,9 +54,10 @@ def simulate(paths: AstraPaths, backend: str = "packet") -> list:
 def exported(tmp_path_factory) -> tuple[RunSpec, Path]:
     """V4 Flash, topology 3, HPCC, 64 tokens: GPUs share servers, so the per-flow CC policy read from
     cc_policy.json changes the result (0.026243 s without it, 0.026190 s with it). ASTRA-sim inputs run
-    with ASTRA-sim's receives, so the run they reproduce asks for them too (the export is the same)."""
+    with ASTRA-sim's receives and ns-3's NIC bookkeeping, so the run they reproduce asks for both too (the
+    export is the same)."""
     spec = RunSpec("deepseek-v4-flash", "3", "TP4EP8", "ring_direct", "roce_hpcc", "packet",
-                   (("astra_receives", True), ("tokens", 64)))
+                   (("astra_receives", True), ("nic_model", "ns3"), ("tokens", 64)))
     out = tmp_path_factory.mktemp("export")
     export_run(spec, out)
     return spec, out
@@ -225,7 +226,7 @@ def test_hosts_do_not_relay_traffic_so_an_nvlink_server_round_trips_too(tmp_path
     """On hgx-h100:4 a GPU has an NVLink and a PCIe port: shortest paths through another GPU exist, but NS-3
     hosts do not forward, and neither do moesim's GPUs, so the export still gives `moesim run`'s times."""
     spec = RunSpec("deepseek-v4-flash", "hgx-h100:4", "TP4EP8", "ring_direct", "roce_hpcc", "packet",
-                   (("astra_receives", True), ("tokens", 64)))
+                   (("astra_receives", True), ("nic_model", "ns3"), ("tokens", 64)))
     export_run(spec, tmp_path)
     inputs = read_inputs(find_paths(tmp_path))
     for a, b in ((0, 9), (3, 30)):

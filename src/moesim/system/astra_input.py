@@ -307,7 +307,8 @@ def read_inputs(paths: AstraPaths) -> AstraInputs:
         # ASTRA-sim resolves TOPOLOGY_FILE from its working directory: the export's README runs it from the
         # config's directory, which is where a relative name is looked up here
         topology = topology_from_ns3(paths.network.parent / files["TOPOLOGY_FILE"], servers)
-        params = params.with_overrides({"intra_server_cc": all_flows}, str(paths.network))
+        # and ns-3's NIC bookkeeping (nic_model), which the reference's multi-dimension runs need
+        params = params.with_overrides({"intra_server_cc": all_flows, "nic_model": "ns3"}, str(paths.network))
         kind = "ns3"
     if topology.num_gpus != n:
         raise MoesimError(f"{paths.network}: the network has {topology.num_gpus} hosts but the workload "

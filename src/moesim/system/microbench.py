@@ -113,7 +113,8 @@ def prepare_collective(spec: CollectiveSpec) -> PreparedBench:
     if wl_over:
         raise MoesimError(f"{source}: field '{next(iter(wl_over))}': a workload parameter; a collective "
                           "benchmark has no workload options (use -b/-e/-f for sizes)")
-    params = network_mode(spec.network).with_overrides(net_over)
+    # a benchmark reproduces the reference stack: ns-3's NIC bookkeeping unless --set says otherwise
+    params = network_mode(spec.network).with_overrides({"nic_model": "ns3", **net_over})
     gpus = topology_gpu_count(spec.topology)
     if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in spec.dims):
         raise MoesimError(f"{source}: field 'dims': {list(spec.dims)} is not allowed (positive integers)")

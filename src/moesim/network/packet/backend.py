@@ -87,7 +87,7 @@ class PacketBackend(NetworkBackend):
     """Packet-level simulation of the RDMA fabric; one queue pair per flow."""
 
     capabilities = Capabilities(congestion_control=True, diagnostic_tables=True, fast_forward_in_flight=True,
-                                sections=("transport", "switch"), packet_level=True)
+                                sections=("transport", "switch", "packet"), packet_level=True)
 
     def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None,
                  seed: int = 1, stall_s: float = DEFAULT_STALL_S) -> None:
@@ -246,6 +246,7 @@ class PacketBackend(NetworkBackend):
         S.ev["time"] += d  # free events too: harmless, they are rewritten when reused
         S.ovf["time"][:int(S.g[G_OVF_N])] += d  # a uniform shift keeps the heap order
         S.wheel[:] = np.roll(S.wheel, d % S.wheel.shape[0], axis=0)  # bucket of time t is t mod W
+        S.port["busy_until"] += d
         S.port["wake_ns"] += d
         used = S.qp["state"] != QP_FREE
         for name in ("next_avail", "start_ns", "rx_nack_timer"):

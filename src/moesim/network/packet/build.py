@@ -252,6 +252,8 @@ def new_state(fabric: Fabric, params: NetworkParams, cc: CcAlgorithm, *, stall_n
     port = np.zeros(len(fabric.link), dtype=PORT_DTYPE)
     for f in ("q0_head", "q0_tail", "q1_head", "q1_tail", "qp_head"):
         port[f] = NIL
+    if params.packet.nic_model != "ns3":
+        port["rr_last"] = NIL  # the QP served last (fast); ns3 keeps a position, starting at 0
     return State(
         cfg=config_vector(params, cc, wheel, stall_ns, int_hops, sample),
         ccp=cc.pack_params(params).astype(np.float64),
@@ -264,6 +266,7 @@ def new_state(fabric: Fabric, params: NetworkParams, cc: CcAlgorithm, *, stall_n
         starts=np.zeros(n_qp, dtype=np.int32), comp=np.zeros(n_qp, dtype=np.int32),
         pfc_log=np.zeros(log_rows, dtype=PFC_LOG_DTYPE), qlen_log=np.zeros(max(log_rows, 4 * len(fabric.link)),
                                                                           dtype=QLEN_LOG_DTYPE),
+        ns3=np.zeros(0, dtype=np.int8) if params.packet.nic_model == "ns3" else None,
     )
 
 

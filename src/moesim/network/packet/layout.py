@@ -40,7 +40,7 @@ LINK_DTYPE = np.dtype([
 """A directed link = the egress port at its source node (static)."""
 
 PORT_DTYPE = np.dtype([
-    ("tx_bytes", np.int64),
+    ("busy_until", np.int64), ("tx_bytes", np.int64),
     ("q0_head", np.int32), ("q0_tail", np.int32), ("q1_head", np.int32), ("q1_tail", np.int32),
     ("q0_bytes", np.int64), ("q1_bytes", np.int64),
     ("txdone_pending", np.bool_), ("wake_pending", np.bool_), ("paused", np.bool_), ("ing_paused", np.bool_),
@@ -116,3 +116,5 @@ class State(NamedTuple):
     comp: np.ndarray       # int32: QP slots completed in this call
     pfc_log: np.ndarray    # PFC_LOG_DTYPE
     qlen_log: np.ndarray   # QLEN_LOG_DTYPE
+    ns3: np.ndarray | None  # nic_model "ns3": an empty marker array; "fast": None. A type, not a value, so
+    #                         numba compiles each model on its own and drops the other's branches

@@ -3,16 +3,19 @@
 A port serialises one packet at a time for ``round(bytes·8/bps)`` ns (ns-3 rounds the transmit time
 to the nearest ns, so a 1036 B packet at 400 Gb/s takes 21 ns); the packet reaches the far node
 ``tx + propagation delay`` after it starts (whole-packet store and forward, no processing delay).
-Every packet schedules the port's "transmit complete" event when it starts, as ns-3 does, and the
-port counts as busy until that event has run: events at the same ns that were scheduled before it
-still find the port busy, so the next packet is chosen only after them.
+With ``nic_model="ns3"`` every packet schedules the port's "transmit complete" event when it starts, as
+ns-3 does, and the port counts as busy until that event has run: events at the same ns that were
+scheduled before it still find the port busy, so the next packet is chosen only after them. With
+``nic_model="fast"`` (the default) a port is busy until ``busy_until`` and schedules the event only
+while it has more to send, which saves an event per packet and differs only in the order of events
+at one ns.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from moesim.network.jit import helper
+from moesim.network.jit import helper, inline_helper
 from moesim.network.packet.events import ev_push
 from moesim.network.packet.layout import EV_ARRIVE, EV_TXDONE, G_PK_FREE, G_PK_USED, NIL
 
@@ -87,6 +90,33 @@ def start_tx(S, link, p, now):
     tx = tx_ns(S.link[link].ns_per_byte, wire)
     port = S.port[link]
     port.tx_bytes += wire
-    port.txdone_pending = True
-    ev_push(S, now + tx, EV_TXDONE, link, 0)
+    if S.ns3 is not None:
+        port.txdone_pending = True
+        ev_push(S, now + tx, EV_TXDONE, link, 0)
+    else:
+        port.busy_until = now + tx
     ev_push(S, now + tx + S.link[link].delay_ns, EV_ARRIVE, p, link)
+
+
+@helper
+def ensure_txdone(S, link):
+    """``nic_model="fast"``: make sure the port looks for its next packet when the current one is
+    serialised (ns-3's model schedules this event for every packet in ``start_tx``)."""
+    port = S.port[link]
+    if S.ns3 is None and not port.txdone_pending:
+        port.txdone_pending = True
+        ev_push(S, port.busy_until, EV_TXDONE, link, 0)
+
+
+@inline_helper
+def port_busy(S, link, now, more):
+    """Whether the port is still serialising; with ``nic_model="fast"`` a busy port that has ``more`` to
+    send makes sure its transmit-complete event is scheduled."""
+    port = S.port[link]
+    if S.ns3 is not None:
+        return port.txdone_pending
+    if port.busy_until <= now:
+        return False
+    if more:
+        ensure_txdone(S, link)
+    return True

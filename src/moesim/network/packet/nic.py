@@ -43,7 +43,7 @@ from moesim.network.packet.layout import (
     QP_ACTIVE,
     T_INF,
 )
-from moesim.network.packet.links import pk_alloc, pk_free, q_pop, q_push, start_tx
+from moesim.network.packet.links import ensure_txdone, pk_alloc, pk_free, port_busy, q_pop, q_push, start_tx
 from moesim.network.packet.qps import qp_complete, qp_packet_gone, rr_insert, rr_remove
 
 
@@ -137,20 +137,50 @@ def update_next_avail(S, link, t, now):
 
 
 @inline_helper
-def nic_transmit(S, link, now):
-    """DequeueAndTransmit of a host port: ACK queue, else the next eligible QP in round-robin order over
-    the port's list (positions, as the reference's vector), else a pacing wake-up at the earliest next
+def _wake_at(S, link, t, now):
+    """Schedule the port's pacing wake-up at ``t`` unless one is pending or ``t`` is not to come."""
+    port = S.port[link]
+    if not port.wake_pending and now < t < T_INF:
+        port.wake_pending = True
+        port.wake_id += 1
+        port.wake_ns = t
+        ev_push(S, t, EV_WAKE, link, port.wake_id)
+
+
+@inline_helper
+def _send_next_fast(S, link, now):
+    """``nic_model="fast"``: round-robin from the QP after the last served over the port's active QPs
+    (finished ones leave the list at once); with none eligible, wake at the earliest pacing deadline
+    of a QP with bytes left."""
+    port = S.port[link]
+    n = port.n_qp
+    if not port.paused:
+        q = port.qp_head if port.rr_last == NIL else S.qp[port.rr_last].rr_next
+        for _ in range(n):
+            qp = S.qp[q]
+            if qp.snd_nxt < qp.size and qp.next_avail <= now and not win_bound(S, q):
+                port.rr_last = q
+                _send_data(S, link, q, now)
+                ensure_txdone(S, link)
+                return
+            q = qp.rr_next
+    t = T_INF
+    q = port.qp_head
+    for _ in range(n):
+        qp = S.qp[q]
+        if qp.snd_nxt < qp.size and qp.next_avail < t:
+            t = qp.next_avail
+        q = qp.rr_next
+    _wake_at(S, link, t, now)
+
+
+@helper
+def _send_next_ns3(S, link, now):
+    """``nic_model="ns3"``: round-robin by position over the port's list (the reference's QP vector,
+    finished QPs included until a scan compacts them); with none eligible, wake at the earliest next
     send time of any listed QP if that lies in the future."""
     port = S.port[link]
-    if port.txdone_pending:
-        return
-    if port.q1_head != NIL and (not port.paused or S.cfg[C_ACK_HIGH_PRIO] != 0):
-        p = q_pop(S, link, 1)
-        start_tx(S, link, p, now)
-        return
     n = port.n_qp
-    if n == 0:
-        return
     start = (port.rr_last + 1) % n
     # the QP served last still sits at position rr_last unless a scan without a pick compacted the list
     q = S.qp[port.rr_last_q].rr_next if port.rr_valid else _rr_at(S, port, start)
@@ -185,7 +215,6 @@ def nic_transmit(S, link, now):
         port.rr_valid = True
         _send_data(S, link, res_q, now)
         return
-    # nothing eligible: wake at the earliest next send time of the listed QPs, if still to come
     t = T_INF
     q = port.qp_head
     for _ in range(port.n_qp):
@@ -193,11 +222,28 @@ def nic_transmit(S, link, now):
         if qp.next_avail < t:
             t = qp.next_avail
         q = qp.rr_next
-    if not port.wake_pending and now < t < T_INF:
-        port.wake_pending = True
-        port.wake_id += 1
-        port.wake_ns = t
-        ev_push(S, t, EV_WAKE, link, port.wake_id)
+    _wake_at(S, link, t, now)
+
+
+@inline_helper
+def nic_transmit(S, link, now):
+    """DequeueAndTransmit of a host port: the ACK queue, else the next eligible QP in round-robin order,
+    else a pacing wake-up (``nic_model`` picks moesim's or ns-3's bookkeeping of the QP list)."""
+    port = S.port[link]
+    if port_busy(S, link, now, port.q1_head != NIL or port.n_qp > 0):
+        return
+    if port.q1_head != NIL and (not port.paused or S.cfg[C_ACK_HIGH_PRIO] != 0):
+        p = q_pop(S, link, 1)
+        start_tx(S, link, p, now)
+        if port.q1_head != NIL or port.n_qp > 0:
+            ensure_txdone(S, link)
+        return
+    if port.n_qp == 0:
+        return
+    if S.ns3 is not None:
+        _send_next_ns3(S, link, now)
+    else:
+        _send_next_fast(S, link, now)
 
 
 @inline_helper
@@ -255,6 +301,12 @@ def rx_ack(S, link, p, now):
         S.g[G_LAST_PROGRESS] = now
     port_link = qp.port
     done = qp.snd_una >= qp.size
+    ns3 = S.ns3 is not None
+    if done and not ns3:
+        pk_free(S, p)
+        qp.inflight -= 1
+        qp_complete(S, q, now)
+        return port_link
     if not done and pk.kind == PK_NACK:
         qp.snd_nxt = qp.snd_una
     if pk.ecn and not done:
@@ -264,8 +316,8 @@ def rx_ack(S, link, p, now):
         else:
             S.g[G_CNPS_IGNORED] += 1
     if qp.cc_on:
-        # the reference runs CC on the final ACK too (after completing the QP): its rate change can
-        # still move the port's pending wake-up
+        # with nic_model "ns3", CC runs on the final ACK too (the reference completes the QP first): its
+        # rate change can still move the port's pending wake-up
         cc = S.cfg[C_CC]
         st = S.qp_cc[q]
         old_rate = st[RATE]
@@ -273,7 +325,8 @@ def rx_ack(S, link, p, now):
                           pk.nhop, qp.bdp, qp.base_rtt)
         if flags & FLAG_RATE_SHIFT:  # ChangeRate: shift the next send time, then UpdateNextAvail
             qp.next_avail += pacing_ns(qp.last_pkt, st[RATE]) - pacing_ns(qp.last_pkt, old_rate)
-            update_next_avail(S, port_link, qp.next_avail, now)
+            if ns3:
+                update_next_avail(S, port_link, qp.next_avail, now)
         if not done:
             arm_timers(S, cc, q, flags)
     pk_free(S, p)

@@ -1,9 +1,9 @@
 """Queue-pair lifecycle: the NIC's round-robin list, start, completion and slot recycling.
 
-One QP per message (A.1 "QP creation"). A port's QPs form a list in creation order, as the reference's
-vector: a completed QP stays in it until a round-robin scan passes it (``nic._rr_compact``). Its slot is
-recycled once it has left the list and no packet of it is left in the network (go-back-N can leave
-duplicates in flight after the final ACK).
+One QP per message (A.1 "QP creation"). A port's QPs form a list in creation order. A completed QP
+leaves it at once (``nic_model="fast"``) or, as in the reference's vector, stays until a round-robin
+scan passes it (``"ns3"``, ``nic._rr_compact``). Its slot is recycled once it has left the list and no
+packet of it is left in the network (go-back-N can leave duplicates in flight after the final ACK).
 """
 
 from __future__ import annotations
@@ -42,17 +42,23 @@ def qp_release_if_idle(S, q):
 
 @helper
 def rr_remove(S, link, q):
-    """Take ``q`` out of the port's list (compaction of a finished QP)."""
+    """Take ``q`` out of the port's list: at completion (``nic_model="fast"``, where ``rr_last`` names
+    the QP served last) or when a scan compacts the list (``"ns3"``, where it is a position)."""
     port = S.port[link]
+    fast = S.ns3 is None
     nxt = S.qp[q].rr_next
     prv = S.qp[q].rr_prev
     if nxt == q:
         port.qp_head = NIL
+        if fast:
+            port.rr_last = NIL
     else:
         S.qp[prv].rr_next = nxt
         S.qp[nxt].rr_prev = prv
         if port.qp_head == q:
             port.qp_head = nxt
+        if fast and port.rr_last == q:
+            port.rr_last = prv
     port.n_qp -= 1
     S.qp[q].in_rr = False
     qp_release_if_idle(S, q)
@@ -75,4 +81,6 @@ def qp_complete(S, q, now):
     n = S.g[G_NCOMP]
     S.comp[n] = q
     S.g[G_NCOMP] = n + 1
+    if S.ns3 is None:
+        rr_remove(S, S.qp[q].port, q)
     qp_release_if_idle(S, q)

@@ -24,7 +24,7 @@ from moesim.network.packet.layout import (
     PK_PAUSE,
     PK_RESUME,
 )
-from moesim.network.packet.links import pk_alloc, pk_free, q_pop, q_push, start_tx
+from moesim.network.packet.links import ensure_txdone, pk_alloc, pk_free, port_busy, q_pop, q_push, start_tx
 from moesim.network.packet.mmu import admit, ecn_mark, int_stamp, on_dequeue, on_enqueue
 from moesim.network.packet.qps import qp_packet_gone
 
@@ -74,7 +74,7 @@ def switch_receive(S, link, p, now):
 def switch_transmit(S, link, now):
     """Start the next packet on an idle switch port."""
     port = S.port[link]
-    if port.txdone_pending:
+    if port_busy(S, link, now, port.q0_head != NIL or (port.q1_head != NIL and not port.paused)):
         return
     if port.q0_head != NIL:
         p = q_pop(S, link, 0)
@@ -94,3 +94,7 @@ def switch_transmit(S, link, now):
             if S.cfg[C_USES_INT] != 0 and S.qp[pk.qp].cc_on:
                 int_stamp(S, p, link, now)
         start_tx(S, link, p, now)
+    else:
+        return
+    if port.q0_head != NIL or (port.q1_head != NIL and not port.paused):
+        ensure_txdone(S, link)
