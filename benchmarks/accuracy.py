@@ -216,6 +216,16 @@ def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.0
     agreement = statistics_agreement(candidate, ref)
     worst = sorted(agreement.numbers.to_pylist(), key=lambda r: -abs(r["error"]))
     print(f"V4 Flash study, {backend} against packet (4096 tokens, 192 runs)")
+    runs = per_configuration(candidate, ref)
+    print("per run: " + summarise(runs).lines()[0])
+    print(f"  {sum(abs(e) > 0.10 for e in runs.column('error').to_pylist())} runs off by more than 10 %")
+    means = {r["statistic"]: r for r in agreement.numbers.to_pylist()}
+    for label, num, den in (("DCQCN over HPCC (roce)", "network = roce_dcqcn", "network = roce_hpcc"),
+                            ("DBT over ring", "algorithm = dbt_direct", "algorithm = ring_direct")):
+        a, b = (means.get(f"S_full deepseek-v4-flash mean wall by {k}") for k in (num, den))
+        if a and b:
+            print(f"  {label}: packet {100 * (a['reference'] / b['reference'] - 1):+.1f} %, "
+                  f"{backend} {100 * (a['candidate'] / b['candidate'] - 1):+.1f} %")
     print("\n".join(agreement.lines(tolerance)))
     print("\nlargest differences:")
     for r in worst[:15]:

@@ -27,7 +27,7 @@ from moesim.network.cc import CC_ALGORITHMS, algorithm_for_mode
 from moesim.network.cc.base import HOP_FIELDS, INT_FIELDS, MAX_SLOTS
 from moesim.network.cc.dispatch import cc_id
 from moesim.network.diagnostics import DiagnosticsSpec
-from moesim.network.fluid_kernel import exp_draw, fluid_peek, fluid_run
+from moesim.network.fluid_kernel import FluidState, exp_draw, fluid_peek, fluid_run
 from moesim.network.params import NetworkParams, check_choice
 from moesim.network.paths import PathModel
 from moesim.topology.model import NodeKind, Topology
@@ -203,8 +203,8 @@ class FluidBackend(NetworkBackend):
         # live flows and retired (drained) rows not yet compacted away
         self._cols = FlowTable(ACK_RING if self._win_bytes else 1)
         self._live = 0
-        self._args: tuple | None = None  # kernel arguments over the flow table's columns
-        self._args_version = -1
+        self._state: FluidState | None = None  # the kernels' state over the flow table's columns
+        self._state_version = -1
         self._fresh = False  # rates valid for the current flow set and state
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
@@ -261,25 +261,29 @@ class FluidBackend(NetworkBackend):
         return hit
 
     # ------------------------------------------------------------------ integration
-    def _kernel_args(self) -> tuple:
-        """The arguments ``fluid_kernel`` functions take after (time, row count): whole table columns,
-        rebuilt only when the table reallocates them."""
+    def _kernel_state(self) -> FluidState:
+        """What ``fluid_kernel`` functions take after time and row count: whole table columns, rebuilt only
+        when the table reallocates them."""
         c = self._cols
-        if self._args is None or self._args_version != c.version:
+        if self._state is None or self._state_version != c.version:
             s, p, col = self._static, self.params, c.cols
-            self._args_version = c.version
-            self._args = (
-                self._cc, bool(p.switch.enable_qcn), bool(p.transport.has_win), bool(p.transport.var_win), float(p.transport.packet_payload_bytes),
-                self._random_marks, self._ack_queues, self._win_bytes,
-                *(col[k] for k in ("links", "coefs", "hops", "nfwd", "first", "cc_on", "rem", "acked", "win", "rtt0",
-                                   "dcoef", "line", "st", "hop")),
-                self._ccp, *(col[k] for k in ("mark", "pend", "npend", "rates", "bn", "offered", "send", "sent",
-                                                          "acked_rt", "qport", "ackq", "ackp")),
-                s.cap, self._q, s.q_pfc, self._tx, s.kmin, s.kmax, float(p.switch.pmax), s.switch_egress, self._counters,
-                *(col[k] for k in ("ack_wait", "rr", "dcap", "own", "own_bn", "frozen")),
-                self._lws, self._lbws, self._ints,
+            self._state_version = c.version
+            self._state = FluidState(
+                cc=self._cc, qcn=bool(p.switch.enable_qcn), has_win=bool(p.transport.has_win),
+                var_win=bool(p.transport.var_win), payload=float(p.transport.packet_payload_bytes),
+                random_marks=self._random_marks, ack_queues=self._ack_queues, win_bytes=self._win_bytes,
+                links=col["links"], coefs=col["coefs"], hops=col["hops"], nfwd=col["nfwd"],
+                first_queued=col["first"], cc_on=col["cc_on"], rem=col["rem"], acked=col["acked"], win=col["win"], rtt0=col["rtt0"],
+                dcoef=col["dcoef"], line_Bps=col["line"], st=col["st"], hop_tab=col["hop"], ccp=self._ccp,
+                mark=col["mark"], pend=col["pend"], npend=col["npend"], rates=col["rates"], bottleneck=col["bn"],
+                offered=col["offered"], send=col["send"], sent=col["sent"], acked_rt=col["acked_rt"],
+                qport=col["qport"], ackq=col["ackq"], ackp=col["ackp"], cap=s.cap, q=self._q, q_pfc=s.q_pfc,
+                tx_bytes=self._tx, kmin=s.kmin, kmax=s.kmax, pmax=float(p.switch.pmax),
+                switch_egress=s.switch_egress, counters=self._counters, ack_wait=col["ack_wait"], rr=col["rr"],
+                dcap=col["dcap"], own=col["own"], own_bn=col["own_bn"], frozen=col["frozen"], lws=self._lws,
+                lbws=self._lbws, ints=self._ints,
             )
-        return self._args
+        return self._state
 
     def _push_done(self, t: float, flow_id: int) -> None:
         heapq.heappush(self._done, (t, self._seq, flow_id))
@@ -294,7 +298,7 @@ class FluidBackend(NetworkBackend):
             self._t, steps, self._fresh, self._live, n_done = fluid_run(
                 self._t, t_s, self._fresh, self._live, c.n, FLUID_STEP_S, FLUID_MAX_STEP_S, MAX_STEPS_PER_CALL,
                 until_completion, c.cols["ids"], c.cols["lat"], c.cols["done_ids"], c.cols["done_t"],
-                *self._kernel_args())
+                self._kernel_state())
             self.steps += steps
             for flow_id, t in zip(c.cols["done_ids"][:n_done].tolist(), c.cols["done_t"][:n_done].tolist(),
                                   strict=True):
@@ -339,8 +343,7 @@ class FluidBackend(NetworkBackend):
         if self._live:
             if not self._fresh:
                 self.steps += 1  # the zero-length step that sets the rates of a changed flow set
-            drain_dt, dynamic = fluid_peek(self._fresh, self._t, self._cols.n, FLUID_STEP_S,
-                                          *self._kernel_args())
+            drain_dt, dynamic = fluid_peek(self._fresh, self._t, self._cols.n, FLUID_STEP_S, self._kernel_state())
             self._fresh = True
             t = self._t + (min(drain_dt, HORIZON_STEPS * FLUID_STEP_S) if dynamic else drain_dt)
         if self._done:

@@ -18,6 +18,8 @@ its backlog (FIFO in the fluid limit).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from moesim.network.cc.base import MAX_RATE, RATE
@@ -43,6 +45,66 @@ BACKLOG_EPS = 1e-3
 """Window as bytes in flight: a flow's own backlog below this many bytes counts as empty."""
 CNP_MERGE_S = 1e-6
 """A CNP due within this of one already in flight merges with it (DCQCN's alpha interval)."""
+
+
+class FluidState(NamedTuple):
+    """What the kernels read and write besides time and row count, as the packet backend bundles its
+    ``State``: configuration scalars, then whole flow-table columns (rows [0, n) are live), per-link
+    arrays and scratch. ``FluidBackend`` builds it and rebuilds it when the table reallocates a column."""
+
+    cc: int                      # the CC algorithm's id (``moesim.network.cc.dispatch``)
+    qcn: bool                    # switches mark ECN
+    has_win: bool
+    var_win: bool
+    payload: float               # packet payload bytes (ECN marks are counted per packet)
+    random_marks: bool           # fluid_marks=random
+    ack_queues: bool             # a round trip crosses the ACK path's queues too
+    win_bytes: bool              # fluid_window=bytes
+    links: np.ndarray            # per flow: its route's link ids, padded
+    coefs: np.ndarray            # per flow and hop: wire bytes per payload byte
+    hops: np.ndarray             # per flow: links of its route (ACK path included)
+    nfwd: np.ndarray             # per flow: links of its data path
+    first_queued: np.ndarray     # per flow: its own port
+    cc_on: np.ndarray
+    rem: np.ndarray              # bytes left to send
+    acked: np.ndarray            # bytes delivered
+    win: np.ndarray              # window bytes (0: none)
+    rtt0: np.ndarray             # base RTT s
+    dcoef: np.ndarray            # wire bytes per payload byte on the data path
+    line_Bps: np.ndarray         # line rate in payload bytes/s
+    st: np.ndarray               # per-flow CC state
+    hop_tab: np.ndarray          # per-flow per-hop CC state (HPCC)
+    ccp: np.ndarray              # the CC algorithm's parameters
+    mark: np.ndarray             # ECN-mark state (``fluid_step``)
+    pend: np.ndarray             # CNPs in flight: due times
+    npend: np.ndarray
+    rates: np.ndarray            # delivered rate
+    bottleneck: np.ndarray       # link that limits the flow, or -1
+    offered: np.ndarray
+    send: np.ndarray             # rate onto its own port
+    sent: np.ndarray             # bytes sent (fluid_window=bytes)
+    acked_rt: np.ndarray         # bytes acknowledged (fluid_window=bytes)
+    qport: np.ndarray            # port holding its backlog (fluid_window=bytes)
+    ackq: np.ndarray             # ring of ACKs in flight (fluid_window=bytes)
+    ackp: np.ndarray
+    cap: np.ndarray              # per link: capacity bytes/s
+    q: np.ndarray                # per link: backlog bytes
+    q_pfc: np.ndarray            # per link: PFC threshold bytes
+    tx_bytes: np.ndarray         # per link: bytes sent (INT)
+    kmin: np.ndarray             # per link: ECN thresholds bytes
+    kmax: np.ndarray
+    pmax: float
+    switch_egress: np.ndarray    # per link: a switch port (queues, ECN, INT)
+    counters: np.ndarray         # [pause events, CNPs, HPCC updates]
+    ack_wait: np.ndarray         # scratch from here on (the kernels allocate nothing)
+    rr: np.ndarray
+    dcap: np.ndarray
+    own: np.ndarray
+    own_bn: np.ndarray
+    frozen: np.ndarray
+    lws: np.ndarray
+    lbws: np.ndarray
+    ints: np.ndarray
 
 
 @helper
@@ -204,18 +266,91 @@ def cnp_arrives(pend, npend, f, t_end, due):
 
 
 @helper
-def fluid_step(dt, now_s, n, cc, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
-               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
-               ackq, ackp,
-               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters,
-               ack_wait, rr, dcap, own, own_bn, frozen, lws, lbws, ints):
-    """Advance the fluid state of flows [0, n) by ``dt`` seconds from ``now_s`` (rates held constant over
-    the step). counters: [pause events, CNPs, HPCC updates]. Returns whether a CC rate moved in this step
-    (an HPCC rate: by more than ``QUIET_REL``, relative). The rest is scratch (the kernel allocates
-    nothing, see ``moesim.network.jit``): per flow what an ACK still has ahead of it (bytes in flight),
-    the sending and the deliverable rates, the own port as a route and its bottleneck, and ``frozen``;
-    per link ``lws`` (9 floats) and ``lbws`` (2 bools); ``ints`` (INT records of one flow)."""
+def _cc_feedback(S, f, got, t_end, now_ns, rtt_hops, overloaded):
+    """The congestion-control reactions of flow ``f`` at the end of a step that delivered ``got`` bytes:
+    its timers, then a CNP (an algorithm that reads CNPs: expected or drawn ECN marks at the switch
+    egresses of its path, fed back a round trip later) or an ACK carrying INT records of those
+    egresses (one that reads INT). Returns whether its rate moved (an INT-driven one: by more than
+    ``QUIET_REL``, relative)."""
+    cc, st, ccp, hop_tab, ints = S.cc, S.st, S.ccp, S.hop_tab, S.ints
+    links, nfwd, q, cap = S.links, S.nfwd, S.q, S.cap
+    r0 = st[f, RATE]
+    _fire_timers(cc, st[f], ccp, now_ns)
+    if USES_CNP[cc]:
+        if S.qcn:
+            pm = 0.0
+            for h in range(nfwd[f]):
+                k = links[f, h]
+                if not S.switch_egress[k]:
+                    continue
+                pk = 1.0 if overloaded[k] else 0.0
+                if q[k] > S.kmin[k]:
+                    pk = 1.0
+                    if q[k] < S.kmax[k]:
+                        pk = S.pmax * (q[k] - S.kmin[k]) / (S.kmax[k] - S.kmin[k])
+                if pk > 0.0:
+                    pm = 1.0 - (1.0 - pm) * (1.0 - pk)
+            if S.random_marks:  # mark[f]: expected marks to go before the next, stream key, marks so far
+                S.mark[f, 0] -= pm * got / S.payload
+            else:  # mark[f, 0]: expected marks accumulated since the last mark
+                S.mark[f, 0] += pm * got / S.payload
+        due = -1.0
+        marked = False
+        if S.random_marks and S.mark[f, 0] <= 0.0:
+            marked = True
+            while S.mark[f, 0] <= 0.0:
+                S.mark[f, 2] += 1.0
+                S.mark[f, 0] += exp_draw(S.mark[f, 1], S.mark[f, 2])
+        elif not S.random_marks and S.mark[f, 0] >= 1.0:
+            marked = True
+            S.mark[f, 0] -= np.floor(S.mark[f, 0])
+        if marked:
+            # a marked packet: its CNP comes back once the packet has crossed the queues ahead of
+            # it (the backlog of the saturated ports it was marked at) and the ACK the way back
+            due = t_end + S.rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0)
+        if cnp_arrives(S.pend[f], S.npend, f, t_end, due):
+            cc_on_ack(cc, st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
+            S.counters[1] += 1
+        return st[f, RATE] != r0
+    elif USES_INT[cc]:
+        m = 0
+        for h in range(nfwd[f]):
+            k = links[f, h]
+            if S.switch_egress[k] and m < ints.shape[0]:
+                ints[m, 0] = np.int64(now_ns)
+                ints[m, 1] = np.int64(S.tx_bytes[k])
+                ints[m, 2] = np.int64(q[k])
+                ints[m, 3] = np.int64(cap[k] * 8.0)
+                m += 1
+        if m > 0:
+            a_seq, s_nxt = S.acked_rt[f], S.sent[f] + 1.0
+            if not S.win_bytes:
+                a_seq = S.acked[f]
+                in_flight = S.rates[f] * (S.rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0))
+                s_nxt = S.acked[f] + in_flight + 1.0
+            r0 = st[f, RATE]
+            cc_on_ack(cc, st[f], hop_tab[f], ccp, now_ns, np.int64(a_seq), np.int64(s_nxt),
+                      False, ints, m, np.int64(S.win[f]), np.int64(S.rtt0[f] * 1e9))
+            S.counters[2] += 1
+            return abs(st[f, RATE] - r0) > QUIET_REL * r0
+    return False
+
+
+@helper
+def fluid_step(dt, now_s, n, S):
+    """Advance the fluid state of flows [0, n) of ``S`` (a ``FluidState``) by ``dt`` seconds from ``now_s``
+    (rates held constant over the step). Returns whether a CC rate moved in this step (an HPCC rate: by
+    more than ``QUIET_REL``, relative). Scratch: per flow what an ACK still has ahead of it (bytes in
+    flight), the sending and the deliverable rates, the own port as a route and its bottleneck, and
+    ``frozen``; per link ``lws`` (9 floats) and ``lbws`` (2 bools); ``ints`` (INT records of one flow)."""
+    cc, qcn, has_win, var_win, ack_queues = S.cc, S.qcn, S.has_win, S.var_win, S.ack_queues
+    win_bytes, links, coefs, hops, nfwd = S.win_bytes, S.links, S.coefs, S.hops, S.nfwd
+    first_queued, cc_on, rem, acked, win, rtt0 = S.first_queued, S.cc_on, S.rem, S.acked, S.win, S.rtt0
+    dcoef, line_Bps, st, rates, bottleneck = S.dcoef, S.line_Bps, S.st, S.rates, S.bottleneck
+    offered, send, sent, acked_rt, qport, ackq = S.offered, S.send, S.sent, S.acked_rt, S.qport, S.ackq
+    ackp, cap, q, q_pfc, tx_bytes, kmax = S.ackp, S.cap, S.q, S.q_pfc, S.tx_bytes, S.kmax
+    switch_egress, counters, ack_wait, rr, dcap = S.switch_egress, S.counters, S.ack_wait, S.rr, S.dcap
+    own, own_bn, frozen, lws, lbws, ints = S.own, S.own_bn, S.frozen, S.lws, S.lbws, S.ints
     n_links = cap.shape[0]
     load, excess, owned, frac, arrive, held = lws[0], lws[1], lws[2], lws[3], lws[4], lws[5]
     overloaded, carries_data = lbws[0], lbws[1]
@@ -328,67 +463,8 @@ def fluid_step(dt, now_s, n, cc, qcn, has_win, var_win, payload, random_marks, a
             acked_rt[f] = max(acked_rt[f], _acked_by(f, t_end, ack_wait[f], ackq, ackp, True))
         else:
             acked[f] += got
-        if not cc_on[f]:
-            continue
-        r0 = st[f, RATE]
-        _fire_timers(cc, st[f], ccp, now_ns)
-        if USES_CNP[cc]:
-            if qcn:
-                pm = 0.0
-                for h in range(nfwd[f]):
-                    k = links[f, h]
-                    if not switch_egress[k]:
-                        continue
-                    pk = 1.0 if overloaded[k] else 0.0
-                    if q[k] > kmin[k]:
-                        pk = 1.0
-                        if q[k] < kmax[k]:
-                            pk = pmax * (q[k] - kmin[k]) / (kmax[k] - kmin[k])
-                    if pk > 0.0:
-                        pm = 1.0 - (1.0 - pm) * (1.0 - pk)
-                if random_marks:  # mark[f]: expected marks to go before the next, stream key, marks so far
-                    mark[f, 0] -= pm * got / payload
-                else:  # mark[f, 0]: expected marks accumulated since the last mark
-                    mark[f, 0] += pm * got / payload
-            due = -1.0
-            marked = False
-            if random_marks and mark[f, 0] <= 0.0:
-                marked = True
-                while mark[f, 0] <= 0.0:
-                    mark[f, 2] += 1.0
-                    mark[f, 0] += exp_draw(mark[f, 1], mark[f, 2])
-            elif not random_marks and mark[f, 0] >= 1.0:
-                marked = True
-                mark[f, 0] -= np.floor(mark[f, 0])
-            if marked:
-                # a marked packet: its CNP comes back once the packet has crossed the queues ahead of
-                # it (the backlog of the saturated ports it was marked at) and the ACK the way back
-                due = t_end + rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0)
-            if cnp_arrives(pend[f], npend, f, t_end, due):
-                cc_on_ack(cc, st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
-                counters[1] += 1
-            moved = moved or st[f, RATE] != r0
-        elif USES_INT[cc]:
-            m = 0
-            for h in range(nfwd[f]):
-                k = links[f, h]
-                if switch_egress[k] and m < ints.shape[0]:
-                    ints[m, 0] = np.int64(now_ns)
-                    ints[m, 1] = np.int64(tx_bytes[k])
-                    ints[m, 2] = np.int64(q[k])
-                    ints[m, 3] = np.int64(cap[k] * 8.0)
-                    m += 1
-            if m > 0:
-                a_seq, s_nxt = acked_rt[f], sent[f] + 1.0
-                if not win_bytes:
-                    a_seq = acked[f]
-                    in_flight = rates[f] * (rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0))
-                    s_nxt = acked[f] + in_flight + 1.0
-                r0 = st[f, RATE]
-                cc_on_ack(cc, st[f], hop_tab[f], ccp, now_ns, np.int64(a_seq), np.int64(s_nxt),
-                          False, ints, m, np.int64(win[f]), np.int64(rtt0[f] * 1e9))
-                counters[2] += 1
-                moved = moved or abs(st[f, RATE] - r0) > QUIET_REL * r0
+        if cc_on[f] and _cc_feedback(S, f, got, t_end, now_ns, rtt_hops, overloaded):
+            moved = True
     return moved
 
 
@@ -454,33 +530,20 @@ def _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered
 
 
 @entry
-def fluid_peek(fresh, t, n, step_s, cc, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
-               links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-               st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
-               ackq, ackp,
-               cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters,
-               ack_wait, rr, dcap, own, own_bn, frozen, lws, lbws, ints):
+def fluid_peek(fresh, t, n, step_s, S):
     """Rates for the current flow set (a zero-length step unless ``fresh``), then (time to the next
     drain or DCQCN timer at those rates, whether the state is dynamic)."""
     if not fresh:
-        fluid_step(0.0, t, n, cc, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
-                   links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-                   st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
-                   ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters,
-                   ack_wait, rr, dcap, own, own_bn, frozen, lws, lbws, ints)
-    kind = is_dynamic(n, cc, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked,
-                      acked_rt, win)
-    return next_event_dt(n, t, step_s, cc, rem, send, cc_on, st, win_bytes, sent, acked, rates), kind != STATIC
+        fluid_step(0.0, t, n, S)
+    kind = is_dynamic(n, S.cc, S.var_win, S.q, S.send, S.rates, S.cc_on, S.st, S.npend, S.win_bytes, S.rem,
+                      S.sent, S.acked, S.acked_rt, S.win)
+    return next_event_dt(n, t, step_s, S.cc, S.rem, S.send, S.cc_on, S.st, S.win_bytes, S.sent, S.acked,
+                         S.rates), kind != STATIC
 
 
 @entry
 def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_completion, ids, lat,
-              done_ids, done_t,
-              cc, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
-              links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef, line_Bps,
-              st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send, sent, acked_rt, qport,
-              ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax, switch_egress, counters,
-              ack_wait, rr, dcap, own, own_bn, frozen, lws, lbws, ints):
+              done_ids, done_t, S):
     """Integrate flows [0, n) from ``t`` towards ``t_s``: steps of ``step_s`` while dynamic, doubling up to
     ``max_step_s`` while only settled HPCC rates keep it dynamic, else one jump to the next drain or
     DCQCN timer. A flow drains when its last byte is sent; it completes ``lat`` plus its path's queueing
@@ -489,6 +552,8 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
 
     Returns (time reached, steps taken, rates still fresh, live flows, flows that drained); the ids and
     completion times of the flows that drained are in ``done_ids`` and ``done_t`` (≥ n rows)."""
+    cc, var_win, win_bytes, rem, send, cc_on, st = S.cc, S.var_win, S.win_bytes, S.rem, S.send, S.cc_on, S.st
+    sent, acked, acked_rt, rates, q, npend, win = S.sent, S.acked, S.acked_rt, S.rates, S.q, S.npend, S.win
     steps = 0
     n_done = 0
     step = step_s
@@ -506,22 +571,18 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
         else:
             dt = 0.0  # rates for a changed flow set, before any time passes
             step = step_s
-        moved = fluid_step(dt, t, n, cc, qcn, has_win, var_win, payload, random_marks, ack_queues, win_bytes,
-                           links, coefs, hops, nfwd, first_queued, cc_on, rem, acked, win, rtt0, dcoef,
-                           line_Bps, st, hop_tab, ccp, mark, pend, npend, rates, bottleneck, offered, send,
-                           sent, acked_rt, qport, ackq, ackp, cap, q, q_pfc, tx_bytes, kmin, kmax, pmax,
-                           switch_egress, counters, ack_wait, rr, dcap, own, own_bn, frozen, lws, lbws, ints)
+        moved = fluid_step(dt, t, n, S)
         fresh = not (moved and USES_CNP[cc])  # a timer or CNP changed a rate: new rates first
         t = t_s if dt >= t_s - t else t + dt
         steps += 1
         for f in range(n):
             if rem[f] <= 1e-3:
                 done_ids[n_done] = ids[f]
-                done_t[n_done] = t + lat[f] + _queue_delay_s(f, nfwd, links, q, cap, 0)
+                done_t[n_done] = t + lat[f] + _queue_delay_s(f, S.nfwd, S.links, q, S.cap, 0)
                 if stop_at_completion:
                     t_s = min(t_s, done_t[n_done])
                 n_done += 1
                 live -= 1
                 fresh = False
-                _retire(f, hops, nfwd, cc_on, rem, win, line_Bps, rates, bottleneck, offered, send)
+                _retire(f, S.hops, S.nfwd, cc_on, rem, win, S.line_Bps, rates, S.bottleneck, S.offered, send)
     return t, steps, fresh, live, n_done
