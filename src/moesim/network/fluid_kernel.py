@@ -32,7 +32,7 @@ from moesim.network.cc.dispatch import (
     cc_on_timer,
     cc_timer_time,
 )
-from moesim.network.jit import entry, helper
+from moesim.network.jit import entry, helper, inline_helper
 from moesim.network.waterfill import waterfill_into
 
 QUIET_REL = 1e-3
@@ -265,7 +265,7 @@ def cnp_arrives(pend, npend, f, t_end, due):
     return arrived
 
 
-@helper
+@inline_helper
 def _cc_feedback(S, f, got, t_end, now_ns, rtt_hops, overloaded):
     """The congestion-control reactions of flow ``f`` at the end of a step that delivered ``got`` bytes:
     its timers, then a CNP (an algorithm that reads CNPs: expected or drawn ECN marks at the switch
