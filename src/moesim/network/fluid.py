@@ -82,6 +82,8 @@ _ARRAYS: dict[str, tuple[tuple[int, ...], type]] = {
 """The other per-flow columns: shape after the row axis (``(0,)`` = as wide as the longest route, ``-1`` =
 the ACK ring's length) and dtype."""
 _COL = {name: (dtype, j) for dtype, names in SCALAR_COLUMNS.items() for j, name in enumerate(names)}
+_COLUMN = {"first_queued": "first", "line_Bps": "line", "hop_tab": "hop", "bottleneck": "bn"}
+"""``FluidState`` fields whose flow-table column has another name."""
 _FRESH = {"bn": -1, "qport": -1}
 """Fresh flow state that is not zero."""
 ACK_RING = 128
@@ -268,19 +270,13 @@ class FluidBackend(NetworkBackend):
         if self._state is None or self._state_version != c.version:
             s, p, col = self._static, self.params, c.cols
             self._state_version = c.version
+            columns = {f: col[_COLUMN.get(f, f)] for f in FluidState._fields if _COLUMN.get(f, f) in col}
             self._state = FluidState(
-                cc=self._cc, qcn=bool(p.switch.enable_qcn), has_win=bool(p.transport.has_win),
+                **columns, cc=self._cc, qcn=bool(p.switch.enable_qcn), has_win=bool(p.transport.has_win),
                 var_win=bool(p.transport.var_win), payload=float(p.transport.packet_payload_bytes),
                 random_marks=self._random_marks, ack_queues=self._ack_queues, win_bytes=self._win_bytes,
-                links=col["links"], coefs=col["coefs"], hops=col["hops"], nfwd=col["nfwd"],
-                first_queued=col["first"], cc_on=col["cc_on"], rem=col["rem"], acked=col["acked"], win=col["win"], rtt0=col["rtt0"],
-                dcoef=col["dcoef"], line_Bps=col["line"], st=col["st"], hop_tab=col["hop"], ccp=self._ccp,
-                mark=col["mark"], pend=col["pend"], npend=col["npend"], rates=col["rates"], bottleneck=col["bn"],
-                offered=col["offered"], send=col["send"], sent=col["sent"], acked_rt=col["acked_rt"],
-                qport=col["qport"], ackq=col["ackq"], ackp=col["ackp"], cap=s.cap, q=self._q, q_pfc=s.q_pfc,
-                tx_bytes=self._tx, kmin=s.kmin, kmax=s.kmax, pmax=float(p.switch.pmax),
-                switch_egress=s.switch_egress, counters=self._counters, ack_wait=col["ack_wait"], rr=col["rr"],
-                dcap=col["dcap"], own=col["own"], own_bn=col["own_bn"], frozen=col["frozen"], lws=self._lws,
+                ccp=self._ccp, cap=s.cap, q=self._q, q_pfc=s.q_pfc, tx_bytes=self._tx, kmin=s.kmin, kmax=s.kmax,
+                pmax=float(p.switch.pmax), switch_egress=s.switch_egress, counters=self._counters, lws=self._lws,
                 lbws=self._lbws, ints=self._ints,
             )
         return self._state

@@ -134,7 +134,7 @@ class PacketOptions:
     # schedules a port's transmit-complete event only while it has more to send; "ns3" follows ns-3's
     # QP vector (positional round-robin, lazy compaction, wake-ups over every listed QP, rate changes
     # on the final ACK) and schedules that event per packet. "ns3" reproduces the reference stack's
-    # multi-dimension runs to the ns and costs up to 5x the CPU time at the study's scale
+    # multi-dimension runs to the ns and costs about 2.5x the CPU time at the study's scale
     nic_model: str = param("fast", choices=("fast", "ns3"))
 
 
