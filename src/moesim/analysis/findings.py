@@ -12,7 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from moesim.analysis.confidence import Ordering, Pair, backend_mix, describe_settle, pair_text
+from moesim.analysis.confidence import Ordering, backend_mix, describe_settle, pair_text
+from moesim.analysis.ensemble import REGIME, ROBUST, STATUSES, UNRESOLVED, Verdict, worst
 from moesim.analysis.results import MODEL, level_key, levels
 from moesim.analysis.stats import GridView
 from moesim.analysis.study import Analysis
@@ -32,6 +33,7 @@ class Finding:
     factors: tuple[str, ...] = ()
     backend: str = ""
     unresolved: tuple[str, ...] = ()
+    status: str = ""
 
 
 def _s(x: float) -> str:
@@ -238,43 +240,53 @@ NETWORK = "network"
 """The factor whose levels differ (mostly) in congestion control."""
 
 
-def _rests_on(f: Finding, a: Analysis) -> Callable[[Ordering, Pair], bool]:
-    """Which unresolved pairs a finding's claim depends on: where the minimum and maximum lie (overall), a
-    marginal ranking (per factor), the best level given another factor's level (reversals), an interaction
-    view's cells or ratios. Matched-configuration and architecture findings rest on no ordering judged here."""
+def _rests_on(f: Finding, a: Analysis) -> Callable[[str, int], bool]:
+    """Which orderings a finding's claim depends on, as a test of (ordering label, pair position): where the
+    minimum and maximum lie (overall), a marginal ranking (per factor), the best level given another factor's
+    level (reversals: position 0 only), an interaction view's cells or ratios. Matched-configuration and
+    architecture findings rest on no ordering judged here."""
     if f.topic == "overall" and f.claim:
         names = {f"S_full {f.claim[0]} fastest at", f"S_full {f.claim[0]} slowest at"}
-        return lambda o, p: o.statistic in names
+        return lambda s, pos: s in names
     if f.topic == "reversals" and len(f.factors) == 2:
         mid = f" {f.factors[0]} given {f.factors[1]} = "
-        return lambda o, p: p.position == 0 and any(o.statistic.startswith(m + mid) for m in a.models)
+        return lambda s, pos: pos == 0 and any(s.startswith(m + mid) for m in a.models)
     if any(it.view.name == f.topic for it in a.interactions):
-        return lambda o, p: o.statistic.startswith(f.topic + " ")
+        return lambda s, pos: s.startswith(f.topic + " ")
     if f.factors == (f.topic,) and isinstance(f.claim, tuple) and f.claim:
         names = {f"{f.claim[0]} {m} {f.topic} ranking" for m in a.models}
-        return lambda o, p: o.statistic in names
-    return lambda o, p: False
+        return lambda s, pos: s in names
+    return lambda s, pos: False
 
 
-def _with_confidence(f: Finding, a: Analysis, ords: Sequence[Ordering]) -> Finding:
-    """``f`` with the unresolved pairs it rests on named at the end of its text."""
+def _with_confidence(f: Finding, a: Analysis, ords: Sequence[Ordering],
+                     verdicts: dict[str, Verdict] | None = None) -> Finding:
+    """``f`` with its status (the weakest of the orderings it rests on), the unresolved pairs it rests on named
+    at the end of its text, and, when ensemble members disagree, which regime gives which answer."""
     rests = _rests_on(f, a)
-    hits = [(o, p) for o in ords for p in o.pairs if rests(o, p)]
-    if not hits:
-        return f
-    o, p = hits[0]
-    more = len({x.statistic for x, _ in hits}) - 1
-    text = (f"{f.text} Unresolved at this fidelity: {pair_text(p)} ({o.statistic})"
-            + (f"; {more} more ordering{'s' if more > 1 else ''} it rests on too" if more > 0 else "") + ".")
-    return replace(f, text=text, unresolved=tuple(dict.fromkeys(x.statistic for x, _ in hits)))
+    hits = [(o, p) for o in ords for p in o.pairs if rests(o.statistic, p.position)]
+    behind = [o for o in ords if rests(o.statistic, 0)]
+    regimes = [verdicts[o.statistic] for o in behind if verdicts and o.statistic in verdicts
+               and verdicts[o.statistic].status == REGIME]
+    status = REGIME if regimes else UNRESOLVED if hits else ROBUST
+    text = f.text
+    if regimes:
+        text += f" Regime-dependent ({regimes[0].statistic}): {regimes[0].sentence()}"
+    if hits:
+        o, p = hits[0]
+        more = len({x.statistic for x, _ in hits}) - 1
+        text += (f" Unresolved at this fidelity: {pair_text(p)} ({o.statistic})"
+                 + (f"; {more} more ordering{'s' if more > 1 else ''} it rests on too" if more > 0 else "") + ".")
+    return replace(f, text=text, status=status, unresolved=tuple(dict.fromkeys(x.statistic for x, _ in hits)))
 
 
-def findings(a: Analysis, ords: Sequence[Ordering] = ()) -> list[Finding]:
+def findings(a: Analysis, ords: Sequence[Ordering] = (), verdicts: dict[str, Verdict] | None = None) -> list[Finding]:
     """All findings, in report order, each carrying the backend it came from. A comparison between
     network modes from a backend that does not model congestion control is not stated: one line says
     so instead. With several start-jitter seeds, each finding says in how many seeds it holds. Given the
     orderings judged against the error bands (``moesim.analysis.confidence.orderings``), a finding that rests
-    on one the bands cannot decide says so (``unresolved``)."""
+    on one the bands cannot decide says so (``unresolved``), and each finding carries a status (``verdicts``:
+    ``moesim.analysis.ensemble.judge``); robust findings come first."""
     from moesim.network.base import congestion_control_backends, models_congestion_control
 
     backends = levels(a.table, "backend") if "backend" in a.table.column_names else ()
@@ -292,31 +304,62 @@ def findings(a: Analysis, ords: Sequence[Ordering] = ()) -> list[Finding]:
             k = sum((f.topic, f.claim) in claims for claims in per_seed.values())
             text += f" Holds in {k} of {len(per_seed)} seeds."
         f = replace(f, text=text, backend=label)
-        out.append(_with_confidence(f, a, ords) if ords else f)
+        out.append(_with_confidence(f, a, ords, verdicts) if ords else f)
     if dropped or (blind and NETWORK in a.factors):
         which = " or ".join(congestion_control_backends())
         out.append(Finding(NETWORK, (
             f"No finding about network modes: the {'/'.join(blind)} backend does not model congestion control "
             f"(its network modes differ only in delays and header bytes); rerun with --backend {which} to "
             "compare them."), factors=(NETWORK,), backend=label))
+    if ords:  # robust first, then regime-dependent, then unresolved; the report's order within each
+        out.sort(key=lambda f: STATUSES.index(f.status) if f.status in STATUSES else 0)
     return out
 
 
+def _margin(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:.1f} %"
+
+
+def _status_counts(verdicts: dict[str, Verdict], ords: Sequence[Ordering]) -> str:
+    """``120 robust, 3 regime-dependent, 41 unresolved`` over the orderings."""
+    counts = {st: 0 for st in STATUSES}
+    for o in ords:
+        v = verdicts.get(o.statistic)
+        counts[v.status if v is not None else (ROBUST if o.resolved else UNRESOLVED)] += 1
+    return ", ".join(f"{n} {st}" for st, n in counts.items())
+
+
 def findings_markdown(provenance: Sequence[tuple[str, str]], fs: Sequence[Finding], ords: Sequence[Ordering],
-                      a: Analysis, bands_note: str, refine_hint: str) -> str:
-    """``findings.md``: the provenance (version, date, command, backends of the rows), the findings, and the
-    orderings left unresolved at this fidelity with the runs that would settle them."""
+                      a: Analysis, bands_note: str, refine_hint: str, verdicts: dict[str, Verdict] | None = None,
+                      verdict: Sequence[dict[str, Any]] = ()) -> str:
+    """``findings.md``: the provenance (version, date, command, backends of the rows), the verdict table, the
+    findings (robust first, each with its status), the regime-dependent orderings with which regime gives which
+    answer, and the orderings left unresolved at this fidelity with the runs that would settle them."""
     prov = dict(provenance)
     commands = prov.get("command", "not recorded")
     runs = a.seed_runs if a.seed_runs is not None else a.table
     mix = backend_mix(runs) or "not recorded"
+    verdicts = verdicts or {}
     out = ["# Findings", "",
            f"- moesim version: {prov.get('moesim version', 'not recorded')}",
            f"- date (runs finished, UTC): {prov.get('date (runs finished, UTC)', 'not recorded')}",
            "- command: " + (commands if commands.startswith("not recorded") else
                             "; ".join(f"`{c}`" for c in commands.split("\n"))),
-           f"- backend: {mix}" + (" runs (per configuration the most exact backend stored)" if "," in mix else ""),
-           "", "## Summary", "", *(f"- [{f.backend}] {f.text}" for f in fs)]
+           f"- backend: {mix}" + (" runs (per configuration the most exact backend stored)" if "," in mix else "")]
+    if verdict:
+        out += ["", "## Verdict", "", "| question | answer | status | margin | to settle |", "|---|---|---|---|---|"]
+        out += [f"| {r['question']} | {r['answer']} | {r['status']} | {_margin(r['margin_rel'])} | {r['to_settle']} |"
+                for r in verdict]
+        out += ["", f"Orderings: {_status_counts(verdicts, ords)} (robust: resolved and no ensemble member or seed "
+                "reverses it; regime-dependent: members disagree; unresolved: inside the error bands, not yet settled "
+                "at packet level). Every ordering: tables/confidence.csv."]
+    out += ["", "## Summary", "", *(f"- [{f.backend}] " + (f"({f.status}) " if f.status else "") + f.text
+                                    for f in fs)]
+    regimes = [v for v in verdicts.values() if v.status == REGIME]
+    if regimes:
+        out += ["", "## Regime-dependent orderings", "",
+                f"{len(regimes)} orderings change between ensemble members or seeds of their runs:", ""]
+        out += [f"- {v.statistic}: {v.sentence()}" for v in regimes]
     if ords:
         open_ = [o for o in ords if not o.resolved]
         all_levels = {f: levels(a.table, f) for f in a.factors}
@@ -331,3 +374,93 @@ def findings_markdown(provenance: Sequence[tuple[str, str]], fs: Sequence[Findin
         if open_:
             out += ["", refine_hint]
     return "\n".join(out) + "\n"
+
+
+QUESTIONS = (("strategy", "Best TP/EP split"), ("algorithm", "Best collective algorithm"),
+             ("topology", "Best topology"), (NETWORK, "Network-mode order"))
+"""The verdict table's factor questions (the best level, or for the network the whole order)."""
+
+
+def _join(per_model: dict[str, str]) -> str:
+    values = set(per_model.values())
+    if len(values) == 1:
+        return next(iter(values)) + (" (every model)" if len(per_model) > 1 else "")
+    return "; ".join(f"{m}: {v}" for m, v in per_model.items())
+
+
+def _verdict(question: str, per_model: dict[str, str], judged: Sequence[tuple[Ordering, str]],
+             margins: Sequence[float], a: Analysis) -> dict[str, Any]:
+    """One verdict row from its per-model answers, the orderings behind it with their statuses, and the margins."""
+    status = worst([s for _, s in judged])
+    settle = {tuple(sorted(c.items())) for o, s in judged if s == UNRESOLVED for c in o.settle}
+    all_levels = {f: levels(a.table, f) for f in a.factors}
+    open_ = [o for o, s in judged if s == UNRESOLVED and o.settle]
+    how = ""
+    if open_:
+        how = f"{len(settle)} packet run{'s' if len(settle) != 1 else ''}: " + "; ".join(
+            describe_settle(o, a.factors, all_levels) for o in open_[:2]) + ("; …" if len(open_) > 2 else "")
+    return {"question": question, "answer": _join(per_model), "status": status,
+            "margin_rel": min(margins) if margins else None, "to_settle": how}
+
+
+def verdict_rows(a: Analysis, ords: Sequence[Ordering], verdicts: dict[str, Verdict] | None = None
+                 ) -> list[dict[str, Any]]:
+    """The verdict table: one row per question (best split, collective algorithm and topology, the network-mode
+    order, the fastest and slowest configuration) with the answer, its status, the margin behind it
+    (relative gap to the runner-up, smallest over the models) and, for unresolved answers, the runs that settle
+    them. A question about the best level rests on the top pair of each model's ranking; its status is the
+    weakest over the models (regime-dependent when an ensemble member puts another level first)."""
+    by_name = {o.statistic: o for o in ords}
+    verdicts = verdicts or {}
+    rows = []
+
+    def status(o: Ordering, top_only: bool) -> str:
+        v = verdicts.get(o.statistic)
+        if v is not None and v.others and (not top_only or any(other.split(" < ")[0] != o.order.split(" < ")[0]
+                                                               for other in v.others)):
+            return REGIME
+        return UNRESOLVED if any(p.position == 0 or not top_only for p in o.pairs) else ROBUST
+
+    for factor, question in QUESTIONS:
+        m = a.marginal(factor)
+        if m is None:
+            continue
+        per_model: dict[str, str] = {}
+        judged: list[tuple[Ordering, str]] = []
+        margins: list[float] = []
+        for model in a.models:
+            mine = sorted((r for r in m.table.to_pylist() if r[MODEL] == model),
+                          key=lambda r: (r["rank"], level_key(factor, r[factor])))
+            if len(mine) < 2:
+                continue
+            whole = factor == NETWORK
+            per_model[model] = " < ".join(r[factor] for r in mine) if whole else mine[0][factor]
+            margins.append(min(b["vs_best"] - a_["vs_best"] for a_, b in zip(mine, mine[1:], strict=False))
+                           / (1 + mine[0]["vs_best"]) if whole else mine[1]["vs_best"])
+            o = by_name.get(f"{m.subset} {model} {factor} ranking")
+            if o is not None:
+                judged.append((o, status(o, top_only=not whole)))
+        if per_model:
+            rows.append(_verdict(f"{question} ({m.subset})", per_model, judged, margins, a))
+    for which, question in (("fastest", "Fastest configuration"), ("slowest", "Slowest configuration")):
+        per_model, judged, margins = {}, [], []
+        for r in a.overall.to_pylist():
+            if r["subset"] != "S_full":
+                continue
+            per_model[r[MODEL]] = r[f"wall_{'min' if which == 'fastest' else 'max'}_at"]
+            walls = sorted(x for x, mm in zip(a.table.column("wall_s").to_pylist(), a.table.column(MODEL).to_pylist(),
+                                              strict=True) if mm == r[MODEL])
+            if len(walls) > 1:
+                margins.append(walls[1] / walls[0] - 1 if which == "fastest" else walls[-1] / walls[-2] - 1)
+            o = by_name.get(f"S_full {r[MODEL]} {which} at")
+            if o is not None:
+                judged.append((o, status(o, top_only=True)))
+        if per_model:
+            rows.append(_verdict(question, per_model, judged, margins, a))
+    return rows
+
+
+def verdict_table(rows: Sequence[dict[str, Any]]) -> pa.Table:
+    schema = pa.schema([("question", pa.string()), ("answer", pa.string()), ("status", pa.string()),
+                        ("margin_rel", pa.float64()), ("to_settle", pa.string())])
+    return pa.Table.from_pylist(list(rows), schema=schema)

@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,7 +27,8 @@ from moesim.analysis.bands import ErrorBands, load_bands
 from moesim.analysis.breakdown import slowest_splits
 from moesim.analysis.confidence import Ordering, backend_mix, confidence_table, most_exact, orderings
 from moesim.analysis.diagnostics import name_links, read_diagnostics
-from moesim.analysis.findings import Finding, findings, findings_markdown
+from moesim.analysis.ensemble import Verdict, judge
+from moesim.analysis.findings import Finding, findings, findings_markdown, verdict_rows, verdict_table
 from moesim.analysis.labels import topology_table_rows
 from moesim.analysis.provenance import Provenance, provenance
 from moesim.analysis.results import MODEL, levels, load_results, load_store_meta
@@ -42,7 +44,7 @@ MIN_FILTER_ROWS = 10
 """Tables with at least this many rows get a filter box (a shorter one is read at a glance)."""
 
 SECTIONS = (
-    ("provenance", "Provenance"), ("summary", "Summary"), ("confidence", "Confidence at this fidelity"),
+    ("verdict", "Verdict"), ("provenance", "Provenance"), ("summary", "Summary"), ("confidence", "Confidence at this fidelity"),
     ("data", "Data"), ("overall", "Overall statistics"),
     ("marginals", "Marginal means and rankings"), ("normalized", "Normalised times"),
     ("interactions", "Interactions"), ("orders", "Conditional rankings"),
@@ -183,11 +185,25 @@ def _table_items(a: Analysis, raw: pa.Table) -> Iterator[Item]:
         yield Item("data", "failed_runs", f"Failed runs ({failed.num_rows}), left out of every statistic", failed)
 
 
-def _confidence_item(a: Analysis, ords: Sequence[Ordering]) -> Item:
+def _confidence_item(a: Analysis, ords: Sequence[Ordering], verdicts: dict[str, Verdict]) -> Item:
+    table = confidence_table(ords, a)
+    status = [verdicts[o.statistic].status if o.statistic in verdicts else "" for o in ords]
+    others = [verdicts[o.statistic].sentence() if o.statistic in verdicts else "" for o in ords]
+    table = table.add_column(table.column_names.index("status") + 1, "finding_status", pa.array(status, pa.string()))
+    table = table.append_column("regimes", pa.array(others, pa.string()))
     return Item("confidence", "confidence", "Every ordering the report states, judged against the error bands of "
                 "its rows (margin_rel = gap between the closest unresolved pair over the faster; band_rel = their "
-                "combined band); settle_with = the runs that would settle it on packet level",
-                confidence_table(ords, a), kinds={"margin_rel": PERCENT, "band_rel": PERCENT})
+                "combined band); finding_status = robust, regime-dependent (ensemble members or seeds disagree: "
+                "regimes says which gives what) or unresolved; settle_with = the runs that would settle it on "
+                "packet level", table, kinds={"margin_rel": PERCENT, "band_rel": PERCENT})
+
+
+def _verdict_item(rows: Sequence[dict[str, Any]]) -> Item:
+    return Item("verdict", "verdict", "The study's questions at a glance: the answer, how sure it is (robust: "
+                "resolved and unchanged by every ensemble member and seed; regime-dependent: members disagree; "
+                "unresolved: inside the error bands), the margin to the runner-up (smallest over the models) and, "
+                "for open answers, the packet runs that settle them (`moesim refine`)", verdict_table(rows),
+                kinds={"margin_rel": PERCENT})
 
 
 def _confidence_notes(stored: pa.Table, a: Analysis, ords: Sequence[Ordering], bands: ErrorBands,
@@ -425,12 +441,15 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
     out = Path(out_dir) if out_dir else src
     a = analyse(table)
     ords = orderings(a, bands)
-    fs = findings(a, ords)
+    verdicts = judge(a, ords, bands)
+    fs = findings(a, ords, verdicts)
+    verdict = verdict_rows(a, ords, verdicts)
     prov = provenance(raw, load_store_meta(src))
     items: list[Item] = []
     table_paths = write_table(provenance_table(prov), out / "tables", "provenance", "Provenance of the results")
     figure_paths: list[Path] = []
-    for item in (*_provenance_items(prov), *_table_items(a, raw), _confidence_item(a, ords)):
+    for item in (_verdict_item(verdict), *_provenance_items(prov), *_table_items(a, raw),
+                 _confidence_item(a, ords, verdicts)):
         assert item.table is not None
         table_paths += write_table(item.table, out / "tables", item.name, item.caption, item.kinds)
         items.append(item)
@@ -470,7 +489,8 @@ def build_report(directory: str | Path, out_dir: str | Path | None = None) -> Re
         notes["diagnostics"].append("No run in these results has diagnostics side files.")
     title = f"moesim report: {src.resolve().name}"
     _, bands_line, settle_line = notes["confidence"]
-    atomic_write(out / "findings.md", findings_markdown(prov.items(), fs, ords, a, bands_line, settle_line))
+    atomic_write(out / "findings.md", findings_markdown(prov.items(), fs, ords, a, bands_line, settle_line,
+                                                                verdicts, verdict))
     page = atomic_write(out / "report.html", render_html(title, fs, items, notes, sections, provenance_lines=prov.items()))
     return ReportFiles(page, tuple(table_paths), tuple(figure_paths), tuple(fs))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 
 from moesim.analysis import architecture as arch
-from moesim.analysis import matched, seeds
+from moesim.analysis import ensemble, matched, seeds
 from moesim.analysis.results import MODEL, factor_columns, levels
 from moesim.analysis.stats import (
     INTERACTIONS,
@@ -81,6 +81,8 @@ class Analysis:
     per-configuration medians, with ``wall_min_s``/``wall_max_s``/``wall_spread``)."""
     seed_runs: pa.Table | None = None
     """With several seeds: every run, one row per seed (``table`` holds their medians)."""
+    ensemble_runs: pa.Table | None = None
+    """Ensemble members beyond member 0 (``moesim.analysis.ensemble``); the statistics use member 0."""
 
     def marginal(self, factor: str, subset_name: str | None = None) -> Marginal | None:
         """The marginal of ``factor`` over its calibration subset (or over ``subset_name``)."""
@@ -100,7 +102,11 @@ def _subset_for(table: pa.Table, factor: str) -> str:
 
 def analyse(table: pa.Table, with_architecture: bool = True) -> Analysis:
     """Compute every statistic of the report from a normalised results table. Runs that differ only in
-    their start-jitter seed are one configuration: the statistics use its median (``moesim.analysis.seeds``)."""
+    their start-jitter seed are one configuration: the statistics use its median (``moesim.analysis.seeds``).
+    Ensemble members are set aside (``ensemble_runs``): the statistics use the run as specified."""
+    if ensemble.has_members(table):
+        base, members = ensemble.split(table)
+        return replace(analyse(base, with_architecture), ensemble_runs=members)
     if seeds.has_seeds(table):
         per_seed = {s: analyse(t, with_architecture=False) for s, t in seeds.per_seed(table).items()}
         a = analyse(seeds.collapse(table), with_architecture)

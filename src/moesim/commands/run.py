@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from typing import Any
 
 import typer
@@ -106,6 +107,38 @@ def _print_seeds(spec: Any, results: list[Any], jitter_s: float, as_json: bool, 
         typer.echo(f"  {caveat}")
 
 
+def _print_ensemble(spec: Any, results: list[Any], as_json: bool, caveat: str | None) -> None:
+    """Each member's wall time, then median, min, max and whether the members fall into separate clusters."""
+    from moesim.analysis.ensemble import CLUSTER_GAP, spread
+    from moesim.system.ensemble import member
+
+    s = spread([r.wall_s for r in results])
+    if as_json:
+        record: dict[str, Any] = {
+            "members": [{"member": k, "perturbation": member(k).overrides(True), **r.summary()}
+                        for k, r in enumerate(results)],
+            "wall_median_s": s.median, "wall_min_s": s.min, "wall_max_s": s.max, "wall_spread": s.spread,
+            "clusters": [list(c) for c in s.clusters], "bistable": s.bistable}
+        if caveat:
+            record["caveat"] = caveat
+        typer.echo(json.dumps(record, sort_keys=True))
+        return
+    typer.echo(f"{spec.model}  topology {spec.topology}  {spec.strategy}  {spec.algorithm}  {spec.network}  "
+               f"(ensemble of {len(results)}, backend {spec.backend})")
+    for k, r in enumerate(results):
+        typer.echo(f"  {member(k).describe()}: wall {r.wall_s:.6f} s")
+    typer.echo(f"  wall median {s.median:.6f} s, min {s.min:.6f} s, max {s.max:.6f} s, spread {100 * s.spread:.2f} %")
+    if s.bistable:
+        parts = [f"member{'s' if len(c) > 1 else ''} {', '.join(map(str, c))} near "
+                 f"{statistics.median(results[i].wall_s for i in c):.6f} s" for c in s.clusters]
+        typer.echo(f"  bistable: the members fall into {len(s.clusters)} separate clusters (gaps over "
+                   f"{100 * CLUSTER_GAP:.0f} % of the median): " + "; ".join(parts))
+    else:
+        typer.echo("  one cluster: the answer does not hang on start skew, packet size or ECN draws")
+    if caveat:
+        typer.echo(f"  {caveat}")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``moesim run``."""
 
@@ -123,6 +156,9 @@ def register(app: typer.Typer) -> None:
         placement: str = typer.Option(None, "--placement", help=PLACEMENT_HELP),
         seeds: int = typer.Option(0, "--seeds", min=0, help="run N times with start-jitter seeds 1..N and print "
                                                            "the spread (0: one deterministic run)"),
+        ensemble: int = typer.Option(0, "--ensemble", min=0, help="run K ensemble members (member 0 as given, then "
+                                                               "start skew, packet size and ECN stream varied; "
+                                                               "docs/system.md) and print the spread"),
         jitter_s: float = typer.Option(None, "--jitter", help=f"start jitter of --seeds, in seconds (default "
                                                              f"{DEFAULT_JITTER_S:g})"),
         phase: str = typer.Option(None, "--phase", help="prefill (default) | decode (= --set phase=...)"),
@@ -148,9 +184,12 @@ def register(app: typer.Typer) -> None:
         from moesim.system.run import simulate_run
         from moesim.system.spec import RunSpec
 
+        if seeds and ensemble:
+            raise typer.BadParameter("members vary the start skew themselves; give --seeds or --ensemble",
+                                     param_hint="--ensemble")
         if trace is not None:
-            if seeds:
-                raise typer.BadParameter("goes with one run, not --seeds", param_hint="--trace")
+            if seeds or ensemble:
+                raise typer.BadParameter("goes with one run, not --seeds or --ensemble", param_hint="--trace")
             if trace == "-":
                 raise MoesimError("--trace -: name a file (the trace is JSON, often large)")
             output_file(trace, "--trace")
@@ -166,6 +205,15 @@ def register(app: typer.Typer) -> None:
             caveat = (f"note: the {backend} backend does not model congestion control: {network} differs from "
                       f"other modes here only in delays and header bytes (use --backend "
                       f"{' or '.join(congestion_control_backends())} to compare network modes)")
+        if ensemble:
+            from moesim.system.ensemble import members
+
+            results = []
+            for k, s in enumerate(members(spec, ensemble)):
+                with display.run(f"member {k}/{ensemble - 1}") as tick:
+                    results.append(simulate_run(s, progress=tick))
+            _print_ensemble(spec, results, as_json, caveat)
+            return
         if seeds:
             specs = [seeded(spec, seed, jitter_s) for seed in range(1, seeds + 1)]
             results = []

@@ -136,6 +136,9 @@ class PacketOptions:
     # on the final ACK) and schedules that event per packet. "ns3" reproduces the reference stack's
     # multi-dimension runs to the ns and costs about 2.5x the CPU time at the study's scale
     nic_model: str = param("fast", choices=("fast", "ns3"))
+    # the seed of the switches' ECN-marking random stream (RED between KMIN and KMAX): one draw sequence of
+    # many a real cluster could give; ensembles vary it (moesim.system.ensemble)
+    ecn_seed: int = cc_only(1, low=0, high=2**32 - 1)
 
 
 @dataclass(frozen=True)

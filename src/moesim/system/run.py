@@ -18,7 +18,7 @@ from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.params import PARAMS as NETWORK_PARAMS
 from moesim.network.params import NetworkParams, network_mode
 from moesim.schema import MAX_DURATION_S, Constraint, Param
-from moesim.system import fast_forward
+from moesim.system import ensemble, fast_forward
 from moesim.system.breakdown import LEVELS, Breakdown, Recorder
 from moesim.system.collectives import COLLECTIVES
 from moesim.system.collectives.base import resolve
@@ -70,6 +70,10 @@ def _override_params() -> dict[str, Param]:
                                         Constraint(choices=ALL_TO_ALL_ALGORITHMS),
                                         note="the EP all-to-all algorithm instead of the --algorithm combination's: "
                                              + ", ".join(ALL_TO_ALL_ALGORITHMS))
+    out[ensemble.ENSEMBLE] = Param(ensemble.ENSEMBLE, "system", int, "",
+                                   Constraint(low=0, high=ensemble.MAX_MEMBERS - 1),
+                                   note="an ensemble member: k ≥ 1 sets " + ", ".join(ensemble.PERTURBED)
+                                        + " by a fixed rule (docs/system.md, Ensembles)")
     # a rule name or the path of a rank → GPU file; the path is checked when the run is prepared
     out["placement"] = Param("placement", "placement", str, "", Constraint(),
                              note=f"a rule ({', '.join(PLACEMENT_RULES.names())}), a comma-separated GPU list "
@@ -149,6 +153,10 @@ def prepare(spec: RunSpec) -> PreparedRun:
     overrides = spec.override_dict()
     placement_value = check_override("placement", overrides.pop("placement", DEFAULT_PLACEMENT), source)
     a2a = overrides.pop("all_to_all_algorithm", None)
+    backend_cls = BACKENDS.get(spec.backend)
+    if ensemble.ENSEMBLE in overrides:
+        index = check_override(ensemble.ENSEMBLE, overrides.pop(ensemble.ENSEMBLE), source)
+        overrides = ensemble.expand(overrides, index, "packet" in backend_cls.capabilities.sections, source)
     wl_over, sys_over, net_over, link_bw = split_overrides(overrides, source)
     model = get_model(spec.model)
     layout = ParallelLayout.parse(spec.strategy)
@@ -176,7 +184,6 @@ def prepare(spec: RunSpec) -> PreparedRun:
         # an all-to-all placed per server (hierarchical) reads the routing: plain top-k over the model's experts
         sys_over["expert_routing"] = (model.routed_experts, model.top_k, 1, 1)
     settings = dataclasses.replace(settings, **sys_over)
-    backend_cls = BACKENDS.get(spec.backend)
     placement = resolve_placement(placement_value, topology, layout.tp, layout.ep, source)
     imbalance = routing_imbalance(model, layout, tokens, options)  # reads a routing table / placement file
     return PreparedRun(spec, model, layout, params, topology, settings, backend_cls, tokens, options, placement,

@@ -90,7 +90,7 @@ class PacketBackend(NetworkBackend):
                                 sections=("transport", "switch", "packet"), packet_level=True)
 
     def __init__(self, topology: Topology, params: NetworkParams, diagnostics: DiagnosticsSpec | None = None,
-                 seed: int = 1, stall_s: float = DEFAULT_STALL_S) -> None:
+                 seed: int | None = None, stall_s: float = DEFAULT_STALL_S) -> None:
         super().__init__(topology, params)
         self.cc = algorithm_for_mode(params.cc_mode)
         self.spec = diagnostics or DiagnosticsSpec()
@@ -99,7 +99,8 @@ class PacketBackend(NetworkBackend):
         if self.spec.qlen:
             t0, t1 = (_ns(x) for x in self.spec.qlen_window_s)
             sample = (max(1, _ns(self.spec.qlen_interval_s)), t1, self.spec.qlen_min_bytes)
-        self.S: State = build.new_state(self.fabric, params, self.cc, stall_ns=_ns(stall_s), seed=seed,
+        self.S: State = build.new_state(self.fabric, params, self.cc, stall_ns=_ns(stall_s),
+                                        seed=params.packet.ecn_seed if seed is None else seed,
                                         sample=sample, log_rows=LOG_ROWS)
         self.S.g[G_PFC_ON] = int(self.spec.pfc)
         self.S.g[G_SAMPLE_ON] = int(self.spec.qlen)
