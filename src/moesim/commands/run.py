@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from moesim.commands import completion as complete
 from moesim.errors import MoesimError
 
 DEFAULT_JITTER_S = 1e-8
@@ -144,15 +145,20 @@ def register(app: typer.Typer) -> None:
 
     @app.command("run")
     def run(
-        model: str = typer.Option(..., "--model", help="model key (moesim models list) or a YAML/config.json path"),
-        topology: str = typer.Option(..., "--topology", help="study topology 1..6, a server template (hgx-h100:4, mi300x:4:ls3, gb200-nvl72) or a topology YAML path"),
+        model: str = typer.Option(..., "--model", help="model key (moesim models list) or a YAML/config.json path",
+                                  autocompletion=complete.models),
+        topology: str = typer.Option(..., "--topology", help="study topology 1..6, a server template (hgx-h100:4, mi300x:4:ls3, gb200-nvl72) or a topology YAML path",
+                                     autocompletion=complete.topologies),
         strategy: str = typer.Option(..., "--strategy", help="TP<n>EP<m>, e.g. TP2EP16"),
         algorithm: str = typer.Option("ring_direct", "--algorithm", help="ring_direct | dbt_direct"),
-        network: str = typer.Option("ib_cc0", "--network", help="ib_cc0 | ib_hpcc | roce_hpcc | roce_dcqcn"),
+        network: str = typer.Option("ib_cc0", "--network", help="ib_cc0 | ib_hpcc | roce_hpcc | roce_dcqcn",
+                                    autocompletion=complete.networks),
         backend: str = typer.Option("fluid", "--backend",
                                     help="network backend: fluid (default, congestion-aware), packet (exact, slow), "
-                                         "flow (fast, blind to congestion control), analytical"),
-        set_: list[str] = typer.Option(None, "--set", help="parameter override key=value (repeatable)"),
+                                         "flow (fast, blind to congestion control), analytical",
+                                    autocompletion=complete.backends),
+        set_: list[str] = typer.Option(None, "--set", help="parameter override key=value (repeatable)",
+                                       autocompletion=complete.set_keys),
         placement: str = typer.Option(None, "--placement", help=PLACEMENT_HELP),
         seeds: int = typer.Option(0, "--seeds", min=0, help="run N times with start-jitter seeds 1..N and print "
                                                            "the spread (0: one deterministic run)"),
@@ -240,9 +246,12 @@ def register(app: typer.Typer) -> None:
                 record["caveat"] = caveat
             typer.echo(json.dumps(record, sort_keys=True))
             return
-        typer.echo(f"{model}  topology {topology}  {spec.strategy}  {algorithm}  {network}")
+        typer.echo(f"{model}  topology {topology}  {spec.strategy}  {algorithm}  {network}"
+                   + ("  " + " ".join(f"{k}={v}" for k, v in spec.overrides) if spec.overrides else ""))
+        hidden = max(result.comm_s - result.exposed_comm_s, 0.0)
         typer.echo(f"  wall {result.wall_s:.6f} s   GPU {result.gpu_s:.6f} s   comm {result.comm_s:.6f} s"
-                   f"   exposed comm {result.exposed_comm_s:.6f} s   (bottleneck rank {result.bottleneck_rank})")
+                   f" (exposed {result.exposed_comm_s:.6f} s, hidden {hidden:.6f} s)"
+                   f"   (bottleneck rank {result.bottleneck_rank})")
         if "step_s" in record:
             typer.echo(f"  decode: {record['step_s'] * 1e3:.6f} ms per step   {record['tokens_per_s']:.1f} tokens/s")
         if "ep_imbalance" in record:

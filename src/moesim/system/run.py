@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -89,7 +90,9 @@ def check_override(name: str, value: Any, source: str = "overrides") -> Any:
     one-line error naming ``source``."""
     param = OVERRIDES.get(name)
     if param is None:
-        raise MoesimError(f"{source}: field '{name}': unknown parameter (allowed: {', '.join(sorted(OVERRIDES))})")
+        close = difflib.get_close_matches(name, OVERRIDES, n=3)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise MoesimError(f"{source}: field '{name}': unknown parameter ({hint}allowed: {', '.join(sorted(OVERRIDES))})")
     return param.check(value, source)
 
 
