@@ -232,10 +232,20 @@ def test_sweep_stores_each_runs_breakdown(swept: Path) -> None:
         assert table.column_names == ["run_id", *BREAKDOWN_COLUMNS] and set(table.column("run_id").to_pylist()) == {run_id}
 
 
-def test_load_results_with_failed_runs_gives_every_column(swept: Path) -> None:
-    df = moesim.load_results(swept, include_failed=True)
-    assert len(df) == 2 and {"run_id", "status", "error", "params_json"} <= set(df.columns)
-    assert set(df["status"]) == {"ok"}
+def test_load_results_with_failed_runs_gives_every_column(tmp_path: Path) -> None:
+    # a packet run that passes every up-front check but cannot finish (no window, no PFC headroom, a small
+    # buffer: the incast drops packets and the reference model never retransmits), beside one that succeeds
+    lossy = {"buffer_bytes": 300_000, "has_win": False, "headroom_factor": 0.0}
+    runs = [{"model": MODEL, "topology": 1, "strategy": "TP2EP16", "backend": "flow", "tokens": TOKENS},
+            {"model": MODEL, "topology": 1, "strategy": "TP2EP16", "backend": "packet", **lossy}]
+    summary = moesim.sweep(runs, tmp_path, workers=1)
+    assert (summary.total, len(summary.failures)) == (2, 1)
+    df = moesim.load_results(tmp_path, include_failed=True)
+    assert len(df) == 2 and {"run_id", "status", "error", "params_json", "wall_s"} <= set(df.columns)
+    failed = df[df["status"] == "error"]
+    assert list(failed["backend"]) == ["packet"] and "cannot complete" in failed["error"].iloc[0]
+    assert failed["wall_s"].isna().all() and df[df["status"] == "ok"]["wall_s"].notna().all()
+    assert len(moesim.load_results(tmp_path)) == 1  # by default only the runs that succeeded
 
 
 def test_sweep_of_a_matrix_file_with_a_preset(tmp_path: Path) -> None:

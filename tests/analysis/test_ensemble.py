@@ -11,7 +11,7 @@ from analysis_data import study_rows, write_store
 
 from moesim.analysis.bands import ErrorBands
 from moesim.analysis.confidence import orderings
-from moesim.analysis.ensemble import REGIME, ROBUST, judge, member_tables, spread, split
+from moesim.analysis.ensemble import REGIME, ROBUST, judge, member_tables, split, spread
 from moesim.analysis.findings import findings, verdict_rows
 from moesim.analysis.report import build_report
 from moesim.analysis.results import as_table

@@ -3,6 +3,11 @@ an upgrade that breaks them, before stale or slow kernels do (see the module's d
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
+from numba import njit
+
 from moesim.network import jit
 from moesim.network.fluid_kernel import fluid_run
 from moesim.network.packet.kernel import run
@@ -38,4 +43,15 @@ def test_the_sources_hash_covers_helper_modules_of_the_cc_and_packet_packages(tm
 
 
 def test_kernels_compile_without_reference_counting():
-    assert jit.USE_NRT is False
+    """A helper that slices an array makes no reference-counting call, where plain njit code makes some."""
+    def view_plus_one(a):
+        b = a[1:]
+        return b[0] + 1
+
+    def llvm(fn) -> str:
+        fn(np.zeros(3))
+        return "\n".join(fn.inspect_llvm().values())
+
+    assert jit.USE_NRT is False  # this numba takes _nrt=False
+    assert "NRT_decref" in llvm(njit(view_plus_one))
+    assert not re.search(r"NRT_(incref|decref)", llvm(jit.helper(view_plus_one)))
