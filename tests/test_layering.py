@@ -135,14 +135,18 @@ def backend_name_violations(tree: ast.AST, path: Path) -> list[str]:
 
 
 LAYERS = ("models", "workload", "topology", "network", "system", "experiments", "serving", "analysis")
-BASE = frozenset({"__init__", "errors", "registry", "fileio", "schema", "units", "interrupts"})
+BASE = frozenset({"__init__", "errors", "registry", "fileio", "schema", "units", "interrupts", "version"})
 TOP = frozenset({"cli", "commands", "api", "__main__"})
 
 
 def layer_rank(parts: tuple[str, ...]) -> int | None:
-    """Rank of a module given its path inside ``moesim`` (``("network", "flow")``; ``()`` is the package
-    itself): 0 for the base, 1.. for the layers in order, above them the top; None if unknown."""
-    head = parts[0] if parts else "__init__"
+    """Rank of a module given its path inside ``moesim`` (``("network", "flow")``): 0 for the base, 1.. for
+    the layers in order, above them the top; None if unknown. The package itself (``()``: ``import moesim``)
+    and a name of it that is no module (``from moesim import __version__``) are its façade, which loads
+    ``moesim.api`` on first use: the top."""
+    if not parts or not ((SRC / parts[0]).is_dir() or (SRC / f"{parts[0]}.py").is_file()):
+        return len(LAYERS) + 1
+    head = parts[0]
     if head in LAYERS:
         return LAYERS.index(head) + 1
     if head in TOP:
@@ -164,7 +168,7 @@ def _imported(node: ast.AST, package: tuple[str, ...]) -> list[tuple[str, ...]]:
             module = base + (node.module.split(".") if node.module else [])
         else:
             module = (node.module or "").split(".")
-        # ``from moesim import network`` reaches moesim.network; ``from moesim import __version__`` the base
+        # ``from moesim import network`` reaches moesim.network; ``from moesim import __version__`` the façade
         names = [[*module, a.name] for a in node.names] if module == ["moesim"] else [module]
     elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
           and isinstance(node.args[0].value, str)
@@ -176,8 +180,8 @@ def _imported(node: ast.AST, package: tuple[str, ...]) -> list[tuple[str, ...]]:
 
 def layer_violations(tree: ast.AST, module: tuple[str, ...]) -> list[str]:
     """Imports of ``module`` (its path inside ``moesim``, e.g. ``("network", "flow")``) that reach a later
-    layer. A name that is not a known layer or base module (``from moesim import __version__``) counts
-    as the base. The package's ``__init__`` is a facade: it loads ``moesim.api`` on first attribute access."""
+    layer. The package's ``__init__`` is a façade (it loads ``moesim.api`` on first attribute access), so
+    importing it, or a name of it that is no module (``from moesim import __version__``), reaches the top."""
     if module == ("__init__",):
         return []
     own = layer_rank(module)
@@ -279,6 +283,8 @@ def test_the_backend_name_check_catches(code):
     (("analysis", "report"), "import importlib\nm = importlib.import_module('moesim.commands.run')"),
     (("experiments", "runner"), "from moesim.serving.replay import replay"),
     (("serving", "costs"), "from moesim.analysis.figures import render"),
+    (("experiments", "inputs"), "from moesim import __version__"),
+    (("experiments", "inputs"), "def f():\n    import moesim"),
 ])
 def test_the_layer_check_catches(module, code):
     assert layer_violations(ast.parse(code), module)
@@ -287,8 +293,9 @@ def test_the_layer_check_catches(module, code):
 @pytest.mark.parametrize("module,code", [
     (("system", "engine"), "from moesim.network.base import Flow\nfrom moesim.errors import MoesimError"),
     (("network", "packet", "backend"), "from .kernel import run\nfrom ..base import Flow"),
-    (("experiments", "inputs"), "from moesim import __version__"),
+    (("experiments", "inputs"), "from moesim.version import __version__"),
     (("commands", "run"), "from moesim.analysis import load_results"),
+    (("cli",), "from moesim import __version__"),
     (("serving", "costs"), "from moesim.experiments.executors import EXECUTORS"),
     (("analysis", "serving"), "from moesim.serving.store import record_serving"),
 ])

@@ -39,20 +39,12 @@ _API = {"RunOutput", "ServeOutput", "load_model", "load_results", "load_topology
         "serve_search", "sweep"}
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("moesim")
-    except PackageNotFoundError:  # running from a source tree without installation
-        return "0.0.0+src"
-
-
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        value = _version()
-        globals()[name] = value
-        return value
+        from moesim.version import __version__
+
+        globals()[name] = __version__
+        return __version__
     if name in _API:
         from moesim import api
 

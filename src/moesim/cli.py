@@ -49,7 +49,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from moesim import __version__
+        from moesim.version import __version__
 
         typer.echo(f"moesim {__version__}")
         raise typer.Exit()

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from moesim import __version__
 from moesim.errors import MoesimError
 from moesim.system.spec import RunSpec
+from moesim.version import __version__
 
 # Code outside the simulation path: editing it does not change a result, so it does not re-run a sweep.
 _NOT_SIMULATION = ("analysis", "experiments", "commands", "cli.py")
@@ -78,9 +78,7 @@ def work_units(runs: Sequence[PlannedRun], breakdown: str = "layers") -> list[Wo
 @functools.cache
 def code_hash() -> str:
     """sha256 over the simulator's source and data files (provenance recorded with every row)."""
-    import moesim
-
-    root = Path(moesim.__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the moesim package
     h = hashlib.sha256()
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root).as_posix()

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from moesim import __version__
 from moesim.experiments.placement_search import SearchSpec, search_placement
 from moesim.experiments.runner import SweepSummary, run_sweep
 from moesim.fileio import atomic_write
 from moesim.system.spec import RunSpec
+from moesim.version import __version__
 
 SEARCHES_FILE = "placement_searches.json"
 STUDY_TOPOLOGIES = ("1", "2", "3", "4", "5", "6")

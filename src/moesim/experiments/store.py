@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from moesim import __version__
 from moesim.errors import MoesimError
 from moesim.experiments.factors import SPEC_FACTORS, level_label
 from moesim.experiments.inputs import code_hash
@@ -48,6 +47,7 @@ from moesim.experiments.store_schema import (
     SCHEMA_VERSION_KEY,
 )
 from moesim.experiments.worker import RunOutcome
+from moesim.version import __version__
 
 RECOVERY = ("restore it from a copy, or move it away and rerun the sweep into this folder "
             "(every run is simulated again)")

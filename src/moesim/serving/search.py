@@ -24,7 +24,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from moesim import __version__
 from moesim.errors import MoesimError
 from moesim.serving.costs import FillReport, Grid, StepCache, StepCosts
 from moesim.serving.deployment import Deployment, ReplicaKind, cluster_shape, sub_topology
@@ -32,6 +31,7 @@ from moesim.serving.metrics import Slo
 from moesim.serving.requests import Requests
 from moesim.serving.scheduler import SchedulerConfig
 from moesim.serving.simulate import Executor, evaluate, grids, step_costs
+from moesim.version import __version__
 from moesim.workload.layout import ParallelLayout
 
 MAX_DOUBLINGS = 24

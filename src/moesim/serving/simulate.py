@@ -12,7 +12,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from moesim import __version__
 from moesim.serving.costs import (
     FillReport,
     Grid,
@@ -30,6 +29,7 @@ from moesim.serving.metrics import Slo, aggregates, request_table
 from moesim.serving.replay import replay
 from moesim.serving.requests import Requests
 from moesim.serving.scheduler import SchedulerConfig
+from moesim.version import __version__
 
 
 @dataclass(frozen=True)

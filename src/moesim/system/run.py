@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from moesim import __version__
 from moesim.errors import MoesimError
 from moesim.models.catalog import get_model
 from moesim.models.spec import ModelSpec
@@ -30,6 +29,7 @@ from moesim.topology.catalog import get_topology, topology_gpu_count
 from moesim.topology.model import Topology
 from moesim.topology.placement import DEFAULT_PLACEMENT, PLACEMENT_RULES, Placement, resolve_placement
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
+from moesim.version import __version__
 from moesim.workload.generator import generate, routing_imbalance
 from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
@@ -159,7 +159,7 @@ def prepare(spec: RunSpec) -> PreparedRun:
     backend_cls = BACKENDS.get(spec.backend)
     if ensemble.ENSEMBLE in overrides:
         index = check_override(ensemble.ENSEMBLE, overrides.pop(ensemble.ENSEMBLE), source)
-        overrides = ensemble.expand(overrides, index, "packet" in backend_cls.capabilities.sections, source)
+        overrides = ensemble.expand(overrides, index, backend_cls.capabilities.packet_level, source)
     wl_over, sys_over, net_over, link_bw = split_overrides(overrides, source)
     model = get_model(spec.model)
     layout = ParallelLayout.parse(spec.strategy)

@@ -24,9 +24,7 @@ BATCH = 64  # outcomes collected per ray.wait call at most
 
 def package_dir() -> Path:
     """The folder of the moesim package the driver runs (shipped to the workers as a py_module)."""
-    import moesim
-
-    return Path(moesim.__file__).resolve().parent
+    return Path(__file__).resolve().parents[2]
 
 
 ADDRESS_FORMS = "HOST:PORT, ray://HOST:PORT or auto"
