@@ -92,8 +92,8 @@ _SERVERS = (
      "NVIDIA DGX H100 data sheet (NVLink 900 GB/s per GPU, 8 × ConnectX-7 400 Gb/s)",
      _x86_server(8, _nvswitch("h100"))),
     ("hgx-h800", "h800", "8 × H800 on an NVSwitch, 200 GB/s per GPU and direction; 8 × 400 Gb/s NICs",
-     "NVIDIA H800 data sheet (NVLink 400 GB/s per GPU); DeepSeek-V3 technical report §3.1 and 'Insights into "
-     "DeepSeek-V3' (ISCA 2025) §2: eight 400 Gb/s InfiniBand ConnectX-7 NICs per H800 node, one per GPU",
+     "NVIDIA H800 data sheet (NVLink 400 GB/s per GPU); DeepSeek-V3 technical report §3.1, §3.2.2 (IB 50 GB/s "
+     "per GPU) and 'Insights into DeepSeek-V3' (ISCA 2025): eight 400 Gb/s InfiniBand ConnectX-7 per node, one per GPU",
      _x86_server(8, _nvswitch("h800"))),
     ("hgx-h20", "h20", "8 × H20 on an NVSwitch, 450 GB/s per GPU and direction; 8 × 400 Gb/s NICs",
      "NVIDIA HGX H20 partner specification (NVLink 900 GB/s per GPU); one 400 Gb/s ConnectX-7 per GPU as in "
