@@ -84,6 +84,7 @@ def test_topology_list_json() -> None:
     assert all(r["gpus"] == 32 for r in rows if r["kind"] == "study")
     assert {r["name"] for r in rows if r["kind"] == "template"} == {"hgx-h100", "hgx-h800", "hgx-h20", "hgx-h200",
                                                                         "hgx-b200", "mi300x", "gb200-nvl72"}
+    assert {r["name"]: r["gpu"] for r in rows if r["kind"] == "template"}["hgx-h800"] == "h800"
 
 
 @pytest.mark.parametrize(("topology", "gpus", "switches"), [("6", 32, 0), (str(EXAMPLES / "topology.yaml"), 32, 4)])

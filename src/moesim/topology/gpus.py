@@ -38,9 +38,9 @@ class GpuModel:
 
 GPU_MODELS: Registry[GpuModel] = Registry("GPU model")
 
-_H100_SHEET = "NVIDIA H100 Tensor Core GPU data sheet, H100 SXM column"
+_H100_SHEET = ("NVIDIA H100 Tensor Core GPU data sheet, H100 SXM column: BF16 1,979 / FP8 3,958 TFLOPS with "
+               "sparsity, 80 GB HBM3 at 3.35 TB/s, NVLink 900 GB/s")
 _GPUS = (
-    # BF16 1,979 and FP8 3,958 TFLOPS with sparsity; 80 GB, 3.35 TB/s; NVLink 900 GB/s
     GpuModel("h100", {"bf16": 989.5 * TERA, "fp8": 1979 * TERA}, 80 * GB, 3.35e12, 900 * GB,
              _H100_SHEET),
     # the H100 SXM's tensor cores and memory; NVLink cut to 400 GB/s (and FP64 to 1 TFLOPS)
