@@ -82,7 +82,9 @@ def test_topology_list_json() -> None:
     rows = _json("topology", "list", "--json")
     assert isinstance(rows, list) and [r["name"] for r in rows if r["kind"] == "study"] == ["1", "2", "3", "4", "5", "6"]
     assert all(r["gpus"] == 32 for r in rows if r["kind"] == "study")
-    assert {r["name"] for r in rows if r["kind"] == "template"} == {"hgx-h100", "mi300x", "gb200-nvl72"}
+    assert {r["name"] for r in rows if r["kind"] == "template"} == {"hgx-h100", "hgx-h800", "hgx-h20", "hgx-h200",
+                                                                        "hgx-b200", "mi300x", "gb200-nvl72"}
+    assert {r["name"]: r["gpu"] for r in rows if r["kind"] == "template"}["hgx-h800"] == "h800"
 
 
 @pytest.mark.parametrize(("topology", "gpus", "switches"), [("6", 32, 0), (str(EXAMPLES / "topology.yaml"), 32, 4)])

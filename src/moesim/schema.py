@@ -162,7 +162,7 @@ class Param:
         v = _coerce(name, self.kind, value, source, strict)
         numbers = _numbers(v)
         if any(isinstance(x, float) and not math.isfinite(x) or not self.allowed.allows(x) for x in numbers) \
-                or (not numbers and not self.allowed.allows(v)):
+                or (not numbers and v is not None and not self.allowed.allows(v)):  # None: an optional left unset
             raise self._error(source, value, name)
         return v
 

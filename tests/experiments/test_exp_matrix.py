@@ -112,7 +112,8 @@ def test_relative_model_path_is_relative_to_the_matrix_file(small_dir: Path) -> 
      r"m\.yaml: field 'model': unknown level 'gpt-9' \(allowed: kimi-k3, glm-5.3, deepseek-v4-pro, deepseek-v4-flash"),
     ("factors: {model: deepseek-v4-flash, topology: 7, strategy: TP2EP16}",
      r"field 'topology': unknown level '7' \(allowed: 1, 2, 3, 4, 5, 6, gb200-nvl72\[:N\[:FABRIC\]\], "
-     r"hgx-h100\[:N\[:FABRIC\]\], mi300x\[:N\[:FABRIC\]\], star:N, a path to a topology \.yaml\)"),
+     r"hgx-b200\[:N\[:FABRIC\]\], hgx-h100\[:N\[:FABRIC\]\], hgx-h20\[:N\[:FABRIC\]\], "
+     r"hgx-h200\[:N\[:FABRIC\]\], hgx-h800\[:N\[:FABRIC\]\], mi300x\[:N\[:FABRIC\]\], star:N, a path to a topology \.yaml\)"),
     ("factors: {model: deepseek-v4-flash, topology: 'hgx-h100:0', strategy: TP8EP2}",
      r"field 'topology': topology 'hgx-h100:0': the server count '0' is not a positive integer"),
     ("factors: {model: deepseek-v4-flash, topology: 1, strategy: TP2xEP16}",

@@ -57,14 +57,15 @@ def test_user_error_exits_2_with_one_line(tmp_path: Path) -> None:
                           capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == ("moesim: error: unknown topology '7' (allowed: 1, 2, 3, 4, 5, 6, "
-                                   "gb200-nvl72[:N[:FABRIC]], hgx-h100[:N[:FABRIC]], mi300x[:N[:FABRIC]], star:N, "
+                                   "gb200-nvl72[:N[:FABRIC]], hgx-b200[:N[:FABRIC]], hgx-h100[:N[:FABRIC]], "
+                                   "hgx-h20[:N[:FABRIC]], hgx-h200[:N[:FABRIC]], hgx-h800[:N[:FABRIC]], mi300x[:N[:FABRIC]], star:N, "
                                    "or a path to a .yaml file)")
 
 
 def test_list_and_show_server_templates() -> None:
     out = runner.invoke(app, ["topology", "list"])
     assert out.exit_code == 0, out.output
-    assert all(f"│ {n} " in out.output for n in ("hgx-h100", "mi300x", "gb200-nvl72", "rail_optimized", "leaf_spine"))
+    assert all(f"│ {n} " in out.output for n in ("hgx-h100", "hgx-h800", "hgx-b200", "mi300x", "gb200-nvl72", "rail_optimized", "leaf_spine"))
     out = runner.invoke(app, ["topology", "show", "hgx-h100:2"])
     assert out.exit_code == 0, out.output
     assert "GPU domain (per server): NVSwitch, 3600 Gbps per GPU and direction" in out.output

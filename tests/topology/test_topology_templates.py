@@ -1,4 +1,4 @@
-"""Server templates (hgx-h100, mi300x, gb200-nvl72), GPU domains and the rail-optimized fabric.
+"""Server templates (hgx-h100/h800/h20/h200/b200, mi300x, gb200-nvl72), GPU domains and the rail-optimized fabric.
 
 Structural tests re-derive what each template must hold from its data sheet (bandwidths per direction:
 a data sheet's "total" NVLink bandwidth counts both directions) and check every route against the
@@ -29,6 +29,7 @@ from moesim.topology import (
     read_ns3_topology,
     write_ns3_topology,
 )
+from moesim.topology.gpus import GPU_MODELS
 from moesim.topology.templates import SERVER_TEMPLATES
 
 GBYTE_PER_S = 8e9  # 1 GB/s in bit/s
@@ -37,6 +38,10 @@ GBYTE_PER_S = 8e9  # 1 GB/s in bit/s
 #         in bit/s, GPU links per GPU), from the data sheets cited in templates.py
 SHEETS = {
     "hgx-h100": (8, 8, 1, 900 / 2 * GBYTE_PER_S, 1),     # NVLink 4: 900 GB/s total per GPU
+    "hgx-h800": (8, 8, 1, 400 / 2 * GBYTE_PER_S, 1),     # H800 sheet: NVLink 400 GB/s; DeepSeek: 8 × CX7 400G
+    "hgx-h20": (8, 8, 1, 900 / 2 * GBYTE_PER_S, 1),      # H20: NVLink 900 GB/s
+    "hgx-h200": (8, 8, 1, 900 / 2 * GBYTE_PER_S, 1),     # H200 sheet: NVLink 900 GB/s; DGX H200: 8 × CX7 400G
+    "hgx-b200": (8, 8, 1, 1800 / 2 * GBYTE_PER_S, 1),    # HGX B200: NVLink 5 1.8 TB/s; DGX B200: 8 × CX7 400G
     "mi300x": (8, 8, 0, 128 / 2 * GBYTE_PER_S, 7),       # 7 Infinity Fabric links, 128 GB/s bidirectional
     "gb200-nvl72": (72, 72, 1, 1800 / 2 * GBYTE_PER_S, 1),  # 1.8 TB/s total per GPU
 }
@@ -87,7 +92,8 @@ def check_routes(topo: Topology, pairs: list[tuple[int, int]]) -> None:
                 assert all(topo.node_by_name[n].server is None for n in path[path.index(ga.nic) + 1:path.index(gb.nic)])
 
 
-@pytest.mark.parametrize("name", ["hgx-h100:3", "mi300x:3"])
+@pytest.mark.parametrize("name", ["hgx-h100:3", "mi300x:3", "hgx-h800:3:ls", "hgx-h20:2", "hgx-h200:2:ls2",
+                                  "hgx-b200:3"])
 def test_every_gpu_pair_routes_inside_its_domain_or_through_its_own_nic(name: str) -> None:
     topo = get_topology(name)
     check_routes(topo, [(a, b) for a in range(topo.num_gpus) for b in range(topo.num_gpus) if a != b])
@@ -107,7 +113,8 @@ def test_nvswitch_domain_is_two_hops_and_mesh_one_hop_for_every_pair() -> None:
                 assert len(hgx.route(a, b)) == 2 and len(mi.route(a, b)) == 1
 
 
-@pytest.mark.parametrize("name", ["hgx-h100:4", "mi300x:3", "gb200-nvl72:2"])
+@pytest.mark.parametrize("name", ["hgx-h100:4", "mi300x:3", "gb200-nvl72:2", "hgx-h800:4", "hgx-h20:2", "hgx-h200:2",
+                                  "hgx-b200:3"])
 def test_rail_optimized_same_rail_stays_on_its_leaf_other_rails_cross_a_spine(name: str) -> None:
     topo = get_topology(name)
     per = SHEETS[name.split(":")[0]][0]
@@ -173,7 +180,7 @@ def test_ring_all_reduce_in_one_nvswitch_domain_matches_the_closed_form() -> Non
     assert run_collective(bench, size).time_s == pytest.approx(chunks * per_chunk, rel=1e-9)
 
 
-@pytest.mark.parametrize("name", ["hgx-h100:2", "mi300x:2:ls2", "gb200-nvl72:2"])
+@pytest.mark.parametrize("name", ["hgx-h100:2", "mi300x:2:ls2", "gb200-nvl72:2", "hgx-h800:2:ls2", "hgx-b200:2"])
 def test_yaml_round_trip_and_ns3_export(tmp_path: Path, name: str) -> None:
     spec = get_cluster_spec(name)
     path = tmp_path / "t.yaml"
@@ -198,9 +205,11 @@ def test_drawings_show_the_domain(tmp_path: Path) -> None:
 
 
 def test_templates_are_registered_with_a_description_and_a_source() -> None:
-    assert SERVER_TEMPLATES.names() == ["gb200-nvl72", "hgx-h100", "mi300x"]
+    assert SERVER_TEMPLATES.names() == ["gb200-nvl72", "hgx-b200", "hgx-h100", "hgx-h20", "hgx-h200", "hgx-h800",
+                                        "mi300x"]
     for entry in SERVER_TEMPLATES:
-        assert entry.description and ("data sheet" in entry.reference or "page" in entry.reference)
+        assert entry.description and any(w in entry.reference for w in ("data sheet", "page", "specification"))
+        assert entry.obj.gpu in GPU_MODELS
 
 
 @pytest.mark.parametrize(("name", "pattern"), [
@@ -307,3 +316,13 @@ def test_shipped_yaml_templates_are_the_built_ins_and_cite_their_sources(file: s
     assert (spec.server, spec.fabric, spec.num_servers) == (builtin.server, builtin.fabric, builtin.num_servers)
     head = path.read_text(encoding="utf-8").split("\nname:")[0]
     assert "Sources" in head and ("data sheet" in head or "page" in head)
+
+
+def test_h800_server_keeps_the_h100_server_but_for_its_nvlink() -> None:
+    """hgx-h800 is hgx-h100 with each GPU's NVLink at 400/900 of the H100's (H800 data sheet), and the same
+    eight 400 Gb/s NICs, one per GPU (DeepSeek's H800 nodes): every other link is the same."""
+    h100, h800 = get_topology("hgx-h100:2"), get_topology("hgx-h800:2")
+    assert [(lk.src, lk.dst, lk.kind) for lk in h100.links] == [(lk.src, lk.dst, lk.kind) for lk in h800.links]
+    for a, b in zip(h100.links, h800.links, strict=True):
+        assert b.bandwidth_bps == (a.bandwidth_bps * 400 / 900 if a.kind == "nvlink" else a.bandwidth_bps)
+    assert h100.gpus == h800.gpus

@@ -193,7 +193,8 @@ def test_missing_file_and_unknown_name(tmp_path: Path) -> None:
     with pytest.raises(MoesimError, match=r"nope.yaml: cannot read the topology file"):
         get_topology(str(tmp_path / "nope.yaml"))
     with pytest.raises(MoesimError, match=r"unknown topology '7' \(allowed: 1, 2, 3, 4, 5, 6, gb200-nvl72\[:N\[:FABRIC\]\], "
-                       r"hgx-h100\[:N\[:FABRIC\]\], mi300x\[:N\[:FABRIC\]\], star:N, or a path"):
+                       r"hgx-b200\[:N\[:FABRIC\]\], hgx-h100\[:N\[:FABRIC\]\], hgx-h20\[:N\[:FABRIC\]\], "
+                       r"hgx-h200\[:N\[:FABRIC\]\], hgx-h800\[:N\[:FABRIC\]\], mi300x\[:N\[:FABRIC\]\], star:N, or a path"):
         get_topology("7")
 
 

@@ -18,6 +18,7 @@ KINDS: tuple[tuple[str, str, str], ...] = (
     ("collectives", "moesim.system.collectives", "COLLECTIVES"),
     ("topologies", "moesim.topology", "TOPOLOGIES"),
     ("server-templates", "moesim.topology", "SERVER_TEMPLATES"),
+    ("gpu-models", "moesim.topology.gpus", "GPU_MODELS"),
     ("gpu-domains", "moesim.topology.domains", "GPU_DOMAINS"),
     ("fabrics", "moesim.topology.fabrics", "FABRICS"),
     ("placement-rules", "moesim.topology.placement", "PLACEMENT_RULES"),

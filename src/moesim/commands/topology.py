@@ -41,12 +41,12 @@ def list_cmd(as_json: bool = _JSON) -> None:
     rows: list[dict[str, Any]] = []
     for entry in TOPOLOGIES:
         topo = get_topology(entry.name)
-        rows.append({"name": entry.name, "kind": "study", "servers": topo.num_servers, "gpus": topo.num_gpus,
+        rows.append({"name": entry.name, "kind": "study", "gpu": None, "servers": topo.num_servers, "gpus": topo.num_gpus,
                      "nics": len(topo.nodes_of_kind(NodeKind.NIC)), "description": entry.description,
                      "reference": entry.reference})
     for tmpl in SERVER_TEMPLATES:
         server = tmpl.obj.server
-        rows.append({"name": tmpl.name, "kind": "template", "servers": 1, "gpus": len(server.gpus),
+        rows.append({"name": tmpl.name, "kind": "template", "gpu": tmpl.obj.gpu, "servers": 1, "gpus": len(server.gpus),
                      "nics": len(server.nics), "description": tmpl.description, "reference": tmpl.reference})
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
@@ -60,12 +60,12 @@ def list_cmd(as_json: bool = _JSON) -> None:
                           "(default rail); counts per server"}
     for kind, title in titles.items():
         table = Table(title=title)
-        for col in ("name", "servers", "GPUs", "NICs", "description", "reference"):
+        for col in ("name", "GPU model", "servers", "GPUs", "NICs", "description", "reference"):
             table.add_column(col)
         for r in rows:
             if r["kind"] == kind:
-                table.add_row(r["name"], str(r["servers"]), str(r["gpus"]), str(r["nics"]), r["description"],
-                              r["reference"])
+                table.add_row(r["name"], r["gpu"] or "-", str(r["servers"]), str(r["gpus"]), str(r["nics"]),
+                              r["description"], r["reference"])
         console.print(table)
     fabrics = Table(title="Fabrics (YAML fabric.kind)")
     for col in ("kind", "description", "reference"):

@@ -116,12 +116,14 @@ def _simulated_fields(spec: Any) -> dict[str, Any]:
 
 KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
     "workload_options": {"phase": "prefill", "batch": None, "context_tokens": None, "decode_steps": None,
-                         "overlap": "none", "micro_batches": None},
+                         "overlap": "none", "micro_batches": None, "expert_dtype": None, "dense_dtype": None,
+                         "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None},
     "system": {"collective_optimization": "localBWAware", "logical_dims": (), "comm_sms": 0.0, "expert_routing": (),
                "fast_forward_noise": 0.0, "astra_receives": False},
     "network": {"analytical_model": "rdma", "nic_model": "fast", "ecn_seed": 1},
 }
-"""Parameters whose default is the simulation without them (prefill, no micro-batch overlap, the [TP, EP]
+"""Parameters whose default is the simulation without them (prefill, no micro-batch overlap, the study's
+precision model, the [TP, EP]
 dimensions, no GPU share for communication, no per-server all-to-all, no noisy-period fast-forward, moesim's
 receives, the RDMA analytical model, moesim's NIC bookkeeping, the first ECN stream): left out of the key at that default, so existing stores keep their keys."""
 

@@ -1,9 +1,10 @@
 """Built-in server templates of current GPU systems, joined by a rail-optimized or a classic leaf/spine fabric.
 
 A template is selected by name wherever a topology is accepted: ``NAME[:SERVERS[:FABRIC]]``, e.g.
-``hgx-h100`` (one server), ``hgx-h100:4`` (four servers, rail-optimized fabric), ``mi300x:16:ls3``
-(sixteen servers on a classic leaf/spine, 3:1 oversubscribed). Bandwidths follow the public data
-sheets cited per template (per direction; a data sheet's "total" NVLink bandwidth counts both). Not
+``hgx-h100`` (one server), ``hgx-h800:4`` (four servers, rail-optimized fabric), ``mi300x:16:ls3``
+(sixteen servers on a classic leaf/spine, 3:1 oversubscribed). Each names its GPU model (``gpus.py``),
+whose data sheet gives the GPU-link bandwidth (per direction: half the sheet's total, which counts both
+directions); the NICs follow the server data sheets cited per template. Not
 in the data sheets, so chosen here (docs/topology.md): NVLink/Infinity Fabric delay 0.1 µs per hop;
 PCIe Gen5 x16 = 512 Gbps per direction, 0.2 µs, as in the study topologies; each GPU and its NIC on
 one PCIe switch (x86 servers) or cabled straight together (GB200 compute trays); NIC–switch delay
@@ -21,6 +22,7 @@ from moesim.registry import Registry
 from moesim.topology.builder import CableSpec, ClusterSpec, GpuSpec, ServerTemplate
 from moesim.topology.domains import GpuDomain, MeshDomain, NvSwitchDomain
 from moesim.topology.fabrics import Fabric, LeafSpine, RailOptimized
+from moesim.topology.gpus import GPU_MODELS
 
 PCIE_BPS, PCIE_DELAY_S = 512e9, 0.2e-6        # PCIe Gen5 x16: 64 GB/s per direction
 UPI_BPS, UPI_DELAY_S = 400e9, 2e-6            # CPU ↔ CPU, as in the study topologies
@@ -42,6 +44,8 @@ class ServerKind:
     name: str
     server: ServerTemplate
     description: str
+    gpu: str
+    """Its GPU model (``gpus.GPU_MODELS``): the source of its GPU-link bandwidth."""
 
     def cluster(self, servers: int = 1, fabric: Fabric | None = None) -> ClusterSpec:
         """``servers`` copies on ``fabric`` (default: rail-optimized, non-blocking)."""
@@ -72,20 +76,47 @@ def _rack(gpus: int, domain: GpuDomain) -> ServerTemplate:
                           domain)
 
 
+def _per_direction_bps(gpu: str, links: int = 1) -> float:
+    """A GPU's NVLink / Infinity Fabric bandwidth per direction and link in bit/s: its data sheet's total
+    (both directions) halved, split over ``links`` links."""
+    return GPU_MODELS.get(gpu).gpu_link_bytes_per_s * 8 / 2 / links
+
+
+def _nvswitch(gpu: str) -> NvSwitchDomain:
+    return NvSwitchDomain(_per_direction_bps(gpu), GPU_LINK_DELAY_S)
+
+
+# name, GPU model, description, source, server
 _SERVERS = (
-    ("hgx-h100", "8 × H100 on an NVSwitch, 450 GB/s per GPU and direction; 8 × 400 Gb/s NICs",
+    ("hgx-h100", "h100", "8 × H100 on an NVSwitch, 450 GB/s per GPU and direction; 8 × 400 Gb/s NICs",
      "NVIDIA DGX H100 data sheet (NVLink 900 GB/s per GPU, 8 × ConnectX-7 400 Gb/s)",
-     _x86_server(8, NvSwitchDomain(3600e9, GPU_LINK_DELAY_S))),
-    ("mi300x", "8 × MI300X in a full mesh, 7 links of 64 GB/s per direction each; 8 × 400 Gb/s NICs",
+     _x86_server(8, _nvswitch("h100"))),
+    ("hgx-h800", "h800", "8 × H800 on an NVSwitch, 200 GB/s per GPU and direction; 8 × 400 Gb/s NICs",
+     "NVIDIA H800 data sheet (NVLink 400 GB/s per GPU); DeepSeek-V3 technical report §3.1, §3.2.2 (IB 50 GB/s "
+     "per GPU) and 'Insights into DeepSeek-V3' (ISCA 2025): eight 400 Gb/s InfiniBand ConnectX-7 per node, one per GPU",
+     _x86_server(8, _nvswitch("h800"))),
+    ("hgx-h20", "h20", "8 × H20 on an NVSwitch, 450 GB/s per GPU and direction; 8 × 400 Gb/s NICs",
+     "NVIDIA HGX H20 partner specification (NVLink 900 GB/s per GPU); one 400 Gb/s ConnectX-7 per GPU as in "
+     "the HGX H100 servers it replaces (the NIC is the server vendor's choice)",
+     _x86_server(8, _nvswitch("h20"))),
+    ("hgx-h200", "h200", "8 × H200 on an NVSwitch, 450 GB/s per GPU and direction; 8 × 400 Gb/s NICs",
+     "NVIDIA H200 data sheet (NVLink 900 GB/s per GPU); DGX H200 data sheet (8 × ConnectX-7 400 Gb/s)",
+     _x86_server(8, _nvswitch("h200"))),
+    ("hgx-b200", "b200", "8 × B200 on an NVSwitch, 900 GB/s per GPU and direction; 8 × 400 Gb/s NICs",
+     "NVIDIA HGX B200 specification (NVLink 5, 1.8 TB/s per GPU); DGX B200 data sheet (8 × single-port "
+     "ConnectX-7 400 Gb/s)",
+     _x86_server(8, _nvswitch("b200"))),
+    ("mi300x", "mi300x", "8 × MI300X in a full mesh, 7 links of 64 GB/s per direction each; 8 × 400 Gb/s NICs",
      "AMD Instinct MI300X platform data sheet (7 Infinity Fabric links of 128 GB/s per GPU)",
-     _x86_server(8, MeshDomain(512e9, GPU_LINK_DELAY_S))),
-    ("gb200-nvl72", "a rack of 72 GPUs on one NVLink domain, 900 GB/s per GPU and direction; a 400 Gb/s NIC per GPU",
+     _x86_server(8, MeshDomain(_per_direction_bps("mi300x", 7), GPU_LINK_DELAY_S))),
+    ("gb200-nvl72", "gb200",
+     "a rack of 72 GPUs on one NVLink domain, 900 GB/s per GPU and direction; a 400 Gb/s NIC per GPU",
      "NVIDIA GB200 NVL72 page (72 GPUs, 130 TB/s NVLink = 1.8 TB/s per GPU)",
-     _rack(72, NvSwitchDomain(7200e9, GPU_LINK_DELAY_S))),
+     _rack(72, _nvswitch("gb200"))),
 )
 
-for _name, _desc, _ref, _server in _SERVERS:
-    SERVER_TEMPLATES.register(_name, _desc, _ref)(ServerKind(_name, _server, _desc))
+for _name, _gpu, _desc, _ref, _server in _SERVERS:
+    SERVER_TEMPLATES.register(_name, _desc, _ref)(ServerKind(_name, _server, _desc, _gpu))
 
 
 def template_names() -> list[str]:

@@ -85,6 +85,8 @@ def _node_message(node: Node) -> pb.Node:
         msg.attr.add(name="layer", int64_val=node.layer)
     if node.duration_ns % 1000:
         msg.attr.add(name="duration_ns", uint64_val=node.duration_ns)
+    if node.peak_scale != 1.0:  # a node in FP8 (precision.py); ASTRA-sim times it at its one peak-perf
+        msg.attr.add(name="peak_scale", double_val=node.peak_scale)
     return msg
 
 
@@ -228,6 +230,18 @@ class _NodeReader:
             return bool(getattr(attr, kind))
         raise self.error(name, f"expected bool_val, got {kind or 'no value'}")
 
+    def positive(self, name: str, default: float) -> float:
+        attr = self.attrs.get(name)
+        if attr is None:
+            return default
+        kind = attr.WhichOneof("value")
+        if kind not in ("double_val", "float_val"):
+            raise self.error(name, f"expected double_val, got {kind or 'no value'}")
+        value = float(getattr(attr, kind))
+        if not 0 < value < float("inf"):
+            raise self.error(name, f"must be a positive finite number, got {value}")
+        return value
+
     def node(self) -> Node:
         msg = self.msg
         type_name = pb.NodeType.Name(msg.type) if msg.type in pb.NodeType.values() else str(msg.type)
@@ -249,6 +263,7 @@ class _NodeReader:
                 kind=NodeKind.COMPUTE,
                 flops=self.integer("num_ops", 0),
                 bytes_moved=self.integer("tensor_size", 0),
+                peak_scale=self.positive("peak_scale", 1.0),
                 **common,
             )
         ctype = self.integer("comm_type")

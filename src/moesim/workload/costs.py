@@ -10,6 +10,10 @@ from fractions import Fraction
 from moesim.models.spec import ModelSpec
 from moesim.workload.graph import Node
 from moesim.workload.layout import ParallelLayout
+from moesim.workload.precision import Precision, peak_scale
+
+STUDY_PRECISION = Precision()
+"""Every class unset: the study's model (``precision.py``)."""
 
 # ----------------------------------------------------------------------------------------------
 # Communication volumes (docs/study.md §3) and proxies (section 2)
@@ -20,9 +24,12 @@ def tp_allreduce_bytes(model: ModelSpec, tokens: int) -> int:
     return tokens * model.comm_dim * model.bytes_per_activation
 
 
-def ep_alltoall_bytes(model: ModelSpec, layout: ParallelLayout, tokens: int) -> int:
-    """V_EP = T · h · k · 2 / EP: one rank's buffer for one EP dispatch or combine (floored)."""
-    return tokens * model.comm_dim * model.top_k * model.bytes_per_activation // layout.ep
+def ep_alltoall_bytes(model: ModelSpec, layout: ParallelLayout, tokens: int, row_bytes: int | None = None) -> int:
+    """V_EP = T · h · k · 2 / EP: one rank's buffer for one EP dispatch or combine (floored); with
+    ``row_bytes`` (a token's payload, ``Precision.row_bytes``) T · k · row_bytes / EP."""
+    if row_bytes is None:
+        row_bytes = model.comm_dim * model.bytes_per_activation
+    return tokens * row_bytes * model.top_k // layout.ep
 
 
 def comm_proxies(model: ModelSpec) -> tuple[int, int]:
@@ -36,10 +43,12 @@ def comm_proxies(model: ModelSpec) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Work:
-    """FLOPs and bytes of one compute node on one rank."""
+    """FLOPs and bytes of one compute node on one rank, and its peak over the run's ``peak_flops``
+    (``precision.peak_scale``; 1 = the run's peak)."""
 
     flops: int
     bytes_moved: int
+    peak_scale: float = 1.0
 
     @property
     def empty(self) -> bool:
@@ -51,8 +60,8 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def work_of(flops: Fraction | int, bytes_moved: Fraction | int) -> Work:
-    return Work(int(flops), int(bytes_moved))
+def work_of(flops: Fraction | int, bytes_moved: Fraction | int, scale: Fraction | int = 1) -> Work:
+    return Work(int(flops), int(bytes_moved), float(scale))
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,7 @@ class AttentionShard:
     kv_cache_bytes_per_token: int
 
 
-def attention_shard(model: ModelSpec, tp: int) -> AttentionShard:
+def attention_shard(model: ModelSpec, tp: int, kv_bytes: int | None = None) -> AttentionShard:
     """Heads split over TP (ceil), projections column/row-split.
 
     GQA: Q (hidden → heads·d), K and V (hidden → kv_heads·d each; KV heads are replicated when
@@ -76,7 +85,7 @@ def attention_shard(model: ModelSpec, tp: int) -> AttentionShard:
     (q_lora → heads·qk_dim), kv down (hidden → kv_lora + rope, replicated), kv up (kv_lora →
     heads·(nope + v)), O (heads·v → hidden); the shard caches the whole compressed latent,
     kv_lora + rope values per token (it is shared by all heads, so TP does not split it).
-    Cached values take ``bytes_per_activation`` bytes each.
+    Cached values take ``kv_bytes`` bytes each (default the model's ``bytes_per_activation``).
     """
     att = model.attention
     hidden = model.hidden_size
@@ -99,25 +108,36 @@ def attention_shard(model: ModelSpec, tp: int) -> AttentionShard:
         kv_heads = _ceil_div(att.num_kv_heads, tp)
         params = hidden * heads * qk_dim + 2 * hidden * kv_heads * qk_dim + heads * v_dim * hidden
         cached = 2 * kv_heads * att.head_dim
-    return AttentionShard(params, heads, qk_dim, v_dim, cached * model.bytes_per_activation)
+    return AttentionShard(params, heads, qk_dim, v_dim, cached * (model.bytes_per_activation if kv_bytes is None
+                                                                 else kv_bytes))
+
+
+def _attention(model: ModelSpec, tp: int, queries: int, keys: int, weight_bytes_per_param: float,
+               precision: Precision, cached_tokens: int) -> Work:
+    """Attention of one TP shard: the projections are dense GEMMs, the score and value products the
+    attention core, each at its class's peak and weight width; ``cached_tokens`` tokens of KV cache read."""
+    a = attention_shard(model, tp, precision.kv_bytes(model.bytes_per_activation))
+    projections = 2 * queries * a.params
+    core = 2 * queries * keys * a.heads * (a.qk_dim + a.v_dim)
+    act = 2 * queries * model.hidden_size * model.bytes_per_activation
+    weights = a.params * precision.weight_bytes(precision.dense, weight_bytes_per_param)
+    scale = peak_scale([(projections, precision.rate(precision.dense)), (core, precision.rate(precision.attention))])
+    return work_of(projections + core, weights + cached_tokens * a.kv_cache_bytes_per_token + act, scale)
 
 
 def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
-                   keys: int | None = None) -> Work:
+                   keys: int | None = None, precision: Precision = STUDY_PRECISION) -> Work:
     """Prefill attention of one TP shard (``attention_shard``). Every projection costs 2·T·in·out
     FLOPs; the score and value products cost 2·T·K·heads·qk_dim + 2·T·K·heads·v_dim for T queries
     over K keys (K = T by default: full T×T, no causal halving; a micro-batch of a longer sequence
     attends to all of it). Bytes: the shard's weights + activations in and out (T·hidden·2 each).
     """
-    a = attention_shard(model, tp)
-    keys = tokens if keys is None else keys
-    flops = 2 * tokens * a.params + 2 * tokens * keys * a.heads * (a.qk_dim + a.v_dim)
-    act = 2 * tokens * model.hidden_size * model.bytes_per_activation
-    return work_of(flops, a.params * Fraction(weight_bytes_per_param) + act)
+    return _attention(model, tp, tokens, tokens if keys is None else keys, weight_bytes_per_param, precision, 0)
 
 
 def decode_attention_work(
-    model: ModelSpec, tp: int, batch: int, context_tokens: int, weight_bytes_per_param: float
+    model: ModelSpec, tp: int, batch: int, context_tokens: int, weight_bytes_per_param: float,
+    precision: Precision = STUDY_PRECISION,
 ) -> Work:
     """One decode step's attention on one TP shard: B new tokens, each attending to a C-token cache.
 
@@ -125,15 +145,12 @@ def decode_attention_work(
     Bytes: the shard's weights + the KV cache it reads, B·C·``kv_cache_bytes_per_token`` + the
     activations in and out (B·hidden·2 each).
     """
-    a = attention_shard(model, tp)
-    flops = 2 * batch * a.params + 2 * batch * context_tokens * a.heads * (a.qk_dim + a.v_dim)
-    kv = batch * context_tokens * a.kv_cache_bytes_per_token
-    act = 2 * batch * model.hidden_size * model.bytes_per_activation
-    return work_of(flops, a.params * Fraction(weight_bytes_per_param) + kv + act)
+    return _attention(model, tp, batch, context_tokens, weight_bytes_per_param, precision, batch * context_tokens)
 
 
 def routed_expert_work(
-    model: ModelSpec, layout: ParallelLayout, tokens: int, expert_bytes_per_param: float
+    model: ModelSpec, layout: ParallelLayout, tokens: int, expert_bytes_per_param: float,
+    precision: Precision = STUDY_PRECISION,
 ) -> Work:
     """Routed experts on one rank: T·k/EP token–expert rows, expert width split over TP.
 
@@ -145,10 +162,9 @@ def routed_expert_work(
     h, w, k = model.comm_dim, model.expert_ffn_width, model.top_k
     rows = Fraction(tokens * k, layout.ep)
     flops = rows * 6 * h * w / layout.tp
-    weights = Fraction(model.routed_experts * 3 * h * w, layout.tp * layout.ep) * Fraction(
-        expert_bytes_per_param
-    )
-    return work_of(flops, weights)
+    weights = Fraction(model.routed_experts * 3 * h * w, layout.tp * layout.ep) * precision.weight_bytes(
+        precision.expert, expert_bytes_per_param)
+    return work_of(flops, weights, precision.rate(precision.expert))
 
 
 EXACT_MISS_BATCH = 65536
@@ -165,18 +181,20 @@ def expert_hit_fraction(model: ModelSpec, batch: int) -> Fraction:
 
 
 def decode_routed_expert_work(
-    model: ModelSpec, layout: ParallelLayout, batch: int, expert_bytes_per_param: float
+    model: ModelSpec, layout: ParallelLayout, batch: int, expert_bytes_per_param: float,
+    precision: Precision = STUDY_PRECISION,
 ) -> Work:
     """Routed experts on one rank at one decode step: B·k/EP rows; only the experts that some token
     hits are read, so the weight bytes are the rank's share times ``expert_hit_fraction`` (the
     expectation E·(1 − (1 − k/E)^B) experts per layer, spread evenly over the ranks)."""
-    full = routed_expert_work(model, layout, batch, expert_bytes_per_param)
+    full = routed_expert_work(model, layout, batch, expert_bytes_per_param, precision)
     weights = Fraction(model.routed_experts * 3 * model.comm_dim * model.expert_ffn_width,
-                       layout.tp * layout.ep) * Fraction(expert_bytes_per_param)
-    return work_of(full.flops, weights * expert_hit_fraction(model, batch))
+                       layout.tp * layout.ep) * precision.weight_bytes(precision.expert, expert_bytes_per_param)
+    return work_of(full.flops, weights * expert_hit_fraction(model, batch), precision.rate(precision.expert))
 
 
-def shared_ffn_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float) -> Work:
+def shared_ffn_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float,
+                    precision: Precision = STUDY_PRECISION) -> Work:
     """Router + shared experts (+ latent projections), replicated on every rank (not TP-sharded).
 
     Router: 2·T·hidden·E FLOPs. Shared experts: S·6·T·h_moe·w_s FLOPs (w_s = the shared-expert
@@ -191,20 +209,24 @@ def shared_ffn_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float
         params += 2 * hidden * h
     flops = 2 * tokens * params  # the router, shared experts and latent projections are all GEMMs
     act = 2 * tokens * hidden * model.bytes_per_activation
-    return work_of(flops, params * Fraction(weight_bytes_per_param) + act)
+    return work_of(flops, params * precision.weight_bytes(precision.dense, weight_bytes_per_param) + act,
+                   precision.rate(precision.dense))
 
 
-def dense_ffn_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float) -> Work:
+def dense_ffn_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
+                   precision: Precision = STUDY_PRECISION) -> Work:
     """Dense FFN of the leading dense layers, width split over TP: 6·T·hidden·w_dense/TP FLOPs."""
     hidden, w = model.hidden_size, model.dense_ffn_width
     params = Fraction(3 * hidden * w, tp)
     act = 2 * tokens * hidden * model.bytes_per_activation
-    return work_of(2 * tokens * params, params * Fraction(weight_bytes_per_param) + act)
+    return work_of(2 * tokens * params, params * precision.weight_bytes(precision.dense, weight_bytes_per_param) + act,
+                   precision.rate(precision.dense))
 
 
 def roofline_time_s(node: Node, peak_flops: float, mem_bw_bytes_per_s: float, roofline: bool = True) -> float:
     """A compute node's time as ASTRA-sim's ``Roofline.cc`` gives it (docs/reference-semantics.md B.6):
-    max(FLOPs/peak, bytes/bandwidth), truncated to whole ns.
+    max(FLOPs/peak, bytes/bandwidth), truncated to whole ns; peak = ``peak_flops`` × the node's
+    ``peak_scale`` (its data types', ``precision.py``).
 
     With roofline on, a node without FLOPs takes bytes/bandwidth (not truncated) and one without bytes
     is skipped (zero time); with it off, the node's recorded duration is replayed (1 ns when zero).
@@ -214,5 +236,7 @@ def roofline_time_s(node: Node, peak_flops: float, mem_bw_bytes_per_s: float, ro
     if node.bytes_moved <= 0 or node.flops <= 0:
         return node.bytes_moved / mem_bw_bytes_per_s if node.flops <= 0 and node.bytes_moved > 0 else 0.0
     intensity = node.flops / node.bytes_moved
+    if node.peak_scale != 1.0:
+        peak_flops *= node.peak_scale
     perf = min(mem_bw_bytes_per_s * intensity, peak_flops)
     return int(node.flops / perf * 1e9) * 1e-9

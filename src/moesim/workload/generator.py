@@ -42,6 +42,7 @@ from moesim.workload.costs import (
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.options import STUDY_TOKENS, TOKENS, WorkloadOptions
+from moesim.workload.precision import Precision
 from moesim.workload.routing import (
     PLACEMENT_RULES,
     LayerRouting,
@@ -130,12 +131,12 @@ def routing_imbalance(model: ModelSpec, layout: ParallelLayout, tokens: int,
 
 
 def _skewed_expert_work(model: ModelSpec, layout: ParallelLayout, tokens: int, routing: LayerRouting,
-                        ep_index: int, expert_bytes_per_param: float, decode: bool) -> Work:
+                        ep_index: int, expert_bytes_per_param: float, decode: bool, precision: Precision) -> Work:
     """Routed experts of EP rank ``ep_index`` under skewed routing: its R rows, R·6·h·w/TP FLOPs, and the
     weights of the replicas it holds (decode: each replica read with probability 1 − (1 − x/B)^B for its
     x expected rows of B tokens; every replica with rows above ``EXACT_MISS_BATCH``)."""
     h, w = model.comm_dim, model.expert_ffn_width
-    per_expert = Fraction(3 * h * w, layout.tp) * Fraction(expert_bytes_per_param)
+    per_expert = Fraction(3 * h * w, layout.tp) * precision.weight_bytes(precision.expert, expert_bytes_per_param)
     replicas = routing.replica_rows[ep_index]
     if not decode:
         read = Fraction(len(replicas))
@@ -143,7 +144,8 @@ def _skewed_expert_work(model: ModelSpec, layout: ParallelLayout, tokens: int, r
         read = Fraction(sum(1 for x in replicas if x))
     else:
         read = sum((1 - (1 - Fraction(min(x, tokens), tokens)) ** tokens for x in replicas), Fraction(0))
-    return work_of(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read)
+    return work_of(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read,
+                   precision.rate(precision.expert))
 
 
 def _layer_templates(
@@ -165,8 +167,9 @@ def _layer_templates(
     tp_kw: dict[str, Any] = {"group": tp_group} if tp_group else {"involved_dims": (True, False)}
     ep_kw: dict[str, Any] = {"group": ep_group} if ep_group else {"involved_dims": (False, True)}
     v_tp = tp_allreduce_bytes(model, tokens)
-    v_ep = ep_alltoall_bytes(model, layout, tokens)
-    wb, eb = options.weight_bytes_per_param, options.expert_bytes_per_param
+    wb, eb, prec = options.weight_bytes_per_param, options.expert_bytes_per_param, options.precision
+    dispatch_row = prec.row_bytes(prec.dispatch, model.comm_dim, model.bytes_per_activation)
+    combine_row = prec.row_bytes(prec.combine, model.comm_dim, model.bytes_per_activation)
 
     def comp(name: str, work: Work) -> list[_Op]:
         return [] if work.empty else [_Op(name, NodeKind.COMPUTE, work=work)]
@@ -178,37 +181,39 @@ def _layer_templates(
             _Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_REDUCE, size_bytes=v_tp, **tp_kw)
         ]
 
-    def ep_a2a(name: str, pairs: tuple[int, ...] = ()) -> list[_Op]:
+    def ep_a2a(name: str, row_bytes: int, pairs: tuple[int, ...] = ()) -> list[_Op]:
+        """One EP all-to-all of ``row_bytes`` per token row."""
         if layout.ep == 1:
             return []
         if not pairs:
-            return [_Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL, size_bytes=v_ep, **ep_kw)]
-        row_bytes = model.comm_dim * model.bytes_per_activation
+            return [_Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL,
+                        size_bytes=ep_alltoall_bytes(model, layout, tokens, row_bytes), **ep_kw)]
         pair_bytes = tuple(p * row_bytes for p in pairs)
         own = sum(pair_bytes[ep_index * layout.ep:(ep_index + 1) * layout.ep])
         return [_Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL, size_bytes=own,
                     pair_bytes=pair_bytes, **ep_kw)]
 
     if context_tokens is None:
-        attention = attention_work(model, layout.tp, tokens, wb, keys)
-        experts = routed_expert_work(model, layout, tokens, eb)
+        attention = attention_work(model, layout.tp, tokens, wb, keys, prec)
+        experts = routed_expert_work(model, layout, tokens, eb, prec)
     else:
-        attention = decode_attention_work(model, layout.tp, tokens, context_tokens, wb)
-        experts = decode_routed_expert_work(model, layout, tokens, eb)
+        attention = decode_attention_work(model, layout.tp, tokens, context_tokens, wb, prec)
+        experts = decode_routed_expert_work(model, layout, tokens, eb, prec)
     head = comp("attention", attention) + tp_ar("tp_allreduce_attn")
-    dense = head + comp("dense_ffn", dense_ffn_work(model, layout.tp, tokens, wb)) + tp_ar("tp_allreduce_out")
-    tail = comp("shared_ffn", shared_ffn_work(model, tokens, wb)) + tp_ar("tp_allreduce_out")
+    dense = head + comp("dense_ffn", dense_ffn_work(model, layout.tp, tokens, wb, prec)) + tp_ar("tp_allreduce_out")
+    tail = comp("shared_ffn", shared_ffn_work(model, tokens, wb, prec)) + tp_ar("tp_allreduce_out")
     if routing is None:
-        moe = head + ep_a2a("ep_dispatch") + comp("routed_experts", experts) + ep_a2a("ep_combine") + tail
+        moe = (head + ep_a2a("ep_dispatch", dispatch_row) + comp("routed_experts", experts)
+               + ep_a2a("ep_combine", combine_row) + tail)
         return tuple(dense), (tuple(moe),)
     layers = []
     for lr in routing:
         pairs = lr.pairs()
         ep = layout.ep
         back = tuple(pairs[s * ep + d] for d in range(ep) for s in range(ep))  # combine: each receiver returns its rows
-        work = _skewed_expert_work(model, layout, tokens, lr, ep_index, eb, context_tokens is not None)
-        layers.append(tuple(head + ep_a2a("ep_dispatch", pairs) + comp("routed_experts", work)
-                            + ep_a2a("ep_combine", back) + tail))
+        work = _skewed_expert_work(model, layout, tokens, lr, ep_index, eb, context_tokens is not None, prec)
+        layers.append(tuple(head + ep_a2a("ep_dispatch", dispatch_row, pairs) + comp("routed_experts", work)
+                            + ep_a2a("ep_combine", combine_row, back) + tail))
     return tuple(dense), tuple(layers)
 
 
@@ -291,6 +296,7 @@ def _instantiate(model: ModelSpec, passes: list[list[Templates]]) -> tuple[Node,
                 involved_dims=op.involved_dims,
                 layer=index,
                 pair_bytes=op.pair_bytes,
+                peak_scale=op.work.peak_scale,
             )
         )
     return tuple(nodes)

@@ -38,7 +38,7 @@ class Node:
     ``layer`` is the model layer the node belongs to (-1 = none); the engine's fast-forward uses it.
     ``pair_bytes`` (all-to-all only, empty = ``size_bytes``/n to every peer): the bytes every member
     sends every member, an n×n matrix flattened row by row (row = sender, members in ring order, the
-    diagonal stays local); every member's node carries the same matrix.
+    diagonal stays local); every member's node carries the same matrix. ``peak_scale``: see below.
     """
 
     id: int
@@ -54,6 +54,8 @@ class Node:
     involved_dims: tuple[bool, ...] = ()
     layer: int = -1
     pair_bytes: tuple[int, ...] = ()
+    peak_scale: float = 1.0
+    """A compute node's peak over the run's ``peak_flops`` (its data types', ``precision.py``; 1 = the run's)."""
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,12 @@ the study's defaults (docs/workload.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from moesim.errors import input_error
 from moesim.schema import MAX_COUNT, Constraint, Param, check_fields, constraint
+from moesim.workload.precision import DTYPES, Precision
 from moesim.workload.routing import PLACEMENT_RULES, ROUTINGS
 
 STUDY_TOKENS = 4096
@@ -37,6 +38,9 @@ ROUTING_KNOBS = {
 MAX_EXPERT_SLOTS = 64
 OVERLAPS = ("none", "two-batch")
 MAX_MICRO_BATCHES = 64
+PRECISION_FIELDS = {"expert_dtype": "expert_bytes_per_param", "dense_dtype": "weight_bytes_per_param",
+                    "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None}
+"""Precision option → the weight-width option it replaces when set (None: no weights)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,10 @@ class WorkloadOptions:
     ``overlap``: ``"none"`` (one batch, every layer a serial chain) or ``"two-batch"``: the pass split
     into ``micro_batches`` micro-batches (default 2) whose communication overlaps the other ones'
     compute (DeepSeek-V3 technical report §3.4; SGLang two-batch overlap); docs/workload.md.
+    ``expert_dtype``, ``dense_dtype``, ``attention_dtype``, ``kv_dtype``, ``dispatch_dtype``,
+    ``combine_dtype``: the data type of each operation class (``precision.py``); unset, the class keeps
+    the study's model. A set ``expert_dtype`` / ``dense_dtype`` gives its weights the type's width, so
+    ``expert_bytes_per_param`` / ``weight_bytes_per_param`` must then stay at their defaults.
     """
 
     weight_bytes_per_param: float = field(default=1.0, metadata=constraint(low=0, high=64, low_open=True))
@@ -82,12 +90,32 @@ class WorkloadOptions:
     expert_slots: int = field(default=1, metadata=constraint(low=0, high=MAX_EXPERT_SLOTS))
     overlap: str = field(default="none", metadata=constraint(choices=OVERLAPS))
     micro_batches: int | None = field(default=None, metadata=constraint(low=2, high=MAX_MICRO_BATCHES))
+    expert_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
+    dense_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
+    attention_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
+    kv_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
+    dispatch_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
+    combine_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
 
     def __post_init__(self) -> None:
         check_fields(self, "workload options")
         self._check_phase()
         self._check_routing()
         self._check_overlap()
+        self._check_precision()
+
+    @property
+    def precision(self) -> Precision:
+        """The data type of each operation class (None: the study's model of it)."""
+        return Precision(self.expert_dtype, self.dense_dtype, self.attention_dtype, self.kv_dtype,
+                         self.dispatch_dtype, self.combine_dtype)
+
+    def _check_precision(self) -> None:
+        defaults = {f.name: f.default for f in fields(self)}
+        for name, width in PRECISION_FIELDS.items():
+            if width is not None and getattr(self, name) is not None and getattr(self, width) != defaults[width]:
+                raise input_error("workload options", width, f"{name}={getattr(self, name)} sets the weight width; "
+                                  f"leave {width} at its default {defaults[width]}")
 
     @property
     def skewed(self) -> bool:
