@@ -309,6 +309,7 @@ def _judge_study(candidate: pa.Table, ref: pa.Table, agreement, backend: str, wo
     configurations (cross-validated: each half of ``splits`` random halvings judges the full study's
     orderings and the other half's own); True when an ordering packet contradicts is left unflagged."""
     from moesim.analysis.bands import load_bands
+    from moesim.analysis.confidence import comparisons
 
     validation_ref = _reference(VALIDATION_PARQUET)
     tokens = tuple(int(t) for t in levels(validation_ref, "tokens"))
@@ -347,6 +348,12 @@ def _judge_study(candidate: pa.Table, ref: pa.Table, agreement, backend: str, wo
         missed |= bool(_counts(agreement, flagged)[3])
     worst = max(_counts(agreement, f)[1] for _, f, _ in folds)
     print(f"  most flagged in one fit: {worst} of {agreement.orderings.num_rows}")
+    reach = {c.statistic for c in comparisons(candidate, ref, load_bands(bands_file))
+             if abs(c.error) >= c.margin and (c.margin, c.error) != (0.0, 0.0)}
+    n, k, d, beyond = _counts(agreement, reach)
+    print(f"floor: {k} of {n} orderings compare two sides whose realised error reaches their margin (a rule that "
+          f"judges the size of an error against the margin flags at least these); {d - len(beyond)} of the {d} "
+          "contradicted are among them")
     return missed
 
 

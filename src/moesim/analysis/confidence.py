@@ -124,15 +124,30 @@ Shares = dict[int, float]
 """The wall-time share of each (backend, family) key among a group's rows."""
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """One comparison of two sides an ordering makes, on a table that carries the reference's times."""
+
+    statistic: str
+    means: bool
+    """Two means (a ranking's levels, a grid's cells), or two runs (where the fastest or slowest run lies)."""
+    margin: float
+    """log(slower / faster) as stated."""
+    error: float
+    """The realised error of that ratio: the margin minus the reference's log ratio of the same two sides."""
+    band: float
+    """The log band the margin is judged against (for means, before ``mean_factor``)."""
+
+
 @dataclass
 class Paired:
     """The paired bands of the keys of one table's rows (``KEY`` indexes ``keys``)."""
 
     bands: ErrorBands
     keys: list[RowKey]
-    record: list[tuple[float, float]] | None = None
-    """When a list, each comparison of two means appends (realised log error of its ratio, its band before
-    ``mean_factor``); the analysed table then carries ``REF``."""
+    record: list[Comparison] | None = None
+    """When a list, each comparison an ordering makes is appended to it; the analysed table then carries
+    ``REF``."""
     _cache: dict[tuple[int, int], float] = field(default_factory=dict)
 
     def d(self, i: int, j: int) -> float:
@@ -189,14 +204,23 @@ def _means(t: pa.Table, by: Sequence[str], name: Callable[[dict[str, Any]], str]
     return {name(r): (r["wall_s"], r.get(REF)) for r in group_means(t, tuple(by), cols).to_pylist()}
 
 
-def _chain(order: Sequence[str], means: Means, shares: dict[str, Shares], paired: Paired) -> list[Pair]:
+def _record(paired: Paired, statistic: str, means: bool, sides: tuple[float, float, float | None, float | None],
+            band: float) -> None:
+    """Append the comparison of (faster, slower, their reference times) to ``paired.record``, if kept."""
+    wa, wb, ra, rb = sides
+    if paired.record is not None and ra and rb and wa > 0:
+        margin = math.log(wb / wa)
+        paired.record.append(Comparison(statistic, means, margin, margin - math.log(rb / ra), band))
+
+
+def _chain(order: Sequence[str], means: Means, shares: dict[str, Shares], paired: Paired,
+           statistic: str = "") -> list[Pair]:
     """The adjacent pairs of ``order`` whose margin lies inside their paired band (times ``mean_factor``)."""
     out = []
     for i, (a, b) in enumerate(itertools.pairwise(order)):
         (wa, ra), (wb, rb) = means[a], means[b]
         band = paired.between(shares[a], shares[b])
-        if paired.record is not None and ra and rb and wa > 0:
-            paired.record.append((math.log(wb / wa) - math.log(rb / ra), band))
+        _record(paired, statistic, True, (wa, wb, ra, rb), band)
         p = _pair(a, b, wa, wb, band * paired.factor(shares[a], shares[b]), i)
         if p is not None:
             out.append(p)
@@ -207,7 +231,7 @@ def _ranking(statistic: str, t: pa.Table, factor: str, order: Sequence[str], fac
              paired: Paired) -> Ordering:
     means = _means(t, (factor,), lambda r: r[factor])
     shares = {k[0]: v for k, v in _shares(t, (factor,)).items()}
-    pairs = _chain(order, means, shares, paired)
+    pairs = _chain(order, means, shares, paired, statistic)
     unsure = {lv for p in pairs for lv in (p.first, p.second)}
     settle = _configs(where(t, include={factor: tuple(unsure)}), factors) if unsure else []
     return Ordering(statistic, " < ".join(order), tuple(pairs), tuple(settle), backend_mix(t))
@@ -226,6 +250,8 @@ def _extreme(statistic: str, t: pa.Table, stated: str, factors: Sequence[str], s
         if not a:
             d = max(paired.d(b[KEY], r[KEY]) for b in best)
             lo, hi = (r["wall_s"], x) if slowest else (x, r["wall_s"])
+            ref = (r.get(REF), best[0].get(REF))
+            _record(paired, statistic, False, (lo, hi, *(ref if slowest else ref[::-1])), d)
             if _pair("", "", lo, hi, d, 0) is not None:
                 close.append((r, d))
     pairs: tuple[Pair, ...] = ()
@@ -254,9 +280,9 @@ def _with_keys(table: pa.Table, bands: ErrorBands) -> tuple[pa.Table, Paired]:
     return out.append_column(KEY, pa.array([index[k] for k in keys], pa.int64())), Paired(bands, distinct)
 
 
-def orderings(a: Analysis, bands: ErrorBands, record: list[tuple[float, float]] | None = None) -> list[Ordering]:
+def orderings(a: Analysis, bands: ErrorBands, record: list[Comparison] | None = None) -> list[Ordering]:
     """Every ordering the report states, each with its unresolved pairs (empty: resolved). Given ``record``
-    (and ``REF`` in the analysed table), each comparison of two means is appended to it (``Paired.record``)."""
+    (and ``REF`` in the analysed table), each comparison the orderings make is appended to it."""
     table, paired = _with_keys(a.table, bands)
     paired.record = record
     factors = a.factors
@@ -313,7 +339,7 @@ def _cell(statistic: str, t: pa.Table, by: tuple[str, str], stated: str, factors
     pairs = []
     for other in order[1:]:
         a_, b_ = (other, best) if slowest else (best, other)
-        p = _chain([a_, b_], means, shares, paired)
+        p = _chain([a_, b_], means, shares, paired, statistic)
         if p:
             pairs.append(p[0])
     settle: list[dict[str, str]] = []
@@ -324,23 +350,35 @@ def _cell(statistic: str, t: pa.Table, by: tuple[str, str], stated: str, factors
     return Ordering(statistic, stated, tuple(pairs[:1]), tuple(settle), backend_mix(t))
 
 
-def calibrate(candidate: pa.Table, reference: pa.Table, bands: ErrorBands) -> float:
-    """``mean_factor`` measured on a study run on both backends: the ``QUANTILE`` over the comparisons of two
-    means its orderings make of |realised log error of the ratio| / paired band. Averaging over many rows
-    shrinks an error that one pair of runs carries whole; this is by how much, split-conformal style."""
+def with_reference(candidate: pa.Table, reference: pa.Table) -> pa.Table:
+    """``candidate``'s rows that ``reference`` also ran, with column ``REF``: the reference's wall time (the
+    median of its seeds)."""
     from moesim.analysis.accuracy import per_configuration
-    from moesim.analysis.bands import QUANTILE
-    from moesim.analysis.study import analyse
 
     rows = per_configuration(candidate, reference)
     keys = [c for c in (MODEL, *candidate_factors(reference)) if c in rows.column_names and c not in (BACKEND, SEED)]
     truth = {tuple(str(r[k]) for k in keys): r["reference_s"] for r in rows.to_pylist()}
     ref = [truth.get(tuple(str(r[k]) for k in keys)) for r in candidate.select(keys).to_pylist()]
     keep = pa.array([v is not None for v in ref])
-    table = candidate.append_column(REF, pa.array(ref, pa.float64())).filter(keep)
-    record: list[tuple[float, float]] = []
-    orderings(analyse(table, with_architecture=False), bands, record)
-    scores = [abs(err) / band for err, band in record if band > 0]
+    return candidate.append_column(REF, pa.array(ref, pa.float64())).filter(keep)
+
+
+def comparisons(candidate: pa.Table, reference: pa.Table, bands: ErrorBands) -> list[Comparison]:
+    """Every comparison the orderings of ``candidate``'s study make, with its realised error on ``reference``."""
+    from moesim.analysis.study import analyse
+
+    record: list[Comparison] = []
+    orderings(analyse(with_reference(candidate, reference), with_architecture=False), bands, record)
+    return record
+
+
+def calibrate(candidate: pa.Table, reference: pa.Table, bands: ErrorBands) -> float:
+    """``mean_factor`` measured on a study run on both backends: the ``QUANTILE`` over the comparisons of two
+    means its orderings make of |realised log error of the ratio| / paired band. Averaging over many rows
+    shrinks an error that one pair of runs carries whole; this is by how much, split-conformal style."""
+    from moesim.analysis.bands import QUANTILE
+
+    scores = [abs(c.error) / c.band for c in comparisons(candidate, reference, bands) if c.means and c.band > 0]
     return float(np.quantile(scores, QUANTILE)) if scores else 1.0
 
 
