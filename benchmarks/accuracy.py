@@ -18,7 +18,7 @@ Checks (they print the figures and exit 1 when a target is missed):
 The error bands the report states its confidence with (src/moesim/analysis/references/error_bands.yaml,
 moesim.analysis.bands) are measured against both references, one command, deterministic given the code:
 
-    python benchmarks/accuracy.py bands [--backends fluid,flow,analytical] [--store DIR] [--workers 2]
+    python benchmarks/accuracy.py bands [--backends fluid,flow,analytical] [--store DIR] [--workers 2] [--keep-costs]
 
 The validation set is a fixed list of V4 Flash configurations: twelve (topology, strategy) cells — every
 topology twice, every strategy three times — each with ring/roce_hpcc, ring/roce_dcqcn, dbt/roce_hpcc and
@@ -52,6 +52,7 @@ from moesim.analysis.bands import (
     family_of,
     measure,
     measure_paired,
+    parse_bands,
 )
 from moesim.analysis.results import as_table, levels, load_results
 from moesim.commands.run import parse_set
@@ -162,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--store", type=Path, help="keep the candidate runs under this folder (reused when rerun)")
     b.add_argument("--workers", type=int, default=2)
     b.add_argument("--out", type=Path, default=BANDS_YAML)
+    b.add_argument("--keep-costs", action="store_true",
+                   help="keep the relative costs of the file being replaced (timings depend on the machine's load)")
     args = ap.parse_args(argv)
     if args.what.startswith("packet-") and args.export_only:
         _export(args.out, VALIDATION_PARQUET if args.what == "packet-validation" else MATRIX_PARQUET)
@@ -174,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         return validation(tuple(int(t) for t in ("256" if args.ci else args.tokens).split(",")), args.backend,
                           parse_set(args.overrides), args.workers, list(CI_SUBSET) if args.ci else None, args.store)
     if args.what == "bands":
-        return bands(args.backends.split(","), args.store, args.workers, args.out)
+        return bands(args.backends.split(","), args.store, args.workers, args.out, args.keep_costs)
     return study(args.store, args.backend, args.workers, validation_store=args.validation_store, splits=args.splits,
                  bands_file=args.bands)
 
@@ -411,7 +414,7 @@ def _reference_note(path: Path, table: pa.Table) -> dict:
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
-def bands(backends: list[str], store: Path | None, workers: int, out: Path) -> int:
+def bands(backends: list[str], store: Path | None, workers: int, out: Path, keep_costs: bool = False) -> int:
     """Measure each backend against both packet references (moesim.analysis.bands) and write the bands file.
 
     The V4 Flash matrix (4096 tokens) and the validation sets (each configuration against the median of its
@@ -429,6 +432,9 @@ def bands(backends: list[str], store: Path | None, workers: int, out: Path) -> i
         validation = _candidate(validation_specs(backend, tokens), store / f"{backend}-validation" if store else None,
                                 workers)
         cost = _total(matrix, "sim_wallclock_s") / _total(matrix_ref, "sim_wallclock_s")
+        if keep_costs and out.is_file() and (kept := parse_bands(out.read_text(encoding="utf-8"), str(out))
+                                             .backends.get(backend)) is not None and kept.relative_cost is not None:
+            cost = kept.relative_cost
         references = [_runs(per_configuration(matrix, matrix_ref), backend),
                       _runs(per_configuration(validation, validation_ref), backend)]
         b = measured[backend] = _fit(backend, references, (matrix, matrix_ref), cost=cost)
