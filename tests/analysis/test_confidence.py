@@ -164,7 +164,7 @@ def test_a_finding_resting_on_an_unresolved_ordering_says_so():
     a = analyse(as_table(_grid(1.1)))
     fs = {f.topic: f for f in findings(a, orderings(a, BANDS))}
     reversal = fs["reversals"]
-    assert reversal.text.endswith("Unresolved at this fidelity: 1 vs 2: 10.0 % apart, inside their paired band of "
+    assert reversal.text.endswith("Unresolved at this fidelity: 1 vs 2: 10.0 % apart, inside the combined band of "
                                   f"15.0 % ({MODEL} topology given strategy = TP2EP16).")
     assert reversal.unresolved == (f"{MODEL} topology given strategy = TP2EP16",)
     resolved = analyse(as_table(_grid(1.2, "packet")))

@@ -305,10 +305,19 @@ class ErrorBands:
             else:
                 lo, hi = min(f.band for f in b.families.values()), max(f.band for f in b.families.values())
                 parts.append(f"{name} {100 * lo:.1f}–{100 * hi:.1f} % by family")
+        paired = []
+        for name in backends:
+            pb = self.backends[name].paired if name in self.backends else None
+            if pb is not None and pb.pairs:
+                lo, hi = (math.expm1(f(x.band for x in pb.pairs.values())) for f in (min, max))
+                paired.append(f"{name} {100 * lo:.1f}–{100 * hi:.1f} % (× {pb.mean_factor:.2f} for two means)")
         p = self.provenance
         return (f"A row's band is the {QUANTILE:.0%} quantile of its backend's error against {self.reference} level "
                 f"in its family (TP all-reduce algorithm, inside or between servers, network mode): "
-                + "; ".join(parts) + f". Measured on {p.get('date', '?')} at commit {str(p.get('commit', '?'))[:12]} "
+                + "; ".join(parts) + "." + (f" An ordering is judged by the error of its ratio, whose paired band is "
+                                            f"the {QUANTILE:.0%} quantile of the difference of two runs' log errors "
+                                            "by pair of families: " + "; ".join(paired) + "." if paired else "")
+                + f" Measured on {p.get('date', '?')} at commit {str(p.get('commit', '?'))[:12]} "
                 f"by `{p.get('command', '?')}` ({BANDS_FILE}).")
 
     def cost_factor(self, source: str, target: str) -> float | None:

@@ -403,7 +403,7 @@ def describe_settle(o: Ordering, factors: Sequence[str], all_levels: dict[str, t
 
 
 def pair_text(p: Pair) -> str:
-    return f"{p.first} vs {p.second}: {100 * p.margin:.1f} % apart, inside their paired band of {100 * p.band:.1f} %"
+    return f"{p.first} vs {p.second}: {100 * p.margin:.1f} % apart, inside the combined band of {100 * p.band:.1f} %"
 
 
 def confidence_table(ords: Sequence[Ordering], a: Analysis) -> pa.Table:
