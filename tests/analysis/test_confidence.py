@@ -70,6 +70,11 @@ def test_the_band_of_two_means_is_scaled_by_the_calibrated_mean_factor():
     assert not _given(orderings(analyse(as_table(_grid(1.1))), BANDS)).resolved
     assert _given(orderings(analyse(as_table(_grid(1.1))), half)).resolved
     assert not _given(orderings(analyse(as_table(_grid(1.07))), half)).resolved
+    # a packet row on one side: the fluid row's own band log 1.1, scaled by fluid's factor (packet has none)
+    rows = _grid(1.06)
+    rows[1]["backend"] = "packet"
+    assert not _given(orderings(analyse(as_table(rows)), BANDS)).resolved  # log 1.06 <= log 1.1
+    assert _given(orderings(analyse(as_table(rows)), half)).resolved  # log 1.06 > 0.5 × log 1.1
 
 
 def test_without_paired_bands_the_two_runs_bands_add_up():

@@ -7,7 +7,9 @@ level, 0 when both are. The ordering is *resolved* when log(b / a) > d and *unre
 otherwise. For two means over rows, log(mean_B / mean_A) errs by (to first order) the wall-time-weighted
 mean of ε over B minus that over A, which equals Σ π_ij (ε_j − ε_i) for any coupling π of the two groups'
 weights, so Σ π_ij d(i, j) bounds it; the coupling pairs each family's weight with the same family on the
-other side first (their errors move together) and the rest in proportion. The configurations that would
+other side first (their errors move together) and the rest in proportion. Averaging shrinks the error, so
+that bound is multiplied by the backend's ``mean_factor``, calibrated on the study (``calibrate``). The
+configurations that would
 settle an unresolved ordering are those of its two sides whose rows are not yet from the reference backend
 (``moesim refine`` reruns them). The fastest (slowest) configuration is resolved against every other run.
 
@@ -170,8 +172,9 @@ class Paired:
         return band
 
     def factor(self, a: Shares, b: Shares) -> float:
-        """The ``mean_factor`` of the backends behind two means (the largest)."""
-        return max((self.bands.mean_factor(self.keys[k][0]) for k in (*a, *b)), default=1.0)
+        """The ``mean_factor`` of the fast backends behind two means (the largest; exact rows have none)."""
+        fast = {self.keys[k][0] for k in (*a, *b)} - {self.bands.reference}
+        return max((self.bands.mean_factor(name) for name in sorted(fast)), default=1.0)
 
 
 def _shares(t: pa.Table, by: Sequence[str]) -> dict[tuple[Any, ...], Shares]:
