@@ -83,7 +83,7 @@ def test_without_paired_bands_the_two_runs_bands_add_up():
     assert _given(orderings(analyse(as_table(_grid(1.70, "flow"))), BANDS)).resolved
 
 
-def test_an_ordering_outside_the_paired_band_of_a_reference_set_is_resolved():
+def test_an_ordering_outside_the_paired_band_of_a_reference_set_is_resolved(tmp_path):
     # A reference set whose fluid errors share an offset: ε_i = 0.3 + 0.001 i for 20 runs of one family. Each
     # run is 35 % off (one-run band), but two runs' ratio is off by 0.001 |i − j| at most (paired band).
     errs = [(RING, math.expm1(0.3 + 0.001 * i)) for i in range(20)]
@@ -92,8 +92,16 @@ def test_an_ordering_outside_the_paired_band_of_a_reference_set_is_resolved():
     assert paired.pairs[(RING, RING)].band == pytest.approx(d)
     bands = ErrorBands("packet", {"fluid": BackendBands(measure([errs]).overall, paired=paired)})
     outside, inside = math.exp(2 * d), math.exp(d / 2)
-    assert _given(orderings(analyse(as_table(_grid(outside))), bands)).resolved
-    o = _given(orderings(analyse(as_table(_grid(inside))), bands))
+
+    def stored(b: float, name: str):  # the fluid runs of a 2 × 2 study, read back from a results store
+        from analysis_data import write_store
+
+        from moesim.analysis.results import load_results
+
+        return analyse(load_results(write_store(tmp_path / name, [{**r, "status": "ok"} for r in _grid(b)])))
+
+    assert _given(orderings(stored(outside, "outside"), bands)).resolved
+    o = _given(orderings(stored(inside, "inside"), bands))
     assert not o.resolved and o.pairs[0].band == pytest.approx(math.expm1(d))
     # the independent per-run bands added would have left the first one open too
     assert math.log(outside) < 2 * math.log1p(measure([errs]).overall.band)
