@@ -12,12 +12,13 @@ taken as better than the backend overall nor as better than its own worst run. A
 references do not hold gets the backend-wide band.
 
 An ordering compares two runs (or two means of runs), and what decides it is the error of their *ratio*:
-log(y_B / y_A) − log(p_B / p_A) = ε_B − ε_A with ε = log(backend / packet) per run. The errors of runs of one
-family move together, so that difference is far smaller than two independent bands added. The *paired
-bands* (``PairedBands``, ``measure_paired``) measure it: per pair of families, the ``QUANTILE`` of |ε_B − ε_A|
-over the pairs of reference runs taken at one scale (a reference's token count), again the larger over the
-references that hold at least ``MIN_FAMILY_RUNS`` runs of each family; per family also the ``QUANTILE`` of
-|ε| of one run, for a run compared with a packet one (exact).
+log(y_B / y_A) − log(p_B / p_A) = ε_B − ε_A with ε = log(backend / packet) per run. The errors of runs move
+together (fluid's ring runs are mostly too fast), so that difference is smaller than two independent bands
+added. The *paired bands* (``PairedBands``, ``measure_paired``) measure it: per pair of families, the
+``QUANTILE`` of |ε_B − ε_A| over the pairs of reference runs taken at one scale (a reference's token count),
+again the larger over the references that hold at least ``MIN_FAMILY_RUNS`` runs of each family; per family
+also the ``QUANTILE`` of |ε| of one run, for a run compared with a packet one (exact). A mean over many rows
+errs less than one pair of runs; ``PairedBands.mean_factor`` (``confidence.calibrate``) says by how much.
 
 The bands ship as ``references/error_bands.yaml``, written by ``python benchmarks/accuracy.py bands``
 from the stored packet references (its header says which references, code and command produced it), and
@@ -30,6 +31,7 @@ import functools
 import itertools
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -227,7 +229,7 @@ def measure_paired(references: Sequence[Sequence[Errors]]) -> PairedBands:
     if not usable:
         raise MoesimError("error bands: no run of the backend matches a reference run")
     single = measure([[(f, math.log1p(e)) for s in r for f, e in s] for r in usable])
-    runs = [{f: len(v[0]) for f, v in _by_family([[x for s in r for x in s]]).items()} for r in usable]
+    runs = [Counter(f for s in r for f, _ in s) for r in usable]
     measured = [_pair_differences(r) for r in usable]
     overall = Band(max(_quantile(every) for every, _ in measured if every) if any(e for e, _ in measured) else 0.0,
                    sum(len(every) for every, _ in measured))
