@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from moesim import __version__
-from moesim.analysis.accuracy import per_configuration, statistics_agreement, summarise
+from moesim.analysis.accuracy import StatisticsAgreement, per_configuration, statistics_agreement, summarise
 from moesim.analysis.bands import (
     BANDS_FILE,
     BackendBands,
@@ -274,15 +274,15 @@ def _unresolved(table: pa.Table, bands: ErrorBands) -> dict[str, str]:
             for o in orderings(analyse(table, with_architecture=False), bands) if not o.resolved}
 
 
-def _counts(agreement, flagged: set[str] | dict[str, str]) -> tuple[int, int, int, list[str]]:
-    """(orderings, flagged, contradicted by packet, contradicted but not flagged, their names)."""
+def _counts(agreement: StatisticsAgreement, flagged: set[str] | dict[str, str]) -> tuple[int, int, int, list[str]]:
+    """(orderings, flagged, contradicted by packet, the contradicted ones not flagged)."""
     rows = agreement.orderings.to_pylist()
     differ = [r["statistic"] for r in rows if not r["same"]]
     missed = [s for s in differ if s not in flagged]
     return len(rows), sum(r["statistic"] in flagged for r in rows), len(differ), missed
 
 
-def _counts_line(label: str, agreement, flagged: set[str] | dict[str, str]) -> str:
+def _counts_line(label: str, agreement: StatisticsAgreement, flagged: set[str] | dict[str, str]) -> str:
     n, k, d, missed = _counts(agreement, flagged)
     return (f"{label}: {k} of {n} orderings flagged unresolved; {d} contradicted by packet, "
             + ("every one flagged" if not missed else f"{len(missed)} not flagged: " + "; ".join(missed)))
@@ -306,7 +306,7 @@ def _halves(matrix_runs: list[dict], seed: int) -> set[tuple[str, str, str, str]
     return half
 
 
-def _judge_study(candidate: pa.Table, ref: pa.Table, agreement, backend: str, workers: int,
+def _judge_study(candidate: pa.Table, ref: pa.Table, agreement: StatisticsAgreement, backend: str, workers: int,
                  validation_store: Path | None, splits: int, bands_file: str | None) -> bool:
     """Print each ordering's status under the shipped bands (in-sample) and under bands fit on half of the
     configurations (cross-validated: each half of ``splits`` random halvings judges the full study's
