@@ -10,12 +10,15 @@ benchmarks/reference/ and regenerated with one command each:
 Checks (they print the figures and exit 1 when a target is missed):
 
     python benchmarks/accuracy.py validation [--tokens 256,1024] [--backend fluid] [--set k=v] [--workers 2]
-    python benchmarks/accuracy.py study [--store DIR]           # a V4 Flash study store of the candidate backend
+    python benchmarks/accuracy.py study [--store DIR] [--validation-store DIR]
+        # every statistic and ordering of the V4 Flash study against packet level, and each ordering's status
+        # under the error bands: in-sample (the shipped file) and cross-validated (bands fit on half the
+        # configurations of both references, the orderings judged with them)
 
 The error bands the report states its confidence with (src/moesim/analysis/references/error_bands.yaml,
 moesim.analysis.bands) are measured against both references, one command, deterministic given the code:
 
-    python benchmarks/accuracy.py bands [--backends fluid,flow,analytical] [--store DIR] [--workers 2]
+    python benchmarks/accuracy.py bands [--backends fluid,flow,analytical] [--store DIR] [--workers 2] [--keep-costs]
 
 The validation set is a fixed list of V4 Flash configurations: twelve (topology, strategy) cells — every
 topology twice, every strategy three times — each with ring/roce_hpcc, ring/roce_dcqcn, dbt/roce_hpcc and
@@ -31,14 +34,26 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from moesim import __version__
-from moesim.analysis.accuracy import per_configuration, statistics_agreement, summarise
-from moesim.analysis.bands import BANDS_FILE, ErrorBands, bands_yaml, family_of, measure
+from moesim.analysis.accuracy import StatisticsAgreement, per_configuration, statistics_agreement, summarise
+from moesim.analysis.bands import (
+    BANDS_FILE,
+    BackendBands,
+    ErrorBands,
+    Errors,
+    bands_yaml,
+    family_of,
+    measure,
+    measure_paired,
+    parse_bands,
+)
 from moesim.analysis.results import as_table, levels, load_results
 from moesim.commands.run import parse_set
 from moesim.experiments import export_results, run_sweep
@@ -137,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--store", type=Path, help="keep the candidate runs in this store (reused when rerun)")
     s = sub.add_parser("study")
     s.add_argument("--store", type=Path, help="a V4 Flash study store of the candidate backend (default: run it)")
+    s.add_argument("--validation-store", type=Path,
+                   help="the candidate's validation runs, for the cross-validated bands (default: run them)")
+    s.add_argument("--splits", type=int, default=3, help="random halvings of the configurations to cross-validate on")
+    s.add_argument("--bands", help=f"the error bands judged in-sample (default: the shipped {BANDS_FILE})")
     s.add_argument("--backend", default="fluid")
     s.add_argument("--workers", type=int, default=2)
     b = sub.add_parser("bands")
@@ -144,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--store", type=Path, help="keep the candidate runs under this folder (reused when rerun)")
     b.add_argument("--workers", type=int, default=2)
     b.add_argument("--out", type=Path, default=BANDS_YAML)
+    b.add_argument("--keep-costs", action="store_true",
+                   help="keep the relative costs of the file being replaced (timings depend on the machine's load)")
     args = ap.parse_args(argv)
     if args.what.startswith("packet-") and args.export_only:
         _export(args.out, VALIDATION_PARQUET if args.what == "packet-validation" else MATRIX_PARQUET)
@@ -156,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         return validation(tuple(int(t) for t in ("256" if args.ci else args.tokens).split(",")), args.backend,
                           parse_set(args.overrides), args.workers, list(CI_SUBSET) if args.ci else None, args.store)
     if args.what == "bands":
-        return bands(args.backends.split(","), args.store, args.workers, args.out)
-    return study(args.store, args.backend, args.workers)
+        return bands(args.backends.split(","), args.store, args.workers, args.out, args.keep_costs)
+    return study(args.store, args.backend, args.workers, validation_store=args.validation_store, splits=args.splits,
+                 bands_file=args.bands)
 
 
 def _reference(path: Path) -> pa.Table:
@@ -206,8 +228,10 @@ def validation(tokens: tuple[int, ...], backend: str, overrides: tuple[tuple[str
     return rc
 
 
-def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.03) -> int:
-    """Every statistic of the V4 Flash study against the packet matrix; exit 1 when a target is missed."""
+def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.03,
+          validation_store: Path | None = None, splits: int = 3, bands_file: str | None = None) -> int:
+    """Every statistic of the V4 Flash study against the packet matrix, and how the error bands judge each
+    ordering, in-sample and cross-validated; exit 1 when a target is missed."""
     from moesim.experiments import study_matrix
 
     ref = _reference(MATRIX_PARQUET)
@@ -236,31 +260,138 @@ def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.0
         print("\norderings that differ:")
         for r in differ:
             print(f"  {r['statistic']}: packet {r['reference']}; {backend} {r['candidate']}")
-    unresolved = _unresolved(candidate)
-    compared = agreement.orderings.column("statistic").to_pylist()
-    missed = [r["statistic"] for r in differ if r["statistic"] not in unresolved]
-    print(f"\n{sum(s in unresolved for s in compared)} of {len(compared)} orderings are unresolved at this fidelity "
-          f"(error bands: {BANDS_FILE}); of the {len(differ)} that differ, "
-          + ("every one is flagged unresolved" if not missed else f"{len(missed)} are not: " + "; ".join(missed)))
-    return int(agreement.worst_abs_error > tolerance or bool(differ))
+    missed = _judge_study(candidate, ref, agreement, backend, workers, validation_store, splits, bands_file)
+    return int(agreement.worst_abs_error > tolerance or bool(differ) or missed)
 
 
-def _unresolved(table: pa.Table) -> set[str]:
-    """The orderings of ``table``'s analysis that its error bands leave unresolved (moesim.analysis.confidence)."""
-    from moesim.analysis.bands import load_bands
+def _unresolved(table: pa.Table, bands: ErrorBands) -> dict[str, str]:
+    """The orderings of ``table``'s analysis that ``bands`` leave unresolved (moesim.analysis.confidence),
+    each with its closest pair's margin and band."""
     from moesim.analysis.confidence import orderings
     from moesim.analysis.study import analyse
 
-    return {o.statistic for o in orderings(analyse(table, with_architecture=False), load_bands()) if not o.resolved}
+    return {o.statistic: f"{100 * o.pairs[0].margin:.1f} % apart, band {100 * o.pairs[0].band:.1f} %"
+            for o in orderings(analyse(table, with_architecture=False), bands) if not o.resolved}
+
+
+def _counts(agreement: StatisticsAgreement, flagged: set[str] | dict[str, str]) -> tuple[int, int, int, list[str]]:
+    """(orderings, flagged, contradicted by packet, the contradicted ones not flagged)."""
+    rows = agreement.orderings.to_pylist()
+    differ = [r["statistic"] for r in rows if not r["same"]]
+    missed = [s for s in differ if s not in flagged]
+    return len(rows), sum(r["statistic"] in flagged for r in rows), len(differ), missed
+
+
+def _counts_line(label: str, agreement: StatisticsAgreement, flagged: set[str] | dict[str, str]) -> str:
+    n, k, d, missed = _counts(agreement, flagged)
+    return (f"{label}: {k} of {n} orderings flagged unresolved; {d} contradicted by packet, "
+            + ("every one flagged" if not missed else f"{len(missed)} not flagged: " + "; ".join(missed)))
+
+
+def _config(r: dict) -> tuple[str, str, str, str]:
+    return (str(r["topology"]), str(r["strategy"]), str(r["algorithm"]), str(r["network"]))
+
+
+def _halves(matrix_runs: list[dict], seed: int) -> set[tuple[str, str, str, str]]:
+    """One half of the study's configurations, drawn family by family (each family split evenly, the odd
+    one out alternating), reproducible from ``seed``."""
+    rng = np.random.default_rng(seed)
+    by_family: dict = {}
+    for r in sorted(matrix_runs, key=_config):
+        by_family.setdefault(r["family"], []).append(_config(r))
+    half: set[tuple[str, str, str, str]] = set()
+    for i, (_, configs) in enumerate(sorted(by_family.items())):
+        order = rng.permutation(len(configs))
+        half |= {configs[j] for j in order[:(len(configs) + i % 2) // 2]}
+    return half
+
+
+def _judge_study(candidate: pa.Table, ref: pa.Table, agreement: StatisticsAgreement, backend: str, workers: int,
+                 validation_store: Path | None, splits: int, bands_file: str | None) -> bool:
+    """Print each ordering's status under the shipped bands (in-sample) and under bands fit on half of the
+    configurations (cross-validated: each half of ``splits`` random halvings judges the full study's
+    orderings and the other half's own); True when an ordering packet contradicts is left unflagged."""
+    from moesim.analysis.bands import load_bands
+    from moesim.analysis.confidence import comparisons
+
+    validation_ref = _reference(VALIDATION_PARQUET)
+    tokens = tuple(int(t) for t in levels(validation_ref, "tokens"))
+    validation = _candidate(validation_specs(backend, tokens), validation_store, workers)
+    matrix_runs = _runs(per_configuration(candidate, ref), backend)
+    references = [matrix_runs, _runs(per_configuration(validation, validation_ref), backend)]
+    inside = _unresolved(candidate, load_bands(bands_file))
+    folds: list[tuple[str, dict[str, str], str]] = []
+    for seed in range(1, splits + 1):
+        half = _halves(matrix_runs, seed)
+        for fold, inside_fit in ((1, True), (2, False)):
+            def fitted(r: dict, h: set = half, want: bool = inside_fit) -> bool:
+                return (_config(r) in h) == want
+
+            bands = ErrorBands("packet", {backend: _fit(backend, references, (candidate, ref), fitted)})
+            cand, packet = (t.filter(pa.array([not fitted(r) for r in t.to_pylist()])) for t in (candidate, ref))
+            folds.append((f"split {seed} fold {fold}", _unresolved(candidate, bands),
+                          _counts_line("held-out half's own orderings", statistics_agreement(cand, packet),
+                                       _unresolved(cand, bands))))
+    shipped = bands_file or BANDS_FILE
+    print(f"\neach ordering: in-sample status ({shipped}), flagged in how many of {len(folds)} cross-validated "
+          "fits, packet's verdict")
+    for r in agreement.orderings.to_pylist():
+        s = r["statistic"]
+        cv = sum(s in f for _, f, _ in folds)
+        print(f"  {'unresolved' if s in inside else 'resolved':<10} cv {cv}/{len(folds)}  "
+              f"{'same' if r['same'] else 'CONTRADICTS':<11} {s}: {r['candidate']}"
+              + (f"  ({inside[s]})" if s in inside else ""))
+    print("\n" + _counts_line(f"in-sample ({shipped})", agreement, inside))
+    print(f"cross-validated (bands fit on half the configurations of both references, {splits} random halvings "
+          "drawn family by family, each half in turn):")
+    missed = bool(_counts(agreement, inside)[3])
+    for label, flagged, held_line in folds:
+        print("  " + _counts_line(f"{label}, the study's orderings", agreement, flagged))
+        print("    " + held_line)
+        missed |= bool(_counts(agreement, flagged)[3])
+    worst = max(_counts(agreement, f)[1] for _, f, _ in folds)
+    print(f"  most flagged in one fit: {worst} of {agreement.orderings.num_rows}")
+    reach = {c.statistic for c in comparisons(candidate, ref, load_bands(bands_file))
+             if abs(c.error) >= c.margin and (c.margin, c.error) != (0.0, 0.0)}
+    n, k, d, beyond = _counts(agreement, reach)
+    print(f"floor: {k} of {n} orderings compare two sides whose realised error reaches their margin (a rule that "
+          f"judges the size of an error against the margin flags at least these); {d - len(beyond)} of the {d} "
+          "contradicted are among them")
+    return missed
 
 
 # --- error bands --------------------------------------------------------------------------------------
 
 
-def _errors(table: pa.Table, backend: str) -> list[tuple]:
-    """(family, error) of each row of a ``per_configuration`` table."""
-    return [(family_of(RunSpec(r["model"], r["topology"], r["strategy"], r["algorithm"], r["network"], backend)),
-             r["error"]) for r in table.to_pylist()]
+def _runs(table: pa.Table, backend: str) -> list[dict]:
+    """The rows of a ``per_configuration`` table, each with its run's family."""
+    return [{**r, "family": family_of(RunSpec(r["model"], r["topology"], r["strategy"], r["algorithm"], r["network"],
+                                              backend))} for r in table.to_pylist()]
+
+
+def _scales(runs: list[dict]) -> list[Errors]:
+    """A reference's (family, error) pairs, one list per token count (pairs are formed within one)."""
+    out: dict[str, list] = {}
+    for r in runs:
+        out.setdefault(str(r.get("tokens", "")), []).append((r["family"], r["error"]))
+    return list(out.values())
+
+
+def _fit(backend: str, references: list[list[dict]], study: tuple[pa.Table, pa.Table],
+         keep: Callable[[dict], bool] = lambda r: True, cost: float | None = None) -> BackendBands:
+    """One backend's per-run and paired bands from the runs of each reference that ``keep`` accepts, the
+    paired bands' ``mean_factor`` calibrated on the kept runs of ``study`` (the candidate's V4 Flash matrix
+    and packet's)."""
+    from dataclasses import replace
+
+    from moesim.analysis.confidence import calibrate
+
+    kept = [[r for r in runs if keep(r)] for runs in references]
+    b = measure([[(r["family"], r["error"]) for r in runs] for runs in kept], cost)
+    paired = measure_paired([_scales(runs) for runs in kept])
+    candidate, packet = (t.filter(pa.array([keep(r) for r in t.to_pylist()])) for t in study)
+    factor = calibrate(candidate, packet, ErrorBands("packet", {backend: BackendBands(b.overall, paired=paired)}))
+    return BackendBands(b.overall, b.families, cost, replace(paired, mean_factor=factor))
 
 
 def _total(table: pa.Table, column: str) -> float:
@@ -283,12 +414,13 @@ def _reference_note(path: Path, table: pa.Table) -> dict:
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
-def bands(backends: list[str], store: Path | None, workers: int, out: Path) -> int:
+def bands(backends: list[str], store: Path | None, workers: int, out: Path, keep_costs: bool = False) -> int:
     """Measure each backend against both packet references (moesim.analysis.bands) and write the bands file.
 
     The V4 Flash matrix (4096 tokens) and the validation sets (each configuration against the median of its
     packet seeds) are measured apart and combined family by family, keeping the larger band, so a band holds at
-    every scale (``moesim.analysis.bands.measure``). The cost of each backend relative to packet is its simulation time over the packet matrix's."""
+    every scale (``moesim.analysis.bands.measure``); the paired bands likewise, from pairs of runs at one token
+    count (``measure_paired``). The cost of each backend relative to packet is its simulation time over the packet matrix's."""
     from moesim.experiments import study_matrix
 
     matrix_ref, validation_ref = _reference(MATRIX_PARQUET), _reference(VALIDATION_PARQUET)
@@ -300,13 +432,21 @@ def bands(backends: list[str], store: Path | None, workers: int, out: Path) -> i
         validation = _candidate(validation_specs(backend, tokens), store / f"{backend}-validation" if store else None,
                                 workers)
         cost = _total(matrix, "sim_wallclock_s") / _total(matrix_ref, "sim_wallclock_s")
-        errors = [_errors(per_configuration(matrix, matrix_ref), backend),
-                  _errors(per_configuration(validation, validation_ref), backend)]
-        b = measured[backend] = measure(errors, cost)
+        if keep_costs and out.is_file() and (kept := parse_bands(out.read_text(encoding="utf-8"), str(out))
+                                             .backends.get(backend)) is not None and kept.relative_cost is not None:
+            cost = kept.relative_cost
+        references = [_runs(per_configuration(matrix, matrix_ref), backend),
+                      _runs(per_configuration(validation, validation_ref), backend)]
+        b = measured[backend] = _fit(backend, references, (matrix, matrix_ref), cost=cost)
         print(f"\n{backend}: band {100 * b.overall.band:.1f} % over {b.overall.runs} runs; simulation time "
               f"{cost:.3g} × packet's")
         for fam, fb in b.families.items():
             print(f"  {fam.label():<45} {100 * fb.band:6.1f} %  ({fb.runs} runs)")
+        if b.paired is not None:
+            print(f"  paired (log): one run {b.paired.single.band:.3f}, two runs {b.paired.pair.band:.3f} "
+                  f"({b.paired.pair.runs} pairs), two means × {b.paired.mean_factor:.3f}; by pair of families:")
+            for (fa, fb_), pb in b.paired.pairs.items():
+                print(f"    {fa.label():<45} | {fb_.label():<45} {pb.band:.3f}  ({pb.runs} pairs)")
     provenance = {
         "moesim_version": __version__, "commit": _commit(), "source_sha256": code_hash(),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),

@@ -1,21 +1,38 @@
-"""How sure an ordering is (moesim.analysis.confidence): the band rule in closed form, the most exact backend
-per configuration, the same orderings as benchmarks/accuracy.py, and findings that say what is unresolved."""
+"""How sure an ordering is (moesim.analysis.confidence): the paired-band rule in closed form, the most exact
+backend per configuration, the same orderings as benchmarks/accuracy.py, and findings that say what is
+unresolved."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 from analysis_data import study_rows
 
 from moesim.analysis.accuracy import statistics_agreement
-from moesim.analysis.bands import BackendBands, Band, ErrorBands
-from moesim.analysis.confidence import backend_mix, most_exact, orderings
+from moesim.analysis.bands import (
+    SERVERS,
+    BackendBands,
+    Band,
+    ErrorBands,
+    Family,
+    PairedBands,
+    measure,
+    measure_paired,
+)
+from moesim.analysis.confidence import backend_mix, calibrate, comparisons, most_exact, orderings
 from moesim.analysis.findings import findings
 from moesim.analysis.results import as_table, candidate_factors, factor_columns
 from moesim.analysis.study import analyse
 
-E = 0.1
-BANDS = ErrorBands("packet", {"fluid": BackendBands(Band(E, 100)), "flow": BackendBands(Band(0.3, 100))})
-"""Every fluid row within ±10 % of packet level, every flow row within ±30 %."""
+RING = Family("ring_direct", SERVERS, "roce_dcqcn")
+"""The family of every run of ``_rows`` (topologies 1 and 2 cross servers)."""
+ONE, TWO = math.log(1.1), math.log(1.15)
+PAIRED = PairedBands(Band(ONE, 20), {RING: Band(ONE, 20)}, Band(0.5, 190), {(RING, RING): Band(TWO, 190)})
+"""|log(fluid / packet)| of one run within log 1.1; of the ratio of two runs of the family within log 1.15."""
+BANDS = ErrorBands("packet", {"fluid": BackendBands(Band(0.1, 100), paired=PAIRED), "flow": BackendBands(Band(0.3, 100))})
+"""Fluid with paired bands; flow with a per-run band of ±30 % alone."""
 MODEL = "deepseek-v4-flash"
 
 
@@ -34,16 +51,82 @@ def _given(ords, level="TP2EP16"):
     return next(o for o in ords if o.statistic == f"{MODEL} topology given strategy = {level}")
 
 
-@pytest.mark.parametrize(("b", "resolved"), [(1.2, False), (1.2222, False), (1.2223, True), (1.25, True)])
-def test_two_levels_are_unresolved_while_their_gap_is_inside_the_combined_band(b, resolved):
-    # a = 1, uncertainties 0.1 × a and 0.1 × b: unresolved exactly when b − 1 <= 0.1 (1 + b), i.e. b <= 1.1 / 0.9
+@pytest.mark.parametrize(("b", "resolved"), [(1.1, False), (1.1499, False), (1.1501, True), (1.2, True)])
+def test_two_runs_are_unresolved_while_their_ratio_is_inside_the_paired_band(b, resolved):
+    # one run per level: the ratio b / 1 errs by ε_2 − ε_1, bounded by the family pair's band log 1.15
     o = _given(orderings(analyse(as_table(_grid(b))), BANDS))
     assert o.order == "1 < 2" and o.resolved is resolved
     if not resolved:
         (p,) = o.pairs
         assert (p.first, p.second, p.position) == ("1", "2", 0)
-        assert p.margin == pytest.approx(b - 1) and p.band == pytest.approx(E * (1 + b))
+        assert p.margin == pytest.approx(b - 1) and p.band == pytest.approx(0.15)
         assert sorted((c["topology"], c["strategy"]) for c in o.settle) == [("1", "TP2EP16"), ("2", "TP2EP16")]
+
+
+def test_the_band_of_two_means_is_scaled_by_the_calibrated_mean_factor():
+    half = ErrorBands("packet", {"fluid": BackendBands(Band(0.1, 100), paired=PairedBands(
+        PAIRED.single, PAIRED.families, PAIRED.pair, PAIRED.pairs, mean_factor=0.5))})
+    # log 1.1 lies inside log 1.15 but outside 0.5 × log 1.15 (= log 1.0724)
+    assert not _given(orderings(analyse(as_table(_grid(1.1))), BANDS)).resolved
+    assert _given(orderings(analyse(as_table(_grid(1.1))), half)).resolved
+    assert not _given(orderings(analyse(as_table(_grid(1.07))), half)).resolved
+    # a packet row on one side: the fluid row's own band log 1.1, scaled by fluid's factor (packet has none)
+    rows = _grid(1.06)
+    rows[1]["backend"] = "packet"
+    assert not _given(orderings(analyse(as_table(rows)), BANDS)).resolved  # log 1.06 <= log 1.1
+    assert _given(orderings(analyse(as_table(rows)), half)).resolved  # log 1.06 > 0.5 × log 1.1
+
+
+def test_without_paired_bands_the_two_runs_bands_add_up():
+    # flow has no paired section: log(1.3) + log(1.3), i.e. unresolved while b <= 1.3² = 1.69
+    assert not _given(orderings(analyse(as_table(_grid(1.68, "flow"))), BANDS)).resolved
+    assert _given(orderings(analyse(as_table(_grid(1.70, "flow"))), BANDS)).resolved
+
+
+def test_an_ordering_outside_the_paired_band_of_a_reference_set_is_resolved(tmp_path):
+    # A reference set whose fluid errors share an offset: ε_i = 0.3 + 0.001 i for 20 runs of one family. Each
+    # run is 35 % off (one-run band), but two runs' ratio is off by 0.001 |i − j| at most (paired band).
+    errs = [(RING, math.expm1(0.3 + 0.001 * i)) for i in range(20)]
+    d = float(np.quantile([0.001 * (j - i) for i in range(20) for j in range(i + 1, 20)], 0.9))
+    paired = measure_paired([[errs]])
+    assert paired.pairs[(RING, RING)].band == pytest.approx(d)
+    bands = ErrorBands("packet", {"fluid": BackendBands(measure([errs]).overall, paired=paired)})
+    outside, inside = math.exp(2 * d), math.exp(d / 2)
+
+    def stored(b: float, name: str):  # the fluid runs of a 2 × 2 study, read back from a results store
+        from analysis_data import write_store
+
+        from moesim.analysis.results import load_results
+
+        return analyse(load_results(write_store(tmp_path / name, [{**r, "status": "ok"} for r in _grid(b)])))
+
+    assert _given(orderings(stored(outside, "outside"), bands)).resolved
+    o = _given(orderings(stored(inside, "inside"), bands))
+    assert not o.resolved and o.pairs[0].band == pytest.approx(math.expm1(d))
+    # the independent per-run bands added would have left the first one open too
+    assert math.log(outside) < 2 * math.log1p(measure([errs]).overall.band)
+
+
+def test_calibrate_measures_how_much_a_mean_shrinks_the_paired_band():
+    # fluid 10 % slow on every run: every ratio of two means is exact, so the factor is 0; fluid 10 % slow on
+    # topology 2 alone: a mean over topology 2 against one over topology 1 errs by log 1.1 exactly
+    packet = study_rows((MODEL,))
+    rows = [r for r in packet if r["topology"] in ("1", "2") and r["algorithm"] == "ring_direct"
+            and r["network"] == "roce_dcqcn"]
+    ref = as_table([{**r, "backend": "packet"} for r in rows])
+    uniform = as_table([{**r, "backend": "fluid", "wall_s": 1.1 * r["wall_s"]} for r in rows])
+    assert calibrate(uniform, ref, BANDS) == pytest.approx(0.0, abs=1e-12)
+    skew = as_table([{**r, "backend": "fluid", "wall_s": (1.1 if r["topology"] == "2" else 1.0) * r["wall_s"]}
+                     for r in rows])
+    # the comparisons of two means: topology 1 vs 2 (error log 1.1 against the family pair's band log 1.15)
+    # and strategies given a topology (exact); the factor is the 90 % quantile of |error| / band over them
+    record = comparisons(skew, ref, BANDS)
+    scores = [abs(c.error) / c.band for c in record if c.means and c.band > 0]
+    topo = [c for c in record if c.statistic == f"{MODEL} topology given strategy = TP2EP16"]
+    assert [(c.error, c.band) for c in topo] == [(pytest.approx(ONE), pytest.approx(TWO))]
+    assert calibrate(skew, ref, BANDS) == pytest.approx(float(np.quantile(scores, 0.9)))
+    # where the fastest run lies is a comparison of two runs, not counted in the factor
+    assert any(not c.means for c in record)
 
 
 def test_packet_rows_have_no_band_so_a_tiny_gap_is_resolved():
@@ -53,19 +136,21 @@ def test_packet_rows_have_no_band_so_a_tiny_gap_is_resolved():
 
 def test_a_packet_row_next_to_a_fluid_row_carries_only_the_fluid_band():
     rows = _grid(1.08)
-    rows[1]["backend"] = "packet"  # topology 2 / TP2EP16 from packet level: unresolved iff 0.08 <= 0.1 × 1 (a's band)
+    rows[1]["backend"] = "packet"  # topology 2 / TP2EP16 from packet level: unresolved iff log 1.08 <= log 1.1
     o = _given(orderings(analyse(as_table(rows)), BANDS))
-    assert not o.resolved and o.pairs[0].band == pytest.approx(E)
+    assert not o.resolved and o.pairs[0].band == pytest.approx(0.1)
     assert [(c["topology"], c["strategy"]) for c in o.settle] == [("1", "TP2EP16")]  # the packet row is settled
     assert o.backends == "fluid 1, packet 1"  # the two rows behind it
+    rows[1]["wall_s"] = 1.11
+    assert _given(orderings(analyse(as_table(rows)), BANDS)).resolved
 
 
 def test_the_fastest_configuration_is_unresolved_while_another_run_reaches_its_band():
-    ords = {o.statistic: o for o in orderings(analyse(as_table(_grid(1.2))), BANDS)}
+    ords = {o.statistic: o for o in orderings(analyse(as_table(_grid(1.1))), BANDS)}
     fastest = ords[f"S_full {MODEL} fastest at"]
     assert fastest.order == "topology=1, strategy=TP2EP16" and not fastest.resolved
     assert fastest.pairs[0].second == "topology=2, strategy=TP2EP16"
-    assert ords[f"S_full {MODEL} slowest at"].resolved  # 3 s against 2 s: outside 0.1 × (3 + 2)
+    assert ords[f"S_full {MODEL} slowest at"].resolved  # 3 s against 2 s: log 1.5 lies outside log 1.15
 
 
 def test_most_exact_keeps_each_configurations_best_backend_and_the_backend_stops_being_a_factor():
@@ -89,11 +174,11 @@ def test_the_orderings_are_those_benchmarks_accuracy_compares(study_table):
 
 
 def test_a_finding_resting_on_an_unresolved_ordering_says_so():
-    a = analyse(as_table(_grid(1.2)))
+    a = analyse(as_table(_grid(1.1)))
     fs = {f.topic: f for f in findings(a, orderings(a, BANDS))}
     reversal = fs["reversals"]
-    assert reversal.text.endswith("Unresolved at this fidelity: 1 vs 2: 20.0 % apart, inside the combined band of "
-                                  f"22.0 % ({MODEL} topology given strategy = TP2EP16).")
+    assert reversal.text.endswith("Unresolved at this fidelity: 1 vs 2: 10.0 % apart, inside the combined band of "
+                                  f"15.0 % ({MODEL} topology given strategy = TP2EP16).")
     assert reversal.unresolved == (f"{MODEL} topology given strategy = TP2EP16",)
     resolved = analyse(as_table(_grid(1.2, "packet")))
     assert not any(f.unresolved for f in findings(resolved, orderings(resolved, BANDS)))

@@ -1,11 +1,17 @@
-"""How sure each ordering of the report is, given the measured error band of the rows behind it.
+"""How sure each ordering of the report is, given the measured paired error bands of the rows behind it.
 
-A row's wall time y from a backend whose band is e for the row's family (``moesim.analysis.bands``) stands
-for a packet-level time within y·(1 ± e); a reference-backend (packet) row has e = 0. A mean over rows is
-then uncertain by u = mean(y·e). Two levels ranked A before B (means a ≤ b) are *resolved* when
-b − a > u_A + u_B and *unresolved at this fidelity* otherwise; the configurations that would settle them
-are those of A and B whose rows are not yet from the reference backend (``moesim refine`` reruns them).
-The fastest (slowest) configuration is resolved when no other run's band reaches its own.
+An ordering of two runs A before B (wall times a ≤ b) is decided by their ratio, and the ratio's error is
+ε_B − ε_A with ε = log(backend / packet) per run. ``ErrorBands.pair_band`` bounds it by d(A, B): the paired
+band of the two runs' families (``moesim.analysis.bands``), the single-run band when one run is from packet
+level, 0 when both are. The ordering is *resolved* when log(b / a) > d and *unresolved at this fidelity*
+otherwise. For two means over rows, log(mean_B / mean_A) errs by (to first order) the wall-time-weighted
+mean of ε over B minus that over A, which equals Σ π_ij (ε_j − ε_i) for any coupling π of the two groups'
+weights, so Σ π_ij d(i, j) bounds it; the coupling pairs each family's weight with the same family on the
+other side first (their errors move together) and the rest in proportion. Averaging shrinks the error, so
+that bound is multiplied by the backend's ``mean_factor``, calibrated on the study (``calibrate``). The
+configurations that would
+settle an unresolved ordering are those of its two sides whose rows are not yet from the reference backend
+(``moesim refine`` reruns them). The fastest (slowest) configuration is resolved against every other run.
 
 The orderings are those ``benchmarks/accuracy.py study`` compares with packet level, under the same
 labels: where the minimum and maximum lie per subset, every marginal ranking, every conditional order; and
@@ -15,14 +21,15 @@ the interaction views: each ratio's side of 1, and the slowest and fastest cell 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from moesim.analysis.bands import ErrorBands, row_bands
+from moesim.analysis.bands import ErrorBands, RowKey, row_bands, row_keys
 from moesim.analysis.results import (
     BACKEND,
     MODEL,
@@ -38,6 +45,10 @@ from moesim.analysis.study import Analysis
 
 BAND = "wall_band_s"
 """Column added to the analysed table: a row's wall time times its relative band (seconds)."""
+KEY = "band_key"
+"""Column added to the analysed table: the index of the row's (backend, family) in ``Paired.keys``."""
+REF = "reference_wall_s"
+"""Column of a table being calibrated (``calibrate``): each row's wall time on the reference backend."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +60,7 @@ class Pair:
     margin: float
     """(second − first) / first."""
     band: float
-    """The combined band (u_first + u_second) / first."""
+    """The paired band of the two sides, as a ratio: exp(d) − 1."""
     position: int
     """Index of ``first`` in the ordering (0: the pair that decides the best level)."""
 
@@ -111,43 +122,150 @@ def _configs(t: pa.Table, factors: Sequence[str]) -> list[dict[str, str]]:
     return [{c: str(r[c]) for c in keep} for r in t.to_pylist() if r[BAND] > 0]
 
 
-def _chain(order: Sequence[str], means: dict[str, tuple[float, float]]) -> list[Pair]:
-    """The adjacent pairs of ``order`` whose margin lies inside their combined band."""
-    out = []
-    for i, (a, b) in enumerate(itertools.pairwise(order)):
-        (wa, ua), (wb, ub) = means[a], means[b]
-        if ua + ub > 0 and wb - wa <= ua + ub:
-            out.append(Pair(a, b, (wb - wa) / wa, (ua + ub) / wa, i))
+Shares = dict[int, float]
+"""The wall-time share of each (backend, family) key among a group's rows."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One comparison of two sides an ordering makes, on a table that carries the reference's times."""
+
+    statistic: str
+    means: bool
+    """Two means (a ranking's levels, a grid's cells), or two runs (where the fastest or slowest run lies)."""
+    margin: float
+    """log(slower / faster) as stated."""
+    error: float
+    """The realised error of that ratio: the margin minus the reference's log ratio of the same two sides."""
+    band: float
+    """The log band the margin is judged against (for means, before ``mean_factor``)."""
+
+
+@dataclass
+class Paired:
+    """The paired bands of the keys of one table's rows (``KEY`` indexes ``keys``)."""
+
+    bands: ErrorBands
+    keys: list[RowKey]
+    record: list[Comparison] | None = None
+    """When a list, each comparison an ordering makes is appended to it; the analysed table then carries
+    ``REF``."""
+    _cache: dict[tuple[int, int], float] = field(default_factory=dict)
+
+    def d(self, i: int, j: int) -> float:
+        """The log band of the ratio of a row of key ``i`` and one of key ``j``."""
+        k = (i, j) if i <= j else (j, i)
+        if k not in self._cache:
+            self._cache[k] = self.bands.pair_band(self.keys[k[0]], self.keys[k[1]])
+        return self._cache[k]
+
+    def between(self, a: Shares, b: Shares) -> float:
+        """The log band of the ratio of two means: Σ π_ij d(i, j) over the coupling that gives each key's
+        share the same key on the other side first and couples what is left in proportion."""
+        same = {k: min(w, b[k]) for k, w in a.items() if k in b}
+        band = sum(w * self.d(k, k) for k, w in same.items())
+        ra = {k: w - same.get(k, 0.0) for k, w in a.items()}
+        rb = {k: w - same.get(k, 0.0) for k, w in b.items()}
+        left = sum(ra.values())
+        if left > 1e-12:
+            band += sum(wa * wb * self.d(i, j) for i, wa in ra.items() for j, wb in rb.items()) / left
+        return band
+
+    def factor(self, a: Shares, b: Shares) -> float:
+        """The ``mean_factor`` of the fast backends behind two means (the largest; exact rows have none)."""
+        fast = {self.keys[k][0] for k in (*a, *b)} - {self.bands.reference}
+        return max((self.bands.mean_factor(name) for name in sorted(fast)), default=1.0)
+
+
+def _shares(t: pa.Table, by: Sequence[str]) -> dict[tuple[Any, ...], Shares]:
+    """Per group of ``by``'s levels, the wall-time share of each key among its rows."""
+    out: dict[tuple[Any, ...], Shares] = {}
+    cols = [t.column(c).to_pylist() for c in (*by, "wall_s", KEY)]
+    for *group, wall, key in zip(*cols, strict=True):
+        g = out.setdefault(tuple(group), {})
+        g[key] = g.get(key, 0.0) + wall
+    for g in out.values():
+        total = sum(g.values())
+        for k in g:
+            g[k] = g[k] / total if total > 0 else 1.0 / len(g)
     return out
 
 
-def _ranking(statistic: str, t: pa.Table, factor: str, order: Sequence[str], factors: Sequence[str]) -> Ordering:
-    g = group_means(t, (factor,), ("wall_s", BAND)).to_pylist()
-    means = {r[factor]: (r["wall_s"], r[BAND]) for r in g}
-    pairs = _chain(order, means)
+def _pair(first: str, second: str, wa: float, wb: float, d: float, position: int) -> Pair | None:
+    """The pair ``first`` < ``second`` (means ``wa`` <= ``wb``) when its log margin lies inside ``d``."""
+    if d > 0 and wa > 0 and math.log(wb / wa) <= d:
+        return Pair(first, second, wb / wa - 1, math.expm1(d), position)
+    return None
+
+
+Means = dict[str, tuple[float, float | None]]
+"""Per level (or cell): the mean wall time, and on a table being calibrated the reference's mean."""
+
+
+def _means(t: pa.Table, by: Sequence[str], name: Callable[[dict[str, Any]], str]) -> Means:
+    cols = ("wall_s", REF) if REF in t.column_names else ("wall_s",)
+    return {name(r): (r["wall_s"], r.get(REF)) for r in group_means(t, tuple(by), cols).to_pylist()}
+
+
+def _record(paired: Paired, statistic: str, means: bool, sides: tuple[float, float, float | None, float | None],
+            band: float) -> None:
+    """Append the comparison of (faster, slower, their reference times) to ``paired.record``, if kept."""
+    wa, wb, ra, rb = sides
+    if paired.record is not None and ra and rb and wa > 0:
+        margin = math.log(wb / wa)
+        paired.record.append(Comparison(statistic, means, margin, margin - math.log(rb / ra), band))
+
+
+def _chain(order: Sequence[str], means: Means, shares: dict[str, Shares], paired: Paired,
+           statistic: str = "") -> list[Pair]:
+    """The adjacent pairs of ``order`` whose margin lies inside their paired band (times ``mean_factor``)."""
+    out = []
+    for i, (a, b) in enumerate(itertools.pairwise(order)):
+        (wa, ra), (wb, rb) = means[a], means[b]
+        band = paired.between(shares[a], shares[b])
+        _record(paired, statistic, True, (wa, wb, ra, rb), band)
+        p = _pair(a, b, wa, wb, band * paired.factor(shares[a], shares[b]), i)
+        if p is not None:
+            out.append(p)
+    return out
+
+
+def _ranking(statistic: str, t: pa.Table, factor: str, order: Sequence[str], factors: Sequence[str],
+             paired: Paired) -> Ordering:
+    means = _means(t, (factor,), lambda r: r[factor])
+    shares = {k[0]: v for k, v in _shares(t, (factor,)).items()}
+    pairs = _chain(order, means, shares, paired, statistic)
     unsure = {lv for p in pairs for lv in (p.first, p.second)}
     settle = _configs(where(t, include={factor: tuple(unsure)}), factors) if unsure else []
     return Ordering(statistic, " < ".join(order), tuple(pairs), tuple(settle), backend_mix(t))
 
 
-def _extreme(statistic: str, t: pa.Table, stated: str, factors: Sequence[str], slowest: bool) -> Ordering:
+def _extreme(statistic: str, t: pa.Table, stated: str, factors: Sequence[str], slowest: bool,
+             paired: Paired) -> Ordering:
     """Whether the fastest (``slowest``) configuration of ``t`` is resolved against every other run."""
     rows = t.to_pylist()
     wall = np.array([r["wall_s"] for r in rows])
     x = wall.max() if slowest else wall.min()
     at = np.abs(wall - x) <= TIE_RTOL * abs(x)
-    u = max(r[BAND] for r, a in zip(rows, at, strict=True) if a)
-    close = [r for r, a in zip(rows, at, strict=True)
-             if not a and u + r[BAND] > 0 and abs(r["wall_s"] - x) <= u + r[BAND]]
+    best = [r for r, a in zip(rows, at, strict=True) if a]
+    close = []
+    for r, a in zip(rows, at, strict=True):
+        if not a:
+            d = max(paired.d(b[KEY], r[KEY]) for b in best)
+            lo, hi = (r["wall_s"], x) if slowest else (x, r["wall_s"])
+            ref = (r.get(REF), best[0].get(REF))
+            _record(paired, statistic, False, (lo, hi, *(ref if slowest else ref[::-1])), d)
+            if _pair("", "", lo, hi, d, 0) is not None:
+                close.append((r, d))
     pairs: tuple[Pair, ...] = ()
     settle: list[dict[str, str]] = []
     if close:
-        near = min(close, key=lambda r: abs(r["wall_s"] - x))
+        near, d = min(close, key=lambda c: abs(c[0]["wall_s"] - x))
         label = ", ".join(f"{f}={near[f]}" for f in factors)
         lo, hi = (near["wall_s"], x) if slowest else (x, near["wall_s"])
-        pairs = (Pair(label, stated, hi / lo - 1, (u + near[BAND]) / lo, 0) if slowest else
-                 Pair(stated, label, hi / lo - 1, (u + near[BAND]) / lo, 0),)
-        settle = _configs(pa.Table.from_pylist([r for r, a in zip(rows, at, strict=True) if a] + close), factors)
+        pairs = (Pair(label, stated, hi / lo - 1, math.expm1(d), 0) if slowest else
+                 Pair(stated, label, hi / lo - 1, math.expm1(d), 0),)
+        settle = _configs(pa.Table.from_pylist(best + [r for r, _ in close]), factors)
     return Ordering(statistic, stated, pairs, tuple(settle), backend_mix(t))
 
 
@@ -155,25 +273,37 @@ def _sort_levels(column: str, values: Iterable[str]) -> list[str]:
     return sorted(set(values), key=lambda v: level_key(column, v))
 
 
-def orderings(a: Analysis, bands: ErrorBands) -> list[Ordering]:
-    """Every ordering the report states, each with its unresolved pairs (empty: resolved)."""
-    table = with_bands(a.table, bands)
+def _with_keys(table: pa.Table, bands: ErrorBands) -> tuple[pa.Table, Paired]:
+    """``table`` with columns ``BAND`` and ``KEY``, and the paired bands of its keys."""
+    table = with_bands(table, bands)
+    keys = row_keys(table, bands)
+    distinct = list(dict.fromkeys(keys))
+    index = {k: i for i, k in enumerate(distinct)}
+    out = table.drop_columns([KEY]) if KEY in table.column_names else table
+    return out.append_column(KEY, pa.array([index[k] for k in keys], pa.int64())), Paired(bands, distinct)
+
+
+def orderings(a: Analysis, bands: ErrorBands, record: list[Comparison] | None = None) -> list[Ordering]:
+    """Every ordering the report states, each with its unresolved pairs (empty: resolved). Given ``record``
+    (and ``REF`` in the analysed table), each comparison the orderings make is appended to it."""
+    table, paired = _with_keys(a.table, bands)
+    paired.record = record
     factors = a.factors
     out: list[Ordering] = []
     for r in a.overall.to_pylist():
         t = where(subset(table, r["subset"]), include={MODEL: (r[MODEL],)})
-        out.append(_extreme(f"{r['subset']} {r[MODEL]} fastest at", t, r["wall_min_at"], factors, slowest=False))
-        out.append(_extreme(f"{r['subset']} {r[MODEL]} slowest at", t, r["wall_max_at"], factors, slowest=True))
+        out.append(_extreme(f"{r['subset']} {r[MODEL]} fastest at", t, r["wall_min_at"], factors, False, paired))
+        out.append(_extreme(f"{r['subset']} {r[MODEL]} slowest at", t, r["wall_max_at"], factors, True, paired))
     for m in a.marginals:
         rows = m.table.to_pylist()
         for model in _sort_levels(MODEL, (r[MODEL] for r in rows)):
             order = [r[m.factor] for r in sorted((r for r in rows if r[MODEL] == model), key=lambda r: r["wall_s"])]
             t = where(subset(table, m.subset), include={MODEL: (model,)})
-            out.append(_ranking(f"{m.subset} {model} {m.factor} ranking", t, m.factor, order, factors))
+            out.append(_ranking(f"{m.subset} {model} {m.factor} ranking", t, m.factor, order, factors, paired))
     for r in a.orders.to_pylist():
         t = where(table, include={MODEL: (r[MODEL],), r["given"]: (r["given_level"],)})
         out.append(_ranking(f"{r[MODEL]} {r['factor']} given {r['given']} = {r['given_level']}", t, r["factor"],
-                            r["order"].split(" < "), factors))
+                            r["order"].split(" < "), factors, paired))
     for it in a.interactions:
         if it.table is None or not it.table.num_rows:
             continue
@@ -188,28 +318,31 @@ def orderings(a: Analysis, bands: ErrorBands) -> list[Ordering]:
                 hi = max(cells, key=lambda c: c["wall_s"])
                 for name, c, slow in (("fastest", lo, False), ("slowest", hi, True)):
                     cell = f"{v.rows}={c[v.rows]}, {v.cols}={c[v.cols]}"
-                    out.append(_cell(f"{v.name} {model} {name} cell", t, (v.rows, v.cols), cell, factors, slow))
+                    out.append(_cell(f"{v.name} {model} {name} cell", t, (v.rows, v.cols), cell, factors, slow,
+                                     paired))
             continue
         for row in it.table.to_pylist():
             t = where(base, include={MODEL: (row[MODEL],), v.by: (row[v.by],),
                                      v.factor: (v.numerator, v.denominator)})
             order = [v.denominator, v.numerator] if row["ratio"] >= 1 else [v.numerator, v.denominator]
-            out.append(_ranking(f"{v.name} {row[MODEL]} {v.by} = {row[v.by]}", t, v.factor, order, factors))
+            out.append(_ranking(f"{v.name} {row[MODEL]} {v.by} = {row[v.by]}", t, v.factor, order, factors, paired))
     return out
 
 
 def _cell(statistic: str, t: pa.Table, by: tuple[str, str], stated: str, factors: Sequence[str],
-          slowest: bool) -> Ordering:
+          slowest: bool, paired: Paired) -> Ordering:
     """The fastest (``slowest``) cell of a grid against every other cell, from the cells' means."""
-    g = group_means(t, by, ("wall_s", BAND)).to_pylist()
-    name = {f"{by[0]}={c[by[0]]}, {by[1]}={c[by[1]]}": c for c in g}
+    g = group_means(t, by, ("wall_s",)).to_pylist()
+    label = "{}={{}}, {}={{}}".format(*by).format
+    name = {label(c[by[0]], c[by[1]]): c for c in g}
+    shares = {label(*k): v for k, v in _shares(t, by).items()}
     order = sorted(name, key=lambda k: name[k]["wall_s"], reverse=slowest)
-    means = {k: (c["wall_s"], c[BAND]) for k, c in name.items()}
+    means = _means(t, by, lambda r: label(r[by[0]], r[by[1]]))
     best = order[0]
     pairs = []
     for other in order[1:]:
         a_, b_ = (other, best) if slowest else (best, other)
-        p = _chain([a_, b_], means)
+        p = _chain([a_, b_], means, shares, paired, statistic)
         if p:
             pairs.append(p[0])
     settle: list[dict[str, str]] = []
@@ -218,6 +351,38 @@ def _cell(statistic: str, t: pa.Table, by: tuple[str, str], stated: str, factors
         for c in (c for c in order if c in unsure):
             settle += _configs(where(t, include={by[0]: (name[c][by[0]],), by[1]: (name[c][by[1]],)}), factors)
     return Ordering(statistic, stated, tuple(pairs[:1]), tuple(settle), backend_mix(t))
+
+
+def with_reference(candidate: pa.Table, reference: pa.Table) -> pa.Table:
+    """``candidate``'s rows that ``reference`` also ran, with column ``REF``: the reference's wall time (the
+    median of its seeds)."""
+    from moesim.analysis.accuracy import per_configuration
+
+    rows = per_configuration(candidate, reference)
+    keys = [c for c in (MODEL, *candidate_factors(reference)) if c in rows.column_names and c not in (BACKEND, SEED)]
+    truth = {tuple(str(r[k]) for k in keys): r["reference_s"] for r in rows.to_pylist()}
+    ref = [truth.get(tuple(str(r[k]) for k in keys)) for r in candidate.select(keys).to_pylist()]
+    keep = pa.array([v is not None for v in ref])
+    return candidate.append_column(REF, pa.array(ref, pa.float64())).filter(keep)
+
+
+def comparisons(candidate: pa.Table, reference: pa.Table, bands: ErrorBands) -> list[Comparison]:
+    """Every comparison the orderings of ``candidate``'s study make, with its realised error on ``reference``."""
+    from moesim.analysis.study import analyse
+
+    record: list[Comparison] = []
+    orderings(analyse(with_reference(candidate, reference), with_architecture=False), bands, record)
+    return record
+
+
+def calibrate(candidate: pa.Table, reference: pa.Table, bands: ErrorBands) -> float:
+    """``mean_factor`` measured on a study run on both backends: the ``QUANTILE`` over the comparisons of two
+    means its orderings make of |realised log error of the ratio| / paired band. Averaging over many rows
+    shrinks an error that one pair of runs carries whole; this is by how much, split-conformal style."""
+    from moesim.analysis.bands import QUANTILE
+
+    scores = [abs(c.error) / c.band for c in comparisons(candidate, reference, bands) if c.means and c.band > 0]
+    return float(np.quantile(scores, QUANTILE)) if scores else 1.0
 
 
 def unresolved(ords: Iterable[Ordering]) -> list[Ordering]:
