@@ -204,7 +204,7 @@ def test_the_estimate_is_within_2x_of_the_measured_packet_time(fluid_store: Path
     # the plan before any packet run (calibrated on this machine) against the packet runs' simulation times
     before = plan(fluid_store, "packet", None, 1, load_bands())
     measured = sum(r["sim_wallclock_s"] for r in _rows(refined_store) if r["backend"] == "packet")
-    assert len(before.runs) == 4 and before.cost_source == "packet cost calibrated on this machine"
+    assert len(before.runs) == 4 and before.cost_source.startswith("packet cost calibrated on this machine")
     assert 0.5 <= before.estimated_s / measured <= 2.0, (before.estimated_s, measured)
     # once the store holds packet rows, the cost per packet-hop is theirs: the estimate of the same runs follows
     model = cost_model("packet", _rows(refined_store))

@@ -9,9 +9,10 @@ A packet-level simulation spends its time on packet events and on the engine's w
   algorithm sends, laid on the routes) summed over links, over the packet payload: known without simulating.
 * ``simulated_share``: the share of layers not fast-forwarded, taken from the stored row being redone (its
   ``params_json``): the run on the target fast-forwards about as the same run did on the cheaper backend.
-* ``rank_layer_s`` and ``hop_s``: measured on this machine by two timed calibration runs (the same
-  configuration at two token counts: the same layers, different packets), kept per machine and code in
-  ``$XDG_CACHE_HOME/moesim/run-cost.json``. Once the store holds rows on the target backend, ``hop_s`` is
+* ``rank_layer_s`` and ``hop_s``: measured on this machine by two calibration runs timed in CPU seconds (the
+  same configuration at two token counts: the same layers, different packets), kept per machine and code in
+  ``$XDG_CACHE_HOME/moesim/run-cost.json``, and turned into wall seconds by how busy the CPUs are when the
+  plan is made (``contention``). Once the store holds rows on the target backend, ``hop_s`` is
   taken from them, per family of ``moesim.analysis.bands`` (so the estimate follows the refine's first runs).
 
 On the 192 packet runs of the V4 Flash matrix the model is within 2× for most runs; a run whose fast-forward
@@ -124,9 +125,9 @@ def calibrate(backend: str, announce: Any = None) -> tuple[float, float]:
     for tok in (WARM_UP_TOKENS, *tokens):
         spec = RunSpec(*config, backend=backend, overrides=(("tokens", tok),))
         p = prepare(spec)
-        t0 = time.perf_counter()
+        t0 = time.process_time()  # CPU time: a machine busy with other work at this moment does not skew it
         sim = simulate_prepared(p)
-        elapsed = time.perf_counter() - t0
+        elapsed = time.process_time() - t0
         w = work(spec)
         share = max(w.layers - sim.fast_forwarded_layers, 1) / w.layers
         points.append((w.rank_layers * share, w.packet_hops * share, elapsed))
@@ -144,6 +145,16 @@ def calibrate(backend: str, announce: Any = None) -> tuple[float, float]:
     except OSError:
         pass  # an unwritable cache only costs the calibration again
     return hop_s, rank_layer_s
+
+
+def contention(cpu_s: float = 0.2) -> float:
+    """Wall seconds per CPU second of a busy loop now (1 on an idle core; 2 when the cores are shared by twice
+    as many busy processes): turns the calibration's CPU seconds into the wall time a run takes at present."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    n = 0
+    while time.process_time() - c0 < cpu_s:
+        n += sum(range(1000))
+    return max((time.perf_counter() - w0) / (time.process_time() - c0), 1.0)
 
 
 @dataclass(frozen=True)
@@ -178,14 +189,16 @@ def measured_rows(rows: Iterable[Mapping[str, Any]], backend: str) -> list[Measu
 
 
 def cost_model(backend: str, rows: Iterable[Mapping[str, Any]], announce: Any = None) -> CostModel:
-    """The cost model of ``backend`` on this machine: the cost per rank and layer from the calibration; per
-    packet-hop from the store's rows on ``backend`` (per family, and over all for the other families: their
+    """The cost model of ``backend`` on this machine: the cost per rank and layer from the calibration (times
+    the present ``contention``); per packet-hop from the store's rows on ``backend`` (per family, and over all for the other families: their
     seconds over their packet-hops, so the sum over many runs comes out right, and a family whose
     fast-forward fails more often on ``backend`` costs more), else from the calibration."""
-    hop_s, rank_layer_s = calibrate(backend, announce)
+    busy = contention()
+    hop_s, rank_layer_s = (busy * x for x in calibrate(backend, announce))
     found = measured_rows(rows, backend)
     if not found:
-        return CostModel(hop_s, rank_layer_s, f"{backend} cost calibrated on this machine")
+        return CostModel(hop_s, rank_layer_s, f"{backend} cost calibrated on this machine"
+                         + (f", {busy:.1f}x for the CPUs busy now" if busy >= 1.05 else ""))
 
     def per_hop(ms: list[Measured]) -> float:
         spent = sum(max(m.seconds - rank_layer_s * m.work.rank_layers * m.share, 0.0) for m in ms)
