@@ -144,6 +144,10 @@ def test_the_plan_takes_whole_orderings_cheapest_first_within_the_budget(tmp_pat
         [("1", cheap, "packet"), ("2", cheap, "packet")]
     assert small.estimated_s == pytest.approx(by_strategy[cheap]) and small.settled < small.unresolved
     assert small.cheapest_s == pytest.approx(by_strategy[cheap] + by_strategy[dear])  # the budget that takes both
+    more = small.lines("packet", 1)[1]
+    assert more.startswith("--budget ") and more.endswith(" would also settle the cheapest ordering left out "
+                                                          f"(about {round(small.cheapest_s)} s on 1 worker in all)")
+    assert parse_budget(more.split()[1]) >= small.cheapest_s  # type: ignore[operator]
     full = plan(store, "packet", None, 1, bands, model=model)
     assert [c.spec.strategy for c in full.runs] == [cheap, cheap, dear, dear]
     assert full.estimated_s == pytest.approx(sum(cost.values())) and full.settled == full.unresolved
@@ -155,7 +159,7 @@ def test_the_plan_takes_whole_orderings_cheapest_first_within_the_budget(tmp_pat
     none = plan(store, "packet", by_strategy[cheap] / 2, 1, bands, model=model)
     assert none.runs == () and none.cheapest_s == pytest.approx(by_strategy[cheap])
     hint = none.lines("packet", 1)[1]
-    assert hint.startswith("the cheapest ordering left out needs about ") and "settle it with --budget " in hint
+    assert hint.startswith("the cheapest unresolved ordering needs about ") and "settle it with --budget " in hint
     enough = parse_budget(hint.split("--budget ")[1].split()[0])
     assert enough is not None and enough >= by_strategy[cheap]
     assert plan(store, "packet", enough, 1, bands, model=model).runs == small.runs

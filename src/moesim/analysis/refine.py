@@ -103,9 +103,12 @@ class Plan:
         out = [line]
         if self.cheapest_s is not None:
             need = self.cheapest_s / parallel
-            out.append(f"the cheapest ordering left out needs about {_duration(need)} on {workers}: "
-                       f"{'settle it with' if not self.runs else 'add'} --budget {budget_text(need)}"
-                       + (" (more than this budget)" if not self.runs else " to this budget"))
+            if self.runs:
+                out.append(f"--budget {budget_text(need)} would also settle the cheapest ordering left out "
+                           f"(about {_duration(need)} on {workers} in all)")
+            else:
+                out.append(f"the cheapest unresolved ordering needs about {_duration(need)} on {workers}: "
+                           f"settle it with --budget {budget_text(need)}")
         return out
 
 
@@ -113,9 +116,14 @@ def _duration(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
+HINT_MARGIN = 1.1
+"""A suggested budget is the estimate plus 10 %, so that the next plan (made with fresh measurements) fits it."""
+
+
 def budget_text(seconds: float) -> str:
-    """The smallest round ``--budget`` at least ``seconds``: whole seconds below 2 min, else whole minutes."""
-    return f"{math.ceil(seconds)}s" if seconds < 120 else f"{math.ceil(seconds / 60)}m"
+    """A round ``--budget`` at least HINT_MARGIN × ``seconds``: whole seconds below 2 min, else whole minutes."""
+    s = seconds * HINT_MARGIN
+    return f"{math.ceil(s)}s" if s < 120 else f"{math.ceil(s / 60)}m"
 
 
 class _Costs:
