@@ -11,12 +11,12 @@ Order (the most informative runs first): an ordering is settled only when all it
 backend, so whole orderings are taken, the cheapest remaining one first (runs already chosen for another
 ordering cost nothing again); an ordering that does not fit in what is left of the budget is skipped and
 the next one tried. The runs are executed in that order, so an interrupted refine has settled the
-cheapest orderings. The first runs (one per worker) go alone: then the plan is made again with their measured
-cost, so a budget the estimate misjudged stops the refine after them. When the chosen runs are done, the
-orderings are judged again (packet rows move the means) and the runs that settle newly unresolved ones are
-added while the budget lasts. The refine's command line is recorded in the store's provenance only once it
-stored a row. The runner makes it
-resumable: kill it and rerun the same command, and only the missing runs are simulated.
+cheapest orderings. They go in rounds of one, two, four, ... runs per worker; after each round the plan is
+made again with the measured costs, so a budget the estimate misjudged stops the refine early (the rounds
+double, so there are few of them). When the chosen runs are done, the orderings are judged again (packet
+rows move the means) and the runs that settle newly unresolved ones are added while the budget lasts. The
+refine's command line enters the store's provenance once it stored a row. The runner makes it resumable:
+kill it and rerun the same command, and only the missing runs are simulated.
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ def refine(directory: str | Path, backend: str | None = None, budget_s: float | 
     say = announce or (lambda line: None)
     t0 = time.monotonic()
     tried: set[str] = set()
-    ran = 0
+    ran = rounds = 0
     failures: list[tuple[str, str]] = []
     while True:
         left = None if budget_s is None else budget_s - (time.monotonic() - t0)
@@ -242,9 +242,10 @@ def refine(directory: str | Path, backend: str | None = None, budget_s: float | 
             say("\n".join(p.lines(target, parallel)))
         if not p.runs:
             return RefineSummary(ran, tuple(failures), p.unresolved)
-        batch = p.runs if tried else _first(p.runs, parallel)
+        batch = _first(p.runs, parallel * 2 ** rounds)
+        rounds += 1
         if len(batch) < len(p.runs):
-            say(f"the first {len(batch)} run{'s' if len(batch) > 1 else ''} alone, then planned again with "
+            say(f"the first {len(batch)} run{'s' if len(batch) > 1 else ''} of them, then planned again with "
                 "their measured cost")
         summary = run_sweep([c.spec for c in batch], directory, executor=executor, workers=workers,
                             address=address, progress=progress, source=f"refine on {target}", command=command,
