@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from moesim.analysis.bands import ErrorBands, family_of, load_bands, row_spec
+from moesim.analysis.bands import ErrorBands, load_bands, row_spec
 from moesim.analysis.confidence import Ordering, most_exact, orderings, unresolved
-from moesim.analysis.refine_cost import CostModel, cost_model, simulated_share, work
+from moesim.analysis.refine_cost import CostModel, cost_model, family, simulated_share, work
 from moesim.analysis.results import MODEL, load_results
 from moesim.analysis.study import analyse
 from moesim.errors import MoesimError
@@ -136,7 +136,7 @@ class _Costs:
     def __call__(self, spec: RunSpec, key: str, row: dict[str, Any]) -> float:
         if key not in self._seen:
             try:
-                w, fam = work(spec), family_of(spec)
+                w, fam = work(spec), family(spec)
             except MoesimError:  # not runnable any more: costs nothing to plan, fails visibly when run
                 self._seen[key] = 0.0
             else:

@@ -22,6 +22,7 @@ fails on packet level though it held on the cheaper backend, or whose fabric pau
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -56,6 +57,7 @@ class Work:
         return self.ranks * self.layers
 
 
+@functools.lru_cache(maxsize=4096)
 def work(spec: RunSpec) -> Work:
     """The packet-hops of ``spec``'s whole run without fast-forward (module docstring), from its static traffic."""
     from moesim.system.run import prepare
@@ -67,6 +69,12 @@ def work(spec: RunSpec) -> Work:
     layers = 1 + max((n.layer for g in workload.graphs for n in g.nodes), default=0)
     return Work(float(traffic.link_bytes.sum()) / p.params.transport.packet_payload_bytes, workload.num_ranks,
                 max(layers, 1))
+
+
+@functools.lru_cache(maxsize=4096)
+def family(spec: RunSpec) -> Family:
+    """``moesim.analysis.bands.family_of``, kept per spec: a refine plans again after each round."""
+    return family_of(spec)
 
 
 def simulated_share(row: Mapping[str, Any], layers: int) -> float:
@@ -181,7 +189,7 @@ def measured_rows(rows: Iterable[Mapping[str, Any]], backend: str) -> list[Measu
         spec = row_spec(r)
         try:
             w = work(spec)
-            fam = family_of(spec)
+            fam = family(spec)
         except MoesimError:
             continue
         out.append(Measured(fam, w, simulated_share(other.get(spec.key(), r), w.layers), float(r["sim_wallclock_s"])))
