@@ -27,7 +27,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -111,7 +111,7 @@ def _cache_key(backend: str) -> str:
     return f"{backend} {platform.node()} {code_hash()[:16]} {CACHE_FORMAT}"
 
 
-def calibrate(backend: str, announce: Any = None) -> tuple[float, float]:
+def calibrate(backend: str, announce: Callable[[str], object] | None = None) -> tuple[float, float]:
     """(hop_s, rank_layer_s) of ``backend`` on this machine from the two calibration runs (the model through
     both of their times), cached per machine and code."""
     from moesim.fileio import atomic_write
@@ -196,7 +196,8 @@ def measured_rows(rows: Iterable[Mapping[str, Any]], backend: str) -> list[Measu
     return out
 
 
-def cost_model(backend: str, rows: Iterable[Mapping[str, Any]], announce: Any = None) -> CostModel:
+def cost_model(backend: str, rows: Iterable[Mapping[str, Any]],
+               announce: Callable[[str], object] | None = None) -> CostModel:
     """The cost model of ``backend`` on this machine: the cost per rank and layer from the calibration (times
     the present ``contention``); per packet-hop from the store's rows on ``backend`` (per family, and over all for the other families: their
     seconds over their packet-hops, so the sum over many runs comes out right, and a family whose
