@@ -14,6 +14,7 @@ Checks (they print the figures and exit 1 when a target is missed):
         # every statistic and ordering of the V4 Flash study against packet level, and each ordering's status
         # under the error bands: in-sample (the shipped file) and cross-validated (bands fit on half the
         # configurations of both references, the orderings judged with them)
+    python benchmarks/accuracy.py refine-cost [--store DIR]     # moesim refine's packet cost estimate per run
 
 The error bands the report states its confidence with (src/moesim/analysis/references/error_bands.yaml,
 moesim.analysis.bands) are measured against both references, one command, deterministic given the code:
@@ -158,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--bands", help=f"the error bands judged in-sample (default: the shipped {BANDS_FILE})")
     s.add_argument("--backend", default="fluid")
     s.add_argument("--workers", type=int, default=2)
+    c = sub.add_parser("refine-cost")
+    c.add_argument("--store", type=Path, help="a V4 Flash study store of the backend refined from (default: run it)")
+    c.add_argument("--backend", default="fluid")
+    c.add_argument("--workers", type=int, default=2)
     b = sub.add_parser("bands")
     b.add_argument("--backends", default="fluid,flow,analytical")
     b.add_argument("--store", type=Path, help="keep the candidate runs under this folder (reused when rerun)")
@@ -178,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
                           parse_set(args.overrides), args.workers, list(CI_SUBSET) if args.ci else None, args.store)
     if args.what == "bands":
         return bands(args.backends.split(","), args.store, args.workers, args.out, args.keep_costs)
+    if args.what == "refine-cost":
+        return refine_cost(args.store, args.backend, args.workers)
     return study(args.store, args.backend, args.workers, validation_store=args.validation_store, splits=args.splits,
                  bands_file=args.bands)
 
@@ -262,6 +269,54 @@ def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.0
             print(f"  {r['statistic']}: packet {r['reference']}; {backend} {r['candidate']}")
     missed = _judge_study(candidate, ref, agreement, backend, workers, validation_store, splits, bands_file)
     return int(agreement.worst_abs_error > tolerance or bool(differ) or missed)
+
+
+def refine_cost(store: Path | None, backend: str, workers: int) -> int:
+    """``moesim refine``'s estimate of each packet run of the V4 Flash matrix against its measured time
+    (moesim.analysis.refine_cost): calibrated on this machine with the simulated share of the ``backend`` row it
+    would be refined from (what a refine knows before its first run); the same with each run's own share (the
+    packet-hop model alone); and with the cost per packet-hop of each family measured on the other 191 runs
+    (what a refine knows after runs of that family). Exit 1 when the median is off by more than 2×."""
+    import statistics
+
+    from moesim.analysis.refine_cost import Measured, calibrate, measured_rows, simulated_share
+    from moesim.experiments import study_matrix
+
+    ref = _reference(MATRIX_PARQUET).to_pylist()
+    cheap = _candidate(study_matrix().with_preset("flash").with_levels("backend", [backend]).runs(), store, workers)
+    share_of = {(r["topology"], r["strategy"], r["algorithm"], r["network"]): r for r in cheap.to_pylist()}
+    hop_s, rank_layer_s = calibrate("packet", print)
+    runs = measured_rows(ref, "packet")  # each run's own (packet) share: the reference holds no other backend
+    shares = [simulated_share(share_of[(r["topology"], r["strategy"], r["algorithm"], r["network"])], m.work.layers)
+              for r, m in zip(ref, runs, strict=True)]
+    spent = {m.family: 0.0 for m in runs}
+    hops = {m.family: 0.0 for m in runs}
+    for m, share in zip(runs, shares, strict=True):
+        spent[m.family] += max(m.seconds - rank_layer_s * m.work.rank_layers * share, 0.0)
+        hops[m.family] += m.work.packet_hops * share
+
+    def estimate(m: Measured, share: float, per_hop: float) -> float:
+        return share * (rank_layer_s * m.work.rank_layers + per_hop * m.work.packet_hops)
+
+    ratios: dict[str, list[float]] = {"before any packet run (share of the " + backend + " row)": [], "packet-hop model alone (own share)": [],
+              "after the other runs of its family": []}
+    for m, share in zip(runs, shares, strict=True):
+        own = max(m.seconds - rank_layer_s * m.work.rank_layers * share, 0.0)
+        family_hop = (spent[m.family] - own) / max(hops[m.family] - m.work.packet_hops * share, 1.0)
+        for values, est in zip(ratios.values(), (estimate(m, share, hop_s), estimate(m, m.share, hop_s),
+                                                 estimate(m, share, family_hop)), strict=True):
+            values.append(est / m.seconds)
+    print(f"moesim refine's cost estimate against {len(runs)} packet runs of the V4 Flash matrix (4096 tokens); "
+          f"calibrated here: {hop_s * 1e9:.0f} ns per packet-hop, {rank_layer_s * 1e3:.2f} ms per rank and layer")
+    print(f"{'estimate / measured':<52} {'median':>7} {'lowest':>7} {'highest':>7} {'within 2x':>10} {'sum':>6}")
+    measured_total = sum(m.seconds for m in runs)
+    for name, values in ratios.items():
+        total = sum(v * m.seconds for v, m in zip(values, runs, strict=True)) / measured_total
+        inside = sum(0.5 <= v <= 2 for v in values)
+        print(f"{name:<52} {statistics.median(values):7.2f} {min(values):7.2f} {max(values):7.2f} "
+              f"{inside:>5}/{len(values):<4} {total:6.2f}")
+    median = statistics.median(next(iter(ratios.values())))
+    return int(not 0.5 <= median <= 2)
 
 
 def _unresolved(table: pa.Table, bands: ErrorBands) -> dict[str, str]:

@@ -1,16 +1,19 @@
 """`moesim refine` end to end on a CI-sized store: a tiny model (2 layers, 128 tokens) on topologies 2 and 5 ×
 TP2EP16 and TP4EP8, ring, roce_dcqcn, fluid. Topologies 2 and 5 lie 0.9 % apart at TP2EP16 on fluid, far inside
 fluid's band there, so the findings call that ordering unresolved; refine reruns the runs on packet level into the
-same store, and the report then uses and names the packet rows. Also: the plan's order and budget, kill -9."""
+same store, and the report then uses and names the packet rows. Also: the plan's order and budget, the cost
+estimate against the measured packet time, the option checks, the provenance, the heartbeat and kill -9."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -20,11 +23,16 @@ import yaml
 from analysis_data import write_store
 
 from moesim import __version__
-from moesim.analysis.bands import BackendBands, Band, ErrorBands
+from moesim.analysis.bands import BackendBands, Band, ErrorBands, load_bands
 from moesim.analysis.refine import parse_budget, plan, refine
+from moesim.analysis.refine_cost import CostModel, calibrate, cost_model, simulated_share, work
 from moesim.analysis.report import build_report
+from moesim.analysis.results import load_store_meta
 from moesim.errors import MoesimError
 from moesim.experiments import load_matrix, run_sweep
+from moesim.experiments import progress as progress_module
+from moesim.experiments.store_schema import COMMAND_KEY
+from moesim.system.spec import RunSpec
 
 MATRIX = """\
 name: tiny-refine
@@ -118,24 +126,43 @@ def test_refine_on_packet_settles_the_ordering_the_fluid_band_leaves_open(fluid_
 
 
 def test_the_plan_takes_whole_orderings_cheapest_first_within_the_budget(tmp_path: Path):
-    # fluid runs of V4 Flash; fluid costs half of packet, so a packet run is estimated at 2 × its stored time
-    walls = {("1", "TP2EP16"): (1.0, 1.0), ("2", "TP2EP16"): (1.2, 1.0), ("1", "TP4EP8"): (2.1, 3.0),
-             ("2", "TP4EP8"): (2.0, 3.0)}
+    # fluid runs of V4 Flash; a packet run costs hop_s × its packet-hops (no ranks × layers term, no fast-forward)
+    walls = {("1", "TP2EP16"): 1.0, ("2", "TP2EP16"): 1.2, ("1", "TP4EP8"): 2.1, ("2", "TP4EP8"): 2.0}
     rows = [{"run_id": f"r{i}", "model": "deepseek-v4-flash", "topology": t, "strategy": s, "algorithm": "ring_direct",
              "network": "roce_dcqcn", "backend": "fluid", "overrides_json": "{}", "wall_s": w, "gpu_s": 0.0,
-             "comm_s": w, "status": "ok", "sim_wallclock_s": c} for i, ((t, s), (w, c)) in enumerate(walls.items())]
+             "comm_s": w, "status": "ok", "sim_wallclock_s": 1.0} for i, ((t, s), w) in enumerate(walls.items())]
     store = write_store(tmp_path / "store", rows)
     bands = ErrorBands("packet", {"fluid": BackendBands(Band(0.1, 100), relative_cost=0.5)})
-    # TP2EP16 (1.0 vs 1.2) and TP4EP8 (2.1 vs 2.0) orderings are both open; settling the first costs 2 × 2 × 1 s
-    small = plan(store, "packet", 5.0, 1, bands)
+    model = CostModel(hop_s=1e-8, rank_layer_s=0.0, source="test")
+    cost = {k: 1e-8 * work(RunSpec("deepseek-v4-flash", *k, "ring_direct", "roce_dcqcn", "packet")).packet_hops
+            for k in walls}
+    by_strategy = {s: cost[("1", s)] + cost[("2", s)] for s in ("TP2EP16", "TP4EP8")}
+    cheap, dear = sorted(by_strategy, key=by_strategy.__getitem__)
+    # TP2EP16 (1.0 vs 1.2) and TP4EP8 (2.1 vs 2.0) orderings are both open; the budget fits the cheaper one only
+    small = plan(store, "packet", by_strategy[cheap] * 1.01, 1, bands, model=model)
     assert [(c.spec.topology, c.spec.strategy, c.spec.backend) for c in small.runs] == \
-        [("1", "TP2EP16", "packet"), ("2", "TP2EP16", "packet")]
-    assert small.estimated_s == pytest.approx(4.0) and small.settled < small.unresolved
-    full = plan(store, "packet", None, 1, bands)
-    assert [c.spec.strategy for c in full.runs] == ["TP2EP16", "TP2EP16", "TP4EP8", "TP4EP8"]
-    assert full.estimated_s == pytest.approx(16.0) and full.settled == full.unresolved
-    assert plan(store, "packet", 16.0 / 2, 2, bands).runs == full.runs  # the budget is wall time over 2 workers
-    assert plan(store, "fluid", None, 1, bands).runs == ()  # nothing is more exact on fluid than fluid
+        [("1", cheap, "packet"), ("2", cheap, "packet")]
+    assert small.estimated_s == pytest.approx(by_strategy[cheap]) and small.settled < small.unresolved
+    assert small.cheapest_s == pytest.approx(by_strategy[cheap] + by_strategy[dear])  # the budget that takes both
+    more = small.lines("packet", 1)[1]
+    assert more.startswith("--budget ") and more.endswith(" would also settle the cheapest ordering left out "
+                                                          f"(about {round(small.cheapest_s)} s on 1 worker in all)")
+    assert parse_budget(more.split()[1]) >= small.cheapest_s  # type: ignore[operator]
+    full = plan(store, "packet", None, 1, bands, model=model)
+    assert [c.spec.strategy for c in full.runs] == [cheap, cheap, dear, dear]
+    assert full.estimated_s == pytest.approx(sum(cost.values())) and full.settled == full.unresolved
+    assert full.cheapest_s is None
+    total = sum(cost.values())
+    assert plan(store, "packet", total / 2 * 1.001, 2, bands, model=model).runs == full.runs  # wall time, 2 workers
+    assert plan(store, "fluid", None, 1, bands, model=model).runs == ()  # nothing is more exact on fluid than fluid
+    # a budget below every ordering plans nothing and names the smallest one that settles the cheapest ordering
+    none = plan(store, "packet", by_strategy[cheap] / 2, 1, bands, model=model)
+    assert none.runs == () and none.cheapest_s == pytest.approx(by_strategy[cheap])
+    hint = none.lines("packet", 1)[1]
+    assert hint.startswith("the cheapest unresolved ordering needs about ") and "settle it with --budget " in hint
+    enough = parse_budget(hint.split("--budget ")[1].split()[0])
+    assert enough is not None and enough >= by_strategy[cheap]
+    assert plan(store, "packet", enough, 1, bands, model=model).runs == small.runs
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("90s", 90),
@@ -159,7 +186,7 @@ def test_kill_9_during_refine_loses_nothing_and_the_rerun_finishes(fluid_store: 
         assert proc.stderr is not None
         deadline = time.monotonic() + 240
         for line in proc.stderr:
-            if line.startswith("[1/4]") or time.monotonic() > deadline:
+            if line.startswith("[1/1]") or time.monotonic() > deadline:  # the first run goes alone
                 break
     finally:
         if proc.poll() is None:
@@ -175,3 +202,86 @@ def test_kill_9_during_refine_loses_nothing_and_the_rerun_finishes(fluid_store: 
     want = {r["run_id"]: r["wall_s"] for r in _rows(refined_store)}
     got = {r["run_id"]: r["wall_s"] for r in _rows(store)}
     assert got == want  # the same 8 rows, the same values as the uninterrupted refine
+
+
+def test_the_estimate_is_within_2x_of_the_measured_packet_time(fluid_store: Path, refined_store: Path):
+    # the plan before any packet run (calibrated on this machine) against the packet runs' simulation times
+    before = plan(fluid_store, "packet", None, 1, load_bands())
+    measured = sum(r["sim_wallclock_s"] for r in _rows(refined_store) if r["backend"] == "packet")
+    assert len(before.runs) == 4 and before.cost_source.startswith("packet cost calibrated on this machine")
+    assert 0.5 <= before.estimated_s / measured <= 2.0, (before.estimated_s, measured)
+    # once the store holds packet rows, the cost per packet-hop is theirs: the estimate of the same runs follows
+    model = cost_model("packet", _rows(refined_store))
+    assert model.source == "packet cost measured from 4 packet runs of this store" and model.families
+    again = sum(c.cost_s for c in plan(fluid_store, "packet", None, 1, load_bands(), model=model).runs)
+    assert 0.5 <= again / measured <= 2.0, (again, measured)
+
+
+def test_packet_hops_grow_with_the_tokens_and_the_share_counts_the_layers_not_fast_forwarded():
+    spec = RunSpec("deepseek-v4-flash", "2", "TP2EP16", "ring_direct", "roce_dcqcn", "packet")
+    small, large = (work(replace(spec, overrides=(("tokens", t),))) for t in (64, 256))
+    # every collective's bytes are proportional to the tokens of a prefill pass: 4 × the tokens, 4 × the packets
+    assert large.packet_hops == pytest.approx(4 * small.packet_hops) and small.packet_hops > 0
+    assert (small.ranks, small.layers) == (32, 43)
+    assert simulated_share({"params_json": '{"fast_forwarded_layers": 38}'}, 43) == pytest.approx(5 / 43)
+    assert simulated_share({"params_json": None}, 43) == 1.0  # not recorded: every layer simulated
+
+
+def test_the_calibration_is_measured_once_per_machine_and_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    lines: list[str] = []
+    hop_s, rank_layer_s = calibrate("packet", lines.append)
+    assert hop_s > 0 and rank_layer_s >= 0 and len(lines) == 1 and "calibration runs" in lines[0]
+    cache = tmp_path / "moesim" / "run-cost.json"
+    assert list(json.loads(cache.read_text()).values()) == [[hop_s, rank_layer_s]]
+    assert calibrate("packet", lines.append) == (hop_s, rank_layer_s) and len(lines) == 1  # read back, not rerun
+
+
+@pytest.mark.parametrize(("args", "option", "allowed"), [
+    (("--executor", "bogus", "--budget", "1m"), "--executor", "dask, local, ray"),
+    (("--backend", "nonsense", "--dry-run"), "--backend", "analytical, flow, fluid, packet"),
+    (("--progress", "loud"), "--progress", "auto, bar, none, periodic, plain"),
+])
+def test_a_bad_option_is_one_line_naming_it_before_any_work(args: tuple[str, ...], option: str, allowed: str,
+                                                           tmp_path: Path):
+    done = _moesim("refine", str(tmp_path / "no-store"), *args)  # checked before the store is even looked for
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and option in done.stderr and f"(allowed: {allowed})" in done.stderr
+
+
+def test_a_refine_is_listed_in_the_provenance_only_when_it_stored_a_row(fluid_store: Path, tmp_path: Path):
+    store = _copy(fluid_store, tmp_path)
+    cmd = [sys.executable, "-m", "moesim", "refine", str(store), "--workers", "1", "--progress", "plain"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:  # killed as its first round starts: the worker has not even started, nothing is stored
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith("sweep refine on packet"):
+                break
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert [r["backend"] for r in _rows(store)] == ["fluid"] * 4
+    assert json.loads(load_store_meta(store)[COMMAND_KEY]) == [SWEEP]
+    # the same refine run through: now listed once, after the sweep
+    done = _moesim("refine", str(store), "--workers", "1", "--budget", "none", "--progress", "none")
+    assert done.returncode == 0, done.stderr
+    commands = json.loads(load_store_meta(store)[COMMAND_KEY])
+    assert len(commands) == 2 and commands[0] == SWEEP and commands[1].startswith("moesim refine ")
+    # nothing left to refine: planned 0 runs, not listed again (a third, different command line)
+    done = _moesim("refine", str(store), "--workers", "1", "--budget", "2h", "--progress", "none")
+    assert done.returncode == 0 and "0 packet runs" in done.stdout
+    assert json.loads(load_store_meta(store)[COMMAND_KEY]) == commands
+
+
+def test_periodic_progress_beats_while_a_run_is_in_progress(fluid_store: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]):
+    monkeypatch.setattr(progress_module, "PERIODIC_S", 0.2)
+    store = _copy(fluid_store, tmp_path)
+    refine(store, "packet", None, workers=1, progress="periodic")
+    err = capsys.readouterr().err.splitlines()
+    # the first round is one run (spawning its worker alone takes seconds): status lines while it runs
+    first = err[err.index(next(line for line in err if line.startswith("sweep refine on packet: 1 runs"))) + 1:]
+    waiting = [line for line in first if line.startswith("[0/1] 0 % done")]
+    assert len(waiting) >= 3, err

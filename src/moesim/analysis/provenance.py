@@ -1,9 +1,9 @@
 """Where a report's numbers come from: the command, software, date, inputs and seeds of the runs.
 
 Read from the store itself, never from the machine that renders the report, so the same store gives
-the same provenance: the sweeps' command lines (``store_meta``), each row's ``version``, the
-simulator's ``source_sha256`` and parameters (``params_json``), ``finished_at``, ``backend``,
-``cc_model`` and the start-jitter columns. Each backend is described from its registry entry
+the same provenance: the command lines that filled it (``store_meta``: a sweep's from its start, a refine's
+once it stored a row), each row's ``version``, the simulator's ``source_sha256`` and parameters
+(``params_json``), ``finished_at``, ``backend``, ``cc_model`` and the start-jitter columns. Each backend is described from its registry entry
 (``moesim.network.base.BACKENDS``), with whether it models congestion control.
 """
 

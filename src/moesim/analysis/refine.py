@@ -2,21 +2,26 @@
 error bands leave unresolved (``moesim.analysis.confidence``), into the same store.
 
 The new rows are stored next to the old ones (a run's key includes its backend); from then on the report and
-``moesim compare`` use, per configuration, the most exact backend stored. A run's cost is estimated as its
-stored ``sim_wallclock_s`` times the target backend's cost relative to the row's backend (measured with the
-error bands); runs with equal inputs are simulated once and counted once.
+``moesim compare`` use, per configuration, the most exact backend stored. A run's cost is estimated from the
+packets it moves and the cost of a packet measured on this machine (``moesim.analysis.refine_cost``); runs
+with equal inputs are simulated once and counted once. When the budget settles no ordering, the plan names the
+smallest budget that settles the cheapest one.
 
 Order (the most informative runs first): an ordering is settled only when all its runs are on the target
 backend, so whole orderings are taken, the cheapest remaining one first (runs already chosen for another
 ordering cost nothing again); an ordering that does not fit in what is left of the budget is skipped and
 the next one tried. The runs are executed in that order, so an interrupted refine has settled the
-cheapest orderings. When the chosen runs are done, the orderings are judged again (packet rows move the
-means) and the runs that settle newly unresolved ones are added while the budget lasts. The runner makes it
-resumable: kill it and rerun the same command, and only the missing runs are simulated.
+cheapest orderings. They go in rounds of one, two, four, ... runs per worker; after each round the plan is
+made again with the measured costs, so a budget the estimate misjudged stops the refine early (the rounds
+double, so there are few of them). When the chosen runs are done, the orderings are judged again (packet
+rows move the means) and the runs that settle newly unresolved ones are added while the budget lasts. The
+refine's command line enters the store's provenance once it stored a row. The runner makes it resumable:
+kill it and rerun the same command, and only the missing runs are simulated.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -27,6 +32,7 @@ from typing import Any
 
 from moesim.analysis.bands import ErrorBands, load_bands, row_spec
 from moesim.analysis.confidence import Ordering, most_exact, orderings, unresolved
+from moesim.analysis.refine_cost import CostModel, cost_model, family, simulated_share, work
 from moesim.analysis.results import MODEL, load_results
 from moesim.analysis.study import analyse
 from moesim.errors import MoesimError
@@ -50,6 +56,19 @@ def parallelism(executor: str, workers: int | None) -> int:
     return workers or ((os.cpu_count() or 1) if executor == "local" else 1)
 
 
+def check_options(backend: str | None, executor: str, progress: str) -> None:
+    """One-line errors for a bad ``--backend``, ``--executor`` or ``--progress``, before any work."""
+    from moesim.experiments.executors import EXECUTORS
+    from moesim.experiments.progress import PROGRESS
+    from moesim.network.base import BACKENDS
+
+    for option, value, registry, extra in (("--backend", backend, BACKENDS, ()), ("--executor", executor, EXECUTORS, ()),
+                                           ("--progress", progress, PROGRESS, ("auto",))):
+        if value is not None and value not in registry and value not in extra:
+            raise MoesimError(f"{option}: unknown {registry.kind} '{value}' (allowed: "
+                              f"{', '.join([*extra, *registry.names()])})")
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One run to redo on the target backend: its spec, simulation key and estimated cost (seconds)."""
@@ -68,21 +87,65 @@ class Plan:
     settled: int
     estimated_s: float
     """Estimated simulation time of ``runs`` (runs with equal inputs counted once), summed over workers."""
+    cheapest_s: float | None = None
+    """Estimated simulation time of the cheapest ordering left out (None: none left out, or none can move)."""
+    cost_source: str = ""
+    """Where the cost estimate's figures come from (``CostModel.source``)."""
 
     def lines(self, backend: str, parallel: int) -> list[str]:
         left = self.unresolved - self.settled
-        return [f"{self.unresolved} orderings unresolved at this fidelity; {len(self.runs)} {backend} runs settle "
-                f"{self.settled} of them (estimated {_duration(self.estimated_s / parallel)} on {parallel} "
-                f"worker{'s' if parallel > 1 else ''})" + (f"; {left} left: over the budget, or no run of them can "
-                                                           f"move to {backend}" if left else "")]
+        workers = f"{parallel} worker{'s' if parallel > 1 else ''}"
+        line = (f"{self.unresolved} orderings unresolved at this fidelity; {len(self.runs)} {backend} runs settle "
+                f"{self.settled} of them (estimated {_duration(self.estimated_s / parallel)} on {workers}"
+                + (f", {self.cost_source})" if self.cost_source else ")"))
+        if left:
+            line += f"; {left} left: over the budget, or no run of them can move to {backend}"
+        out = [line]
+        if self.cheapest_s is not None:
+            need = self.cheapest_s / parallel
+            if self.runs:
+                out.append(f"--budget {budget_text(need)} would also settle the cheapest ordering left out "
+                           f"(about {_duration(need)} on {workers} in all)")
+            else:
+                out.append(f"the cheapest unresolved ordering needs about {_duration(need)} on {workers}: "
+                           f"settle it with --budget {budget_text(need)}")
+        return out
 
 
 def _duration(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
+HINT_MARGIN = 1.1
+"""A suggested budget is the estimate plus 10 %, so that the next plan (made with fresh measurements) fits it."""
+
+
+def budget_text(seconds: float) -> str:
+    """A round ``--budget`` at least HINT_MARGIN × ``seconds``: whole seconds below 2 min, else whole minutes."""
+    s = seconds * HINT_MARGIN
+    return f"{math.ceil(s)}s" if s < 120 else f"{math.ceil(s / 60)}m"
+
+
+class _Costs:
+    """Each candidate's estimated cost on ``target`` (the cost model of ``refine_cost``), computed once per run."""
+
+    def __init__(self, target: str, model: CostModel) -> None:
+        self.target, self.model = target, model
+        self._seen: dict[str, float] = {}
+
+    def __call__(self, spec: RunSpec, key: str, row: dict[str, Any]) -> float:
+        if key not in self._seen:
+            try:
+                w, fam = work(spec), family(spec)
+            except MoesimError:  # not runnable any more: costs nothing to plan, fails visibly when run
+                self._seen[key] = 0.0
+            else:
+                self._seen[key] = self.model.estimate_s(fam, w, simulated_share(row, w.layers))
+        return self._seen[key]
+
+
 def _candidates(o: Ordering, rows: dict[tuple[str, ...], list[dict[str, Any]]], keys: tuple[str, ...],
-                target: str, bands: ErrorBands) -> list[Candidate]:
+                target: str, bands: ErrorBands, costs: _Costs) -> list[Candidate]:
     """The runs of ``o``'s settling configurations that are not yet on ``target`` or a more exact backend."""
     out = []
     for config in o.settle:
@@ -90,19 +153,19 @@ def _candidates(o: Ordering, rows: dict[tuple[str, ...], list[dict[str, Any]]], 
             if bands.exactness(str(r["backend"])) <= bands.exactness(target):
                 continue
             spec = replace(row_spec(r), backend=target)
-            factor = bands.cost_factor(str(r["backend"]), target)
-            if factor is None:  # an unmeasured backend: the costliest measured ratio to the target
-                factor = max((f for b in bands.backends if (f := bands.cost_factor(b, target)) is not None),
-                             default=1.0)
-            out.append(Candidate(spec, input_hash(spec), float(r.get("sim_wallclock_s") or 0.0) * factor))
+            key = input_hash(spec)
+            out.append(Candidate(spec, key, costs(spec, key, r)))
     return out
 
 
 def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: int, bands: ErrorBands,
-         skip: frozenset[str] = frozenset()) -> Plan:
+         skip: frozenset[str] = frozenset(), model: CostModel | None = None,
+         announce: Callable[[str], object] | None = None) -> Plan:
     """Which runs of the store in ``directory`` to redo on ``backend`` (module docstring: the order), leaving
-    out the simulation keys in ``skip`` (runs this refine already tried)."""
-    table = most_exact(load_results(directory), bands)
+    out the simulation keys in ``skip`` (runs this refine already tried). ``model`` (default: measured from
+    the store's rows on ``backend``, else calibrated on this machine) estimates each run's cost."""
+    every = load_results(directory)
+    table = most_exact(every, bands)
     a = analyse(table, with_architecture=False)
     open_ = unresolved(orderings(a, bands))
     runs = a.seed_runs if a.seed_runs is not None else a.table
@@ -110,11 +173,16 @@ def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: 
     rows: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for r in runs.to_pylist():
         rows.setdefault(tuple(str(r[k]) for k in keys), []).append(r)
-    todo = {o.statistic: [c for c in _candidates(o, rows, keys, backend, bands) if c.key not in skip] for o in open_}
+    if model is None and open_:
+        model = cost_model(backend, every.to_pylist(), announce)
+    costs = _Costs(backend, model or CostModel(0.0, 0.0, ""))
+    todo = {o.statistic: [c for c in _candidates(o, rows, keys, backend, bands, costs) if c.key not in skip]
+            for o in open_}
     todo = {k: v for k, v in todo.items() if v}
     chosen: dict[str, Candidate] = {}
     order: list[Candidate] = []
     spent, settled = 0.0, 0
+    cheapest: float | None = None
     limit = None if budget_s is None else budget_s * parallel
     while todo:
         extra = {k: {c.key: c.cost_s for c in v if c.key not in chosen} for k, v in todo.items()}
@@ -127,6 +195,8 @@ def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: 
                 order.append(c)
             spent += cost
             settled += 1
+        elif cheapest is None:
+            cheapest = spent + cost  # with what is chosen already: the budget that also takes this ordering
         del todo[name]
     seen: set[tuple[str, str]] = set()
     ordered = []
@@ -134,7 +204,7 @@ def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: 
         if (c.spec.key(), c.key) not in seen:
             seen.add((c.spec.key(), c.key))
             ordered.append(c)
-    return Plan(tuple(ordered), len(open_), settled, spent)
+    return Plan(tuple(ordered), len(open_), settled, spent, cheapest, model.source if model else "")
 
 
 @dataclass(frozen=True)
@@ -163,19 +233,31 @@ def refine(directory: str | Path, backend: str | None = None, budget_s: float | 
     say = announce or (lambda line: None)
     t0 = time.monotonic()
     tried: set[str] = set()
-    ran = 0
+    ran = rounds = 0
     failures: list[tuple[str, str]] = []
     while True:
         left = None if budget_s is None else budget_s - (time.monotonic() - t0)
-        p = plan(directory, target, left, parallel, bands, frozenset(tried))
+        p = plan(directory, target, left, parallel, bands, frozenset(tried), announce=say)
         if not tried or p.runs:
             say("\n".join(p.lines(target, parallel)))
         if not p.runs:
             return RefineSummary(ran, tuple(failures), p.unresolved)
-        summary = run_sweep([c.spec for c in p.runs], directory, executor=executor, workers=workers, address=address,
-                            progress=progress, source=f"refine on {target}", command=command)
+        batch = _first(p.runs, parallel * 2 ** rounds)
+        rounds += 1
+        if len(batch) < len(p.runs):
+            say(f"the first {len(batch)} run{'s' if len(batch) > 1 else ''} of them, then planned again with "
+                "their measured cost")
+        summary = run_sweep([c.spec for c in batch], directory, executor=executor, workers=workers,
+                            address=address, progress=progress, source=f"refine on {target}", command=command,
+                            command_when="stored")
         for line in summary.lines():
             say(line)
-        tried |= {c.key for c in p.runs}
+        tried |= {c.key for c in batch}
         ran += summary.ran
         failures += summary.failures
+
+
+def _first(runs: tuple[Candidate, ...], simulations: int) -> tuple[Candidate, ...]:
+    """The runs of the first ``simulations`` simulation keys (runs with equal inputs share one)."""
+    keys = list(dict.fromkeys(c.key for c in runs))[:simulations]
+    return tuple(c for c in runs if c.key in keys)

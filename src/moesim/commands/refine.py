@@ -25,18 +25,19 @@ def refine(
     """Rerun on a more exact backend the runs that settle the orderings left unresolved at this fidelity,
     into the same store (resumable; docs/analysis.md, "How sure a finding is")."""
     from moesim.analysis.bands import load_bands
-    from moesim.analysis.refine import parallelism, parse_budget, plan
+    from moesim.analysis.refine import check_options, parallelism, parse_budget, plan
     from moesim.analysis.refine import refine as run_refine
     from moesim.experiments.inputs import run_label
     from moesim.experiments.store import store_path
 
-    store_path(directory)  # a folder without a store is a one-line error
+    check_options(backend, executor, progress)  # before anything is read or run
     budget_s = parse_budget(budget)
+    store_path(directory)  # a folder without a store is a one-line error
     if dry_run:
         bands = load_bands()
         target = backend or bands.reference
         parallel = parallelism(executor, workers)
-        p = plan(directory, target, budget_s, parallel, bands)
+        p = plan(directory, target, budget_s, parallel, bands, announce=typer.echo)
         for line in p.lines(target, parallel):
             typer.echo(line)
         for c in p.runs:

@@ -1,7 +1,8 @@
 """Progress on stderr: of a sweep (runs done) and of a single run (simulated time, layers done).
 
 Displays: ``bar`` (a live bar or line, for a terminal), ``periodic`` (a plain status line every
-``PERIODIC_S`` seconds, for logs and CI), ``plain`` (a sweep: one line per finished run), ``none``.
+``PERIODIC_S`` seconds, also while a long run is in progress, for logs and CI), ``plain`` (a sweep: one line
+per finished run), ``none``.
 ``auto`` is ``bar`` on a terminal and ``periodic`` otherwise. Runs found in the store count as done from
 the start; a sweep's ETA is estimated from the runs finished by this sweep only.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
@@ -90,17 +92,38 @@ class PlainProgress(Progress):
 
 @PROGRESS.register("periodic", f"a status line every {PERIODIC_S:g} s: done/total, failures, ETA (logs, CI)", "")
 class PeriodicProgress(Progress):
+    """A status line every PERIODIC_S, also while no run finishes (a heartbeat thread: a packet run can take
+    many minutes, and a silent log looks hung)."""
+
     def start(self, total: int, already_done: int, header: str) -> None:
         super().start(total, already_done, header)
         self._last = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
         print(header, file=self.stream, flush=True)
+        self._beat = threading.Thread(target=self._heartbeat, name="moesim-progress", daemon=True)
+        self._beat.start()
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(PERIODIC_S / 4):
+            self._maybe_print()
+
+    def _maybe_print(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last >= PERIODIC_S:
+                self._last = now
+                print(self.status(), file=self.stream, flush=True)
 
     def advance(self, outcome: RunOutcome) -> None:
-        super().advance(outcome)
-        now = time.monotonic()
-        if now - self._last >= PERIODIC_S:
-            self._last = now
-            print(self.status(), file=self.stream, flush=True)
+        with self._lock:
+            super().advance(outcome)
+        self._maybe_print()
+
+    def close(self) -> None:
+        if hasattr(self, "_stop"):
+            self._stop.set()
+            self._beat.join()
 
 
 @PROGRESS.register("bar", "a progress bar with done/total, failures and ETA (rich)", "")

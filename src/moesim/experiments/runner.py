@@ -79,17 +79,22 @@ def run_sweep(
     rerun: bool = False,
     command: str | None = None,
     breakdown: str = "layers",
+    command_when: str = "start",
 ) -> SweepSummary:
     """Run ``specs`` into the store in ``out_dir``; every run is checked before anything is simulated.
 
     Runs whose input hash is already in the store with status 'ok' are skipped, unless ``rerun``.
-    ``command`` (default: this process's command line) is recorded in the store for the report's provenance.
+    ``command`` (default: this process's command line) is recorded in the store for the report's provenance:
+    at the start (``command_when="start"``), or once the sweep stores its first successful row (``"stored"``: a
+    command that adds nothing, e.g. a refine killed during its first run, is not listed).
     ``breakdown`` is how much of each run's breakdown the store keeps (``moesim.system.breakdown.LEVELS``).
     """
     from moesim.system.breakdown import LEVELS
 
     if breakdown not in LEVELS:
         raise MoesimError(f"--breakdown: unknown level '{breakdown}' (allowed: {', '.join(LEVELS)})")
+    if command_when not in ("start", "stored"):
+        raise MoesimError(f"command_when: '{command_when}' (allowed: start, stored)")
     t0 = time.monotonic()
     exe = EXECUTORS.get(executor)(workers, address, max_retries)
     display = make_progress(progress, stream)
@@ -98,7 +103,9 @@ def run_sweep(
     failures: list[tuple[str, str]] = []
     # the executor connects before the store exists: an unreachable cluster leaves no empty store behind
     with sigterm_as_interrupt(), contextlib.closing(exe.connect()), ResultsStore(out_dir) as store:
-        store.record_command(command if command is not None else _command_line())
+        line = command if command is not None else _command_line()
+        if command_when == "start":
+            store.record_command(line)
         store.add_factor_columns(name for spec in specs for name, _ in spec.overrides)
         store.rekey({p.legacy_run_id: (p.run_id, p.input_hash) for p in planned
                      if p.legacy_run_id and p.legacy_run_id != p.run_id})
@@ -114,6 +121,8 @@ def run_sweep(
             with contextlib.closing(exe.execute(units, diagnostics)) as outcomes:
                 for outcome in outcomes:
                     store.record(outcome)
+                    if outcome.ok and command_when == "stored":
+                        store.record_command(line)  # kept once; recorded with the first row it stored
                     display.advance(outcome)
                     if not outcome.ok:
                         failures.append((run_label(outcome.spec), (outcome.error or "").splitlines()[0]))
