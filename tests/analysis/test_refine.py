@@ -23,7 +23,7 @@ import yaml
 from analysis_data import write_store
 
 from moesim import __version__
-from moesim.analysis.bands import BackendBands, Band, ErrorBands, load_bands
+from moesim.analysis.bands import BackendBands, Band, ErrorBands, load_bands, row_spec
 from moesim.analysis.refine import parse_budget, plan, refine
 from moesim.analysis.refine_cost import CostModel, calibrate, cost_model, simulated_share, work
 from moesim.analysis.report import build_report
@@ -32,6 +32,7 @@ from moesim.errors import MoesimError
 from moesim.experiments import load_matrix, run_sweep
 from moesim.experiments import progress as progress_module
 from moesim.experiments.store_schema import COMMAND_KEY
+from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
 
 MATRIX = """\
@@ -285,3 +286,41 @@ def test_periodic_progress_beats_while_a_run_is_in_progress(fluid_store: Path, t
     first = err[err.index(next(line for line in err if line.startswith("sweep refine on packet: 1 runs"))) + 1:]
     waiting = [line for line in first if line.startswith("[0/1] 0 % done")]
     assert len(waiting) >= 3, err
+
+
+def test_refine_with_an_ensemble_survives_kill_9_and_stores_every_member(fluid_store: Path, tmp_path: Path):
+    """`refine --ensemble 2`: each packet run comes with its member 1, in the same round; killed after the
+    first round, the same command stores the rest, and a member's row is what that member gives when run alone."""
+    store = _copy(fluid_store, tmp_path)
+    cmd = [sys.executable, "-m", "moesim", "refine", str(store), "--workers", "1", "--progress", "plain",
+           "--ensemble", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 240
+        for line in proc.stderr:
+            if line.startswith("[2/2]") or time.monotonic() > deadline:  # the first run and its member
+                break
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    stored = [r for r in _rows(store) if r["backend"] == "packet"]
+    assert 2 <= len(stored) < 8 and all(r["status"] == "ok" for r in stored)
+    again = refine(store, workers=1, progress="none", ensemble=2)
+    assert again.ran == 8 - len(stored) and again.failures == () and again.remaining == 0
+    packet = [r for r in _rows(store) if r["backend"] == "packet"]
+    members = [r for r in packet if r["ensemble_member"] == "1"]
+    assert len(packet) == 8 and len(members) == 4
+    assert {(r["topology"], r["strategy"]) for r in members} == {(r["topology"], r["strategy"])
+                                                                  for r in packet if r["ensemble_member"] is None}
+    one = members[0]
+    alone = simulate_run(row_spec(one))
+    assert alone.wall_s == one["wall_s"]
+    assert alone.parameters["network"]["packet_payload_bytes"] == 1024
+
+
+def test_an_ensemble_of_one_is_a_one_line_error(fluid_store: Path):
+    out = _moesim("refine", str(fluid_store), "--ensemble", "1", "--dry-run")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--ensemble: 1 members (allowed: 0" in out.stderr

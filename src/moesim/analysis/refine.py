@@ -37,6 +37,7 @@ from moesim.analysis.results import MODEL, load_results
 from moesim.analysis.study import analyse
 from moesim.errors import MoesimError
 from moesim.experiments.inputs import input_hash
+from moesim.system.ensemble import members
 from moesim.system.spec import RunSpec
 
 
@@ -76,6 +77,8 @@ class Candidate:
     spec: RunSpec
     key: str
     cost_s: float
+    group: str = ""
+    """The simulation key of the run as specified: its ensemble members share it and run in the same round."""
 
 
 @dataclass(frozen=True)
@@ -145,8 +148,10 @@ class _Costs:
 
 
 def _candidates(o: Ordering, rows: dict[tuple[str, ...], list[dict[str, Any]]], keys: tuple[str, ...],
-                target: str, bands: ErrorBands, costs: _Costs) -> list[Candidate]:
-    """The runs of ``o``'s settling configurations that are not yet on ``target`` or a more exact backend."""
+                target: str, bands: ErrorBands, costs: _Costs, ensemble: int = 0) -> list[Candidate]:
+    """The runs of ``o``'s settling configurations that are not yet on ``target`` or a more exact backend, each
+    with its ensemble members 1..``ensemble``−1 (``moesim.system.ensemble``) when ``ensemble`` ≥ 2. A member is
+    estimated at its run's cost."""
     out = []
     for config in o.settle:
         for r in rows.get(tuple(config.get(k, "") for k in keys), []):
@@ -154,16 +159,18 @@ def _candidates(o: Ordering, rows: dict[tuple[str, ...], list[dict[str, Any]]], 
                 continue
             spec = replace(row_spec(r), backend=target)
             key = input_hash(spec)
-            out.append(Candidate(spec, key, costs(spec, key, r)))
+            cost = costs(spec, key, r)
+            out += [Candidate(m, input_hash(m), cost, key) for m in (members(spec, ensemble) if ensemble else [spec])]
     return out
 
 
 def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: int, bands: ErrorBands,
          skip: frozenset[str] = frozenset(), model: CostModel | None = None,
-         announce: Callable[[str], object] | None = None) -> Plan:
+         announce: Callable[[str], object] | None = None, ensemble: int = 0) -> Plan:
     """Which runs of the store in ``directory`` to redo on ``backend`` (module docstring: the order), leaving
     out the simulation keys in ``skip`` (runs this refine already tried). ``model`` (default: measured from
-    the store's rows on ``backend``, else calibrated on this machine) estimates each run's cost."""
+    the store's rows on ``backend``, else calibrated on this machine) estimates each run's cost. With
+    ``ensemble`` ≥ 2 every run comes with its ensemble members (``--ensemble K``)."""
     every = load_results(directory)
     table = most_exact(every, bands)
     a = analyse(table, with_architecture=False)
@@ -176,7 +183,7 @@ def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: 
     if model is None and open_:
         model = cost_model(backend, every.to_pylist(), announce)
     costs = _Costs(backend, model or CostModel(0.0, 0.0, ""))
-    todo = {o.statistic: [c for c in _candidates(o, rows, keys, backend, bands, costs) if c.key not in skip]
+    todo = {o.statistic: [c for c in _candidates(o, rows, keys, backend, bands, costs, ensemble) if c.key not in skip]
             for o in open_}
     todo = {k: v for k, v in todo.items() if v}
     chosen: dict[str, Candidate] = {}
@@ -219,10 +226,11 @@ class RefineSummary:
 def refine(directory: str | Path, backend: str | None = None, budget_s: float | None = 1800.0,
            executor: str = "local", workers: int | None = None, address: str | None = None,
            progress: str = "auto", command: str | None = None, bands: ErrorBands | None = None,
-           announce: Callable[[str], object] | None = None) -> RefineSummary:
+           announce: Callable[[str], object] | None = None, ensemble: int = 0) -> RefineSummary:
     """Rerun on ``backend`` (default: the bands' reference, packet) the runs that settle the unresolved
     orderings of the store in ``directory``, within ``budget_s`` of estimated wall time; rounds repeat while
-    new orderings turn unresolved and budget is left. ``announce`` (a callable) receives progress lines."""
+    new orderings turn unresolved and budget is left. ``announce`` (a callable) receives progress lines. With
+    ``ensemble`` ≥ 2 each run is joined by its ensemble members 1..ensemble−1, in the same round."""
     from moesim.experiments.runner import run_sweep
     from moesim.network.base import BACKENDS
 
@@ -237,7 +245,7 @@ def refine(directory: str | Path, backend: str | None = None, budget_s: float | 
     failures: list[tuple[str, str]] = []
     while True:
         left = None if budget_s is None else budget_s - (time.monotonic() - t0)
-        p = plan(directory, target, left, parallel, bands, frozenset(tried), announce=say)
+        p = plan(directory, target, left, parallel, bands, frozenset(tried), announce=say, ensemble=ensemble)
         if not tried or p.runs:
             say("\n".join(p.lines(target, parallel)))
         if not p.runs:
@@ -258,6 +266,7 @@ def refine(directory: str | Path, backend: str | None = None, budget_s: float | 
 
 
 def _first(runs: tuple[Candidate, ...], simulations: int) -> tuple[Candidate, ...]:
-    """The runs of the first ``simulations`` simulation keys (runs with equal inputs share one)."""
-    keys = list(dict.fromkeys(c.key for c in runs))[:simulations]
-    return tuple(c for c in runs if c.key in keys)
+    """The runs of the first ``simulations`` simulation keys (runs with equal inputs share one), each with its
+    ensemble members."""
+    groups = list(dict.fromkeys(c.group or c.key for c in runs))[:simulations]
+    return tuple(c for c in runs if (c.group or c.key) in groups)

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from moesim.errors import MoesimError
+
 
 def refine(
     directory: Annotated[Path, typer.Argument(help="Results folder (results.duckdb) of a sweep.")],
@@ -21,6 +23,10 @@ def refine(
     progress: Annotated[str, typer.Option(
         "--progress", help="auto | bar | periodic | plain (a line per run) | none; on stderr")] = "auto",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the runs it would do; run nothing")] = False,
+    ensemble: Annotated[int, typer.Option(
+        "--ensemble", min=0, help="with each run, its ensemble members 1..K-1 (start skew, packet size and ECN "
+                                  "draws varied; docs/system.md): the report then says which orderings hold in "
+                                  "every member")] = 0,
 ) -> None:
     """Rerun on a more exact backend the runs that settle the orderings left unresolved at this fidelity,
     into the same store (resumable; docs/analysis.md, "How sure a finding is")."""
@@ -31,20 +37,25 @@ def refine(
     from moesim.experiments.store import store_path
 
     check_options(backend, executor, progress)  # before anything is read or run
+    if ensemble:
+        from moesim.system.ensemble import MAX_MEMBERS
+
+        if not 2 <= ensemble <= MAX_MEMBERS:
+            raise MoesimError(f"--ensemble: {ensemble} members (allowed: 0 for none, or 2..{MAX_MEMBERS})")
     budget_s = parse_budget(budget)
     store_path(directory)  # a folder without a store is a one-line error
     if dry_run:
         bands = load_bands()
         target = backend or bands.reference
         parallel = parallelism(executor, workers)
-        p = plan(directory, target, budget_s, parallel, bands, announce=typer.echo)
+        p = plan(directory, target, budget_s, parallel, bands, announce=typer.echo, ensemble=ensemble)
         for line in p.lines(target, parallel):
             typer.echo(line)
         for c in p.runs:
             typer.echo(f"  {run_label(c.spec)}  (~{c.cost_s:.1f} s)")
         return
     summary = run_refine(directory, backend, budget_s, executor, workers, address, progress,
-                         announce=typer.echo)
+                         announce=typer.echo, ensemble=ensemble)
     typer.echo(f"{summary.remaining or 'no'} ordering{'' if summary.remaining == 1 else 's'} unresolved now; "
                f"`moesim report {directory}` uses each configuration's most exact backend")
     if summary.failures:
