@@ -29,7 +29,7 @@ def refine(
                                   "every member")] = 0,
 ) -> None:
     """Rerun on a more exact backend the runs that settle the orderings left unresolved at this fidelity,
-    into the same store (resumable; docs/analysis.md, "How sure a finding is")."""
+    into the same store (resumable; docs/confidence.md)."""
     from moesim.analysis.bands import load_bands
     from moesim.analysis.refine import check_options, parallelism, parse_budget, plan
     from moesim.analysis.refine import refine as run_refine
