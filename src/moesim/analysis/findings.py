@@ -15,7 +15,7 @@ import pyarrow as pa
 from moesim.analysis.confidence import Ordering, backend_mix, describe_settle, pair_text
 from moesim.analysis.ensemble import REGIME, ROBUST, STATUSES, UNRESOLVED, Verdict, worst
 from moesim.analysis.results import MODEL, level_key, levels
-from moesim.analysis.stats import GridView
+from moesim.analysis.stats import TIE_RTOL, GridView
 from moesim.analysis.study import Analysis
 from moesim.analysis.tables import format_seconds
 
@@ -450,8 +450,10 @@ def verdict_rows(a: Analysis, ords: Sequence[Ordering], verdicts: dict[str, Verd
             per_model[r[MODEL]] = r[f"wall_{'min' if which == 'fastest' else 'max'}_at"]
             walls = sorted(x for x, mm in zip(a.table.column("wall_s").to_pylist(), a.table.column(MODEL).to_pylist(),
                                               strict=True) if mm == r[MODEL])
-            if len(walls) > 1:
-                margins.append(walls[1] / walls[0] - 1 if which == "fastest" else walls[-1] / walls[-2] - 1)
+            ends = walls if which == "fastest" else [-w for w in reversed(walls)]
+            runner_up = next((w for w in ends if abs(w - ends[0]) > TIE_RTOL * abs(ends[0])), None)
+            if runner_up is not None:  # the next run that is not a tie (one simulation under several labels)
+                margins.append(runner_up / ends[0] - 1 if which == "fastest" else ends[0] / runner_up - 1)
             o = by_name.get(f"S_full {r[MODEL]} {which} at")
             if o is not None:
                 judged.append((o, status(o, top_only=True)))
