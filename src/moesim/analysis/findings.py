@@ -268,7 +268,7 @@ def _with_confidence(f: Finding, a: Analysis, ords: Sequence[Ordering],
     behind = [o for o in ords if rests(o.statistic, 0)]
     regimes = [verdicts[o.statistic] for o in behind if verdicts and o.statistic in verdicts
                and verdicts[o.statistic].status == REGIME]
-    status = REGIME if regimes else UNRESOLVED if hits else ROBUST
+    status = REGIME if regimes else UNRESOLVED if hits else ROBUST if behind else ""  # "": rests on none judged
     text = f.text
     if regimes:
         text += f" Regime-dependent ({regimes[0].statistic}): {regimes[0].sentence()}"
@@ -311,8 +311,8 @@ def findings(a: Analysis, ords: Sequence[Ordering] = (), verdicts: dict[str, Ver
             f"No finding about network modes: the {'/'.join(blind)} backend does not model congestion control "
             f"(its network modes differ only in delays and header bytes); rerun with --backend {which} to "
             "compare them."), factors=(NETWORK,), backend=label))
-    if ords:  # robust first, then regime-dependent, then unresolved; the report's order within each
-        out.sort(key=lambda f: STATUSES.index(f.status) if f.status in STATUSES else 0)
+    if ords:  # robust first, then regime-dependent, unresolved, not judged; the report's order within each
+        out.sort(key=lambda f: STATUSES.index(f.status) if f.status in STATUSES else len(STATUSES))
     return out
 
 
