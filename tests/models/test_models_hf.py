@@ -222,3 +222,16 @@ def test_not_json(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(MoesimError, match="not found"):
         ModelSpec.from_hf_config(tmp_path / "nope" / "config.json")
+
+
+def test_a_key_given_twice_is_refused_as_yaml_duplicates_are(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "Twice", DEEPSEEK_V3)
+    text = path.read_text()
+    path.write_text(text.replace('"hidden_size"', '"hidden_size": 1, "hidden_size"', 1))
+    with pytest.raises(MoesimError, match="field 'hidden_size': given twice") as e:
+        ModelSpec.from_hf_config(path)
+    assert "\n" not in str(e.value)
+    nested = write_config(tmp_path / "Nested", {**DEEPSEEK_V3, "rope_scaling": {"factor": 40}})
+    nested.write_text(nested.read_text().replace('"factor"', '"factor": 1, "factor"', 1))
+    with pytest.raises(MoesimError, match="field 'factor': given twice"):
+        ModelSpec.from_hf_config(nested)

@@ -6,7 +6,7 @@ import pytest
 
 from moesim.errors import MoesimError
 from moesim.network.cc import CC_ALGORITHMS
-from moesim.network.params import NETWORK_MODES, OWNER, SECTION_TYPES, SECTIONS, NetworkParams
+from moesim.network.params import NETWORK_MODES, OWNER, SECTION_TYPES, SECTIONS, NetworkParams, network_mode
 
 
 def test_every_registered_algorithm_with_parameters_has_its_section():
@@ -66,3 +66,9 @@ def test_registering_a_cc_algorithm_after_import_is_a_one_line_error():
     with pytest.raises(MoesimError, match=r"'late': cannot be registered now .*moesim/network/cc/__init__.py"):
         CC_ALGORITHMS.register("late", "an algorithm registered after import", "")(late)
     assert "late" not in CC_ALGORITHMS
+
+
+@pytest.mark.parametrize("name", ["kmin_kb", "kmax_kb"])
+def test_an_empty_ecn_map_is_refused(name):
+    with pytest.raises(MoesimError, match=f"field '{name}': needs at least one"):
+        network_mode("roce_dcqcn").with_overrides({name: []})

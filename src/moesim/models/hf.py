@@ -26,6 +26,18 @@ def default_key(path: Path) -> tuple[str, str]:
     return name.lower().replace(" ", "-"), name
 
 
+class _Duplicate(ValueError):
+    """A JSON object holds one key twice (``json`` would keep the last silently)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    keys = [k for k, _ in pairs]
+    for k in keys:
+        if keys.count(k) > 1:
+            raise _Duplicate(k)
+    return dict(pairs)
+
+
 def from_hf_config(path: str | os.PathLike[str], key: str | None = None) -> ModelSpec:
     """Read ``path`` (a Hugging Face config.json) into a checked ModelSpec.
 
@@ -36,7 +48,10 @@ def from_hf_config(path: str | os.PathLike[str], key: str | None = None) -> Mode
     source = str(p)
     refuse_special_file(p, "config.json")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = json.loads(p.read_text(encoding="utf-8"), object_pairs_hook=_no_duplicates)
+    except _Duplicate as exc:
+        raise input_error(source, str(exc), "given twice; give it once (which value was meant is not for moesim "
+                          "to guess)") from None
     except FileNotFoundError:
         raise MoesimError(f"{source}: config file not found") from None
     except json.JSONDecodeError as exc:

@@ -95,6 +95,8 @@ class SwitchParams:
     def __post_init__(self) -> None:
         for name in ("kmin_kb", "kmax_kb"):
             rates = [r for r, _ in getattr(self, name)]
+            if not rates:
+                raise input_error("network parameters", name, "needs at least one [port rate b/s, threshold KB] pair")
             if len(set(rates)) != len(rates) or not all(r > 0 for r in rates):
                 raise input_error("network parameters", name, "needs one positive port rate per entry, got "
                                   f"{getattr(self, name)!r}")

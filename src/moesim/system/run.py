@@ -210,7 +210,8 @@ def _check_horizon(source: str, ranks: list[RankTimes]) -> None:
     if not longest <= MAX_DURATION_S:
         raise MoesimError(f"{source}: the run lasts {longest:.3g} simulated seconds, beyond the {MAX_DURATION_S:.3g} s "
                           "in which the simulator's nanosecond clock is exact, so its communication times would be "
-                          "lost (check peak_flops, mem_bw_bytes_per_s and the model's sizes)")
+                          "lost (check the size of the run: tokens, batch, decode_steps; then peak_flops, mem_bw_bytes_per_s and the "
+                          "model's sizes)")
 
 
 @dataclass(frozen=True)
