@@ -244,6 +244,18 @@ PROBE = """<script>
   out.filter.both = visible('t-runs'); out.filter.count = box.nextElementSibling.textContent;
   box.value = 'GLM-5.3'; box.dispatchEvent(new Event('input')); out.filter.model = visible('t-runs');
   box.value = ''; box.dispatchEvent(new Event('input')); out.filter.after = visible('t-runs');
+  out.first = document.querySelector('main section').id;
+  var nav = document.querySelector('nav'); out.hidden = [];
+  document.querySelectorAll('nav a').forEach(function(a){
+    a.click();
+    var h = document.querySelector(a.getAttribute('href') + ' h2').getBoundingClientRect();
+    if (h.top < nav.getBoundingClientRect().bottom || h.bottom > window.innerHeight) out.hidden.push(a.getAttribute('href'));
+  });
+  out.pageWidth = document.documentElement.scrollWidth; out.windowWidth = window.innerWidth;
+  out.tallCell = 0;  // the most lines the text of a cell of ordinary length takes
+  document.querySelectorAll('table.sortable td:not(.long)').forEach(function(c){
+    var r = document.createRange(); r.selectNodeContents(c); var lines = r.getClientRects().length;
+    if (lines > out.tallCell) { out.tallCell = lines; out.tallWhere = c.closest('table').id + ': ' + c.textContent.slice(0, 80); } });
   var pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 })();
@@ -299,6 +311,10 @@ def test_report_in_chromium(built, tmp_path):
     assert set(probe["sections"]) == {sid for sid, _ in SECTIONS}
     assert all(h > 20 for h in probe["sections"].values()), probe["sections"]
     assert probe["aria"] == "descending" and probe["sorted"] == sorted(probe["sorted"], reverse=True)
+    # the verdict opens the page; a nav click never leaves its heading under the sticky nav; wide tables scroll in
+    # their own box (the page does not), and a cell of ordinary text stays on one line
+    assert probe["first"] == "verdict" and probe["hidden"] == []
+    assert probe["pageWidth"] <= probe["windowWidth"] and probe["tallCell"] == 1, probe.get("tallWhere")
     # the All runs filter: topology 6 under roce_hpcc = 2 models × 4 strategies × 2 algorithms; a model's name
     # (any case) = its 192 runs; an empty box shows every row again
     assert probe["filter"] == {"before": 384, "both": 16, "count": "16 of 384 rows", "model": 192, "after": 384}

@@ -279,14 +279,17 @@ body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#2
 header{background:#0b3d5c;color:#fff;padding:14px 24px}header h1{margin:0;font-size:22px}
 nav{position:sticky;top:0;background:#f3f6f8;border-bottom:1px solid #d0d7de;padding:6px 24px;font-size:13px;z-index:1}
 nav a{margin-right:14px;color:#0b3d5c;text-decoration:none}
-main{padding:8px 24px 40px}section{margin:18px 0 28px}h2{border-bottom:2px solid #0b3d5c;padding-bottom:4px}
+main{padding:8px 24px 40px}section{margin:18px 0 28px;scroll-margin-top:96px}h2{border-bottom:2px solid #0b3d5c;padding-bottom:4px}
 table.sortable{border-collapse:collapse;font-size:12px;margin:6px 0 18px}
 table.sortable th{background:#e8eef2;cursor:pointer;padding:4px 8px;border:1px solid #c9d3db;white-space:nowrap}
 table.sortable th[aria-sort=ascending]::after{content:' \\25B2'}table.sortable th[aria-sort=descending]::after{content:' \\25BC'}
-table.sortable td{padding:3px 8px;border:1px solid #e1e6ea}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.caption{font-size:13px;font-weight:600;margin-top:12px}figure{margin:10px 0 24px}figure img{max-width:100%}
+table.sortable td{padding:3px 8px;border:1px solid #e1e6ea;white-space:nowrap}
+table.sortable td.long{white-space:normal;min-width:36em}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.caption{font-size:13px;font-weight:600;margin-top:12px}figure{margin:10px 0 24px;overflow-x:auto}
+figure img{min-width:min(100%,1100px)}
 figcaption{font-size:12px;color:#555}.note{color:#666;font-style:italic}.scroll{overflow-x:auto}
-ul.findings li{margin:6px 0}
+ul.findings li{margin:6px 0}.status{font-size:11px;font-weight:600;padding:1px 5px;border-radius:3px;background:#eee}
+.status.robust{background:#d8f0dc}.status.regime-dependent{background:#fde8c8}.status.unresolved{background:#f3dede}
 .filter{margin:4px 0 2px;font-size:12px;color:#555}.filter input{font-size:12px;padding:2px 6px;width:26em;margin-right:8px}
 dl.prov{display:grid;grid-template-columns:max-content auto;gap:3px 14px;font-size:13px;margin:6px 0 10px}
 dl.prov dt{font-weight:600;color:#0b3d5c}dl.prov dd{margin:0;white-space:pre-wrap}dl.prov code{font-size:12px}
@@ -379,7 +382,9 @@ def render_html(title: str, fs: list[Finding], items: list[Item], notes: dict[st
         if sid == "summary":
             out.append('<ul class="findings">' + "".join(
                 f'<li data-topic="{html.escape(f.topic)}" data-backend="{html.escape(f.backend)}">'
-                f'<span class="backend">[{html.escape(f.backend)}]</span> {html.escape(f.text)}</li>' for f in fs)
+                f'<span class="backend">[{html.escape(f.backend)}]</span> '
+                + (f'<span class="status {html.escape(f.status)}">{html.escape(f.status)}</span> ' if f.status else "")
+                + f'{html.escape(f.text)}</li>' for f in fs)
                 + "</ul>")
         mine = [i for i in items if i.section == sid]
         for i in mine:

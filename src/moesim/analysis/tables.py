@@ -150,9 +150,14 @@ def to_latex(table: pa.Table, caption: str = "", kinds: Mapping[str, str] | None
     return "\n".join(lines) + "\n"
 
 
+LONG_CELL = 160
+"""Text cells up to this many characters stay on one line in HTML (the table scrolls in its box); longer ones
+wrap at a readable width (class ``long``)."""
+
+
 def to_html(table: pa.Table, table_id: str, kinds: Mapping[str, str] | None = None) -> str:
     """A ``<table class="sortable">``: numbers formatted by column kind, each numeric cell carrying its exact
-    value in ``data-v`` for sorting."""
+    value in ``data-v`` for sorting; text longer than ``LONG_CELL`` in a cell of class ``long``."""
     numeric = [_is_numeric(f.type) for f in table.schema]
     ks = column_kinds(table, kinds)
     head = "".join(f'<th class="{"num" if n else "txt"}">{html.escape(c)}</th>'
@@ -165,7 +170,9 @@ def to_html(table: pa.Table, table_id: str, kinds: Mapping[str, str] | None = No
                 raw = "" if v is None or (isinstance(v, float) and math.isnan(v)) else repr(v)
                 cells.append(f'<td class="num" data-v="{raw}">{html.escape(format_value(v, k))}</td>')
             else:
-                cells.append(f"<td>{html.escape(format_value(v, k))}</td>")
+                text = format_value(v, k)
+                cells.append(f"<td>{html.escape(text)}</td>" if len(text) <= LONG_CELL else
+                             f'<td class="long">{html.escape(text)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (f'<table class="sortable" id="{html.escape(table_id)}"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(body)}</tbody></table>")
