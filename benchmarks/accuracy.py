@@ -134,6 +134,16 @@ def packet_matrix(out: Path, workers: int) -> int:
     return 0
 
 
+def repository_command(args: list[str]) -> str:
+    """The command as anyone can run it from the repository: a folder given to an option is named DIR (a
+    scratch path of the machine that ran it means nothing elsewhere)."""
+    out, folder = [], False
+    for a in args:
+        out.append("DIR" if folder else a)
+        folder = a in ("--store", "--out", "--validation-store")
+    return shlex.join(["python", "benchmarks/accuracy.py", *out])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -505,7 +515,7 @@ def bands(backends: list[str], store: Path | None, workers: int, out: Path, keep
     provenance = {
         "moesim_version": __version__, "commit": _commit(), "source_sha256": code_hash(),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
-        "command": shlex.join(["python", "benchmarks/accuracy.py", *sys.argv[1:]]),
+        "command": repository_command(sys.argv[1:]),
         "references": [_reference_note(MATRIX_PARQUET, matrix_ref), _reference_note(VALIDATION_PARQUET, validation_ref)],
     }
     atomic_write(out, bands_yaml(ErrorBands("packet", measured, provenance)))

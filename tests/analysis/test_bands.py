@@ -188,3 +188,13 @@ def test_the_shipped_bands_cover_every_backend_and_study_family():
     assert sorted(["analytical", "flow", "packet", "fluid"], key=bands.exactness) == \
         ["packet", "fluid", "flow", "analytical"]
     assert bands.cost_factor("fluid", "packet") == pytest.approx(1 / bands.backends["fluid"].relative_cost)
+
+
+def test_the_provenance_names_the_repository_command_not_a_scratch_folder():
+    from moesim.analysis.bands import ErrorBands
+
+    b = ErrorBands("packet", {}, {"command": "python benchmarks/accuracy.py bands --store /tmp/scratch/x --workers 2 "
+                                             "--out=/home/me/b.yaml"})
+    text = b.describe(["packet"])
+    assert "/tmp" not in text and "/home" not in text
+    assert "`python benchmarks/accuracy.py bands --store DIR --workers 2 --out DIR`" in text

@@ -31,6 +31,7 @@ import functools
 import itertools
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -248,6 +249,12 @@ RowKey = tuple[str, Family | None]
 """What a run's error depends on: its backend and its family."""
 
 
+def _portable(command: str) -> str:
+    """``command`` with the folders given to ``--store``/``--out``/``--validation-store`` named DIR: the file's
+    provenance says how to regenerate it, not where one machine kept its scratch runs."""
+    return re.sub(r"(--store|--out|--validation-store)(=|\s+)\S+", r"\1 DIR", command)
+
+
 @dataclass(frozen=True)
 class ErrorBands:
     """Every backend's bands against the ``reference`` backend, with where they came from."""
@@ -320,7 +327,7 @@ class ErrorBands:
                                             f"the {QUANTILE:.0%} quantile of the difference of two runs' log errors "
                                             "by pair of families: " + "; ".join(paired) + "." if paired else "")
                 + f" Measured on {p.get('date', '?')} at commit {str(p.get('commit', '?'))[:12]} "
-                f"by `{p.get('command', '?')}` ({BANDS_FILE}).")
+                f"by `{_portable(str(p.get('command', '?')))}` ({BANDS_FILE}).")
 
     def cost_factor(self, source: str, target: str) -> float | None:
         """Simulation time on ``target`` over that on ``source`` for the same run (None: not measured)."""
