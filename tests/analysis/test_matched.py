@@ -7,6 +7,8 @@ Small table (analysis_data.SMALL_*): A is faster in 5 of the 8 shared configurat
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from analysis_data import small_rows
 
@@ -64,3 +66,21 @@ def test_reversals():
     assert rev["wins_a_b"] == "dbt: 0–2; ring: 2–0"
     assert reversals(r, "strategy").num_rows == 0
     assert reversals(matched_ranks(as_table(small_rows())), "network").num_rows == 0
+
+
+def test_a_pair_with_rare_exceptions_has_a_winner():
+    """X beats Y in 19 of 20 matched configurations: a winner with one exception, not a pair without one;
+    Y and Z split 10–10: no consistent winner."""
+    from moesim.analysis.findings import matched_findings
+    from moesim.analysis.study import analyse
+
+    rows = []
+    for t in range(20):
+        for m, w in (("X", 1.0 if t else 3.0), ("Y", 2.0), ("Z", 1.5 if t % 2 else 2.5)):
+            rows.append({"model": m, "topology": str(t), "strategy": "TP2EP16", "wall_s": w, "gpu_s": 0.1,
+                         "comm_s": w - 0.1, "status": "ok"})
+    text = {f.text.split(":")[0]: f.text for f in matched_findings(analyse(as_table(rows), with_architecture=False))}
+    assert text["Nearly consistent winners"] == ("Nearly consistent winners: X beats Y in 19 of 20 (1 exception); "
+                                                 "X beats Z in 19 of 20 (1 exception).")
+    assert re.fullmatch(r"Pairs without a consistent winner: [YZ] beats [YZ] in 10 of 20, loses 10\.",
+                        text["Pairs without a consistent winner"])

@@ -188,6 +188,11 @@ def interaction_findings(a: Analysis) -> list[Finding]:
     return out
 
 
+SPLIT_SHARE = 0.1
+"""A pair of models has no consistent winner when each wins at least this share of their matched configurations;
+below it the rarer outcome is an exception to a winner."""
+
+
 def matched_findings(a: Analysis) -> list[Finding]:
     if len(a.models) < 2 or not a.ranks.num_rows:
         return []
@@ -199,11 +204,21 @@ def matched_findings(a: Analysis) -> list[Finding]:
         f"Over {n} matched configurations, {top[MODEL]} is fastest in {top['rank_1']} ({_pct(top['rank_1'] / n)}); "
         "mean rank " + ", ".join(f"{r[MODEL]} {r['mean_rank']:.2f}" for r in order) + "."),
         claim=(top[MODEL], tuple(r[MODEL] for r in order)))]
-    split = [w for w in a.pairwise.to_pylist() if w["wins_a"] and w["wins_b"]]
+    mixed = [w for w in a.pairwise.to_pylist() if w["wins_a"] and w["wins_b"]]
+    split = [w for w in mixed if min(w["wins_a"], w["wins_b"]) >= SPLIT_SHARE * w["configs"]]
     if split:
         out.append(Finding("matched", "Pairs without a consistent winner: " + "; ".join(
             f"{w['model_a']} beats {w['model_b']} in {w['wins_a']} of {w['configs']}, loses {w['wins_b']}"
             for w in split) + ".", claim=tuple((w["model_a"], w["model_b"]) for w in split)))
+    rare = [w for w in mixed if w not in split]
+    if rare:
+        def winner(w: dict[str, Any]) -> str:
+            a_, b_, wa, wb = (w["model_a"], w["model_b"], w["wins_a"], w["wins_b"]) if w["wins_a"] >= w["wins_b"] \
+                else (w["model_b"], w["model_a"], w["wins_b"], w["wins_a"])
+            return f"{a_} beats {b_} in {wa} of {w['configs']} ({wb} exception{'s' if wb > 1 else ''})"
+
+        out.append(Finding("matched", "Nearly consistent winners: " + "; ".join(winner(w) for w in rare) + ".",
+                           claim=tuple((w["model_a"], w["model_b"]) for w in rare)))
     for c in a.conditionals:
         for r in c.reversals.to_pylist():
             out.append(Finding("matched", (
