@@ -28,6 +28,10 @@ def test_members_that_leave_a_gap_form_clusters():
     one = spread([1.0, 1.04, 1.08, 1.12])  # steps of 4 %, below the 5 % gap: one cluster however wide
     assert one.clusters == ((0, 1, 2, 3),) and not one.bistable
     assert spread([2.0, 1.0], indices=[5, 7]).clusters == ((7,), (5,))
+    # topology 2 TP8EP4 ring roce_dcqcn at packet level: the reference's packets, then three members spread over
+    # 0.54-0.63 s (gaps of 7-8 %, far below the 0.25 s gap): two regimes, not four
+    assert spread([0.2931, 0.6283, 0.5890, 0.5447]).clusters == ((0,), (1, 2, 3))
+    assert spread([1.0, 1.06, 1.12, 1.18]).clusters == ((0, 1, 2, 3),)  # evenly spaced: one wide cluster
 
 
 def _rows(flip_member: int | None) -> list[dict]:

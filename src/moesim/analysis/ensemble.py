@@ -9,7 +9,8 @@ stream. Members are stored as rows with an ``ensemble_member`` column; the analy
 - **unresolved**: inside the error bands and not yet settled at packet level (the runs that would settle it).
 
 Members fall into separate **clusters** when sorted wall times leave a gap wider than ``CLUSTER_GAP`` of their
-median (single linkage): the configuration is bistable, the regimes docs/calibration.md describes.
+median and ``CLUSTER_SPACING`` times the members' usual spacing (the median of the other gaps): the
+configuration is bistable, the regimes docs/calibration.md describes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from moesim.analysis.seeds import SEED
 from moesim.system.ensemble import ENSEMBLE, PERTURBED
 
 CLUSTER_GAP = 0.05
-"""Two members whose wall times (sorted) lie more than this share of the median apart are in separate clusters."""
+"""Sorted wall times split into clusters at a gap wider than this share of their median ..."""
+CLUSTER_SPACING = 2.0
+"""... and wider than this many times the median of the other gaps (a spread-out regime is one cluster)."""
 ROBUST, REGIME, UNRESOLVED = "robust", "regime-dependent", "unresolved"
 STATUSES = (ROBUST, REGIME, UNRESOLVED)
 """The status of an ordering or finding, best first."""
@@ -56,9 +59,12 @@ def spread(values: Sequence[float], indices: Sequence[int] | None = None) -> Spr
     idx = list(indices) if indices is not None else list(range(len(values)))
     med = float(statistics.median(values))
     order = sorted(range(len(values)), key=lambda i: (values[i], idx[i]))
+    gaps = [values[b] - values[a] for a, b in zip(order, order[1:], strict=False)]
     groups: list[list[int]] = [[idx[order[0]]]]
-    for a, b in zip(order, order[1:], strict=False):
-        if values[b] - values[a] > CLUSTER_GAP * med:
+    for k, b in enumerate(order[1:]):
+        others = gaps[:k] + gaps[k + 1:]
+        usual = statistics.median(others) if others else 0.0
+        if gaps[k] > CLUSTER_GAP * med and gaps[k] > CLUSTER_SPACING * usual:
             groups.append([])
         groups[-1].append(idx[b])
     return Spread(med, float(min(values)), float(max(values)), tuple(tuple(sorted(g)) for g in groups))

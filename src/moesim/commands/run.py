@@ -110,7 +110,7 @@ def _print_seeds(spec: Any, results: list[Any], jitter_s: float, as_json: bool, 
 
 def _print_ensemble(spec: Any, results: list[Any], as_json: bool, caveat: str | None) -> None:
     """Each member's wall time, then median, min, max and whether the members fall into separate clusters."""
-    from moesim.analysis.ensemble import CLUSTER_GAP, spread
+    from moesim.analysis.ensemble import CLUSTER_GAP, CLUSTER_SPACING, spread
     from moesim.system.ensemble import member
 
     s = spread([r.wall_s for r in results])
@@ -133,7 +133,8 @@ def _print_ensemble(spec: Any, results: list[Any], as_json: bool, caveat: str | 
         parts = [f"member{'s' if len(c) > 1 else ''} {', '.join(map(str, c))} near "
                  f"{statistics.median(results[i].wall_s for i in c):.6f} s" for c in s.clusters]
         typer.echo(f"  bistable: the members fall into {len(s.clusters)} separate clusters (gaps over "
-                   f"{100 * CLUSTER_GAP:.0f} % of the median): " + "; ".join(parts))
+                   f"{100 * CLUSTER_GAP:.0f} % of the median and {CLUSTER_SPACING:g}x the usual spacing): "
+                   + "; ".join(parts))
     else:
         typer.echo("  one cluster: the answer does not hang on start skew, packet size or ECN draws")
     if caveat:
