@@ -97,6 +97,26 @@ def _n(value: float | None) -> str:
     return "–" if value is None else f"{value:.4g}"
 
 
+def unsustained(s: dict[str, Any]) -> str:
+    """Why a run's figures are not a steady state, in one line."""
+    from moesim.serving.metrics import MIN_WINDOW_REQUESTS, SUSTAIN_TOLERANCE, WARMUP_E2E, WARMUP_MAX_FRACTION
+
+    if s["throughput_rps"] is None:
+        return "not a steady state: the window holds no time (every request arrived at once)"
+    why = []
+    if s["throughput_rps"] < (1 - SUSTAIN_TOLERANCE) * s["achieved_rate_rps"]:
+        why.append(f"throughput is {100 * (1 - s['throughput_rps'] / s['achieved_rate_rps']):.0f} % below the "
+                   "arrival rate")
+    if s["ttft_growth"] is None or s["ttft_growth"] > SUSTAIN_TOLERANCE:
+        why.append(f"the mean TTFT grows by {_n(s['ttft_growth'])} s per s of arrivals")
+    if s["window_requests"] < MIN_WINDOW_REQUESTS:
+        why.append(f"{s['window_requests']} arrivals in the window, fewer than {MIN_WINDOW_REQUESTS}")
+    short = (f" (the warm-up, {WARMUP_E2E:g} mean E2E, wanted more than {100 * WARMUP_MAX_FRACTION:g} % of the "
+             "arrivals)") if s["warmup_truncated"] else ""
+    return (f"not a steady state ({'; '.join(why)}): the deployment does not sustain this rate, or the run is "
+            f"too short{short}: give more --requests")
+
+
 def _print(result: Any) -> None:
     r, s, d = result.record(), result.summary, result.deployment
     replicas = d.replicas()
@@ -115,11 +135,17 @@ def _print(result: Any) -> None:
         if s[f"{name}_mean_s"] is not None:
             typer.echo(f"  {name.upper().replace('_', ' '):12} p50 {_t(s[f'{name}_p50_s']):>10}  p90 "
                        f"{_t(s[f'{name}_p90_s']):>10}  p99 {_t(s[f'{name}_p99_s']):>10}  mean {_t(s[f'{name}_mean_s'])}")
-    typer.echo(f"  throughput {_n(s['throughput_rps'])} requests/s, {_n(s['output_tokens_per_s'])} output tokens/s")
+    typer.echo(f"  steady-state window {s['window_start_s']:.4g}–{s['window_end_s']:.4g} s "
+               f"({s['window_requests']} arrivals): arrival rate {_n(s['achieved_rate_rps'])} requests/s "
+               f"(offered {_n(s['offered_rate_rps'])}), throughput {_n(s['throughput_rps'])} requests/s, "
+               f"{_n(s['output_tokens_per_s'])} output tokens/s")
     if result.slo.given:
         limits = ", ".join(f"{k} ≤ {_t(v)}" for k, v in (("TTFT", result.slo.ttft_s), ("TPOT", result.slo.tpot_s)) if v)
-        typer.echo(f"  SLO {limits}: {100 * s['slo_attainment']:.1f} % met; goodput {_n(s['goodput_rps'])} requests/s, "
-                   f"{_n(s['goodput_per_gpu_rps'])} per GPU (arrival rate × share met)")
+        typer.echo(f"  SLO {limits}: {100 * s['slo_attainment']:.1f} % of all requests met; goodput "
+                   f"{_n(s['goodput_rps'])} requests/s, {_n(s['goodput_per_gpu_rps'])} per GPU (completions within "
+                   "the SLO per second of the window)")
+    if not s["sustained"]:
+        typer.echo(f"  warning: {unsustained(s)}")
     typer.echo(f"  Little's law: mean requests in the system {_n(s['mean_in_system'])}, arrival rate × mean time "
                f"{_n(s['little_lambda_w'])}; replay {result.replay_s:.2f} s")
 
@@ -233,6 +259,7 @@ def _search(model: Model = None, topology: Topology = None,
     """Find the deployment with the most goodput per GPU under the SLO: splits × server counts × modes."""
     from moesim.fileio import check_output_folder
     from moesim.serving import Executor, SearchSpace, StepCache, make_requests, search
+    from moesim.serving.metrics import WARMUP_E2E, WARMUP_MAX_FRACTION
     from moesim.serving.store import record_serving
     from moesim.workload.options import STUDY_STRATEGIES
 
@@ -267,11 +294,21 @@ def _search(model: Model = None, topology: Topology = None,
     typer.echo(f"{len(result.candidates)} candidates ({len(result.skipped)} combinations left out); step costs: "
                f"{result.fill.steps} steps, {result.fill.simulated} simulated ({result.fill.elapsed_s:.1f} s); "
                f"{result.elapsed_s:.1f} s in all")
-    typer.echo(f"  capacity = highest rate with ≥ {100 * attainment:g} % of requests within the SLO")
+    typer.echo(f"  capacity = highest sustained rate with ≥ {100 * attainment:g} % of completions within the SLO; "
+               "rates over the steady-state window")
     for c in result.candidates:
         b = c.best.summary if c.best is not None else None
-        rate_text = f"{b['offered_rate_rps']:.4g} req/s, goodput {b['goodput_rps']:.4g} req/s" if b else "none"
-        typer.echo(f"  {c.goodput_per_gpu_rps:10.4g} per GPU  {c.deployment.label():60}  {rate_text}")
+        if b is None:
+            text = "none (no rate tried passed)"
+        else:
+            text = (f"{'no upper bound found, ≥ ' if c.unbounded else ''}{b['offered_rate_rps']:.4g} req/s offered: "
+                    f"arrivals {b['achieved_rate_rps']:.4g}, throughput {b['throughput_rps']:.4g}, goodput "
+                    f"{b['goodput_rps']:.4g} req/s")
+        typer.echo(f"  {c.goodput_per_gpu_rps:10.4g} per GPU  {c.deployment.label():60}  {text}")
+    if any(c.best is not None and c.best.summary["warmup_truncated"] for c in result.candidates):
+        typer.echo("  note: some capacities come from runs too short for a full warm-up (mean E2E × "
+                   f"{WARMUP_E2E:g} > {100 * WARMUP_MAX_FRACTION:g} % of the arrivals): they are conservative; more "
+                   "--requests give higher, tighter figures")
 
 
 def _search_record(result: Any) -> dict[str, Any]:
@@ -280,6 +317,8 @@ def _search_record(result: Any) -> dict[str, Any]:
         best = c.best.summary if c.best is not None else None
         rows.append({**c.deployment.as_dict(), "gpus": c.deployment.num_gpus,
                      "goodput_per_gpu_rps": c.goodput_per_gpu_rps, "best": best,
+                     "capacity_rps": c.best.rate_rps if c.best is not None else None,
+                     "upper_bound_found": c.best is not None and not c.unbounded,
                      "rates_tried": [e.rate_rps for e in c.evaluations]})
     return {"search_id": result.search_id, "candidates": rows, "skipped": list(result.skipped),
             "step_costs": result.fill.__dict__, "elapsed_s": result.elapsed_s, **result.settings}

@@ -53,6 +53,17 @@ class Requests:
         return Requests(self.arrival_s / factor, self.prompt_tokens, self.output_tokens, self.ids,
                         f"{self.source}, arrivals ×{factor:g}")
 
+    def repeated(self, times: int) -> Requests:
+        """The requests ``times`` times over, each copy arriving one mean gap after the previous copy's last
+        arrival: a run as many times longer at the same rate and lengths (for a steady-state check)."""
+        n = len(self)
+        span = float(self.arrival_s[-1] - self.arrival_s[0]) if n > 1 else 0.0
+        period = span + (span / (n - 1) if n > 1 else 0.0)
+        copies = np.arange(times).repeat(n)
+        return Requests(np.tile(self.arrival_s, times) + copies * period, np.tile(self.prompt_tokens, times),
+                        np.tile(self.output_tokens, times), np.tile(self.ids, times) + copies * (int(self.ids.max()) + 1),
+                        f"{self.source}, ×{times} in a row")
+
     def fingerprint(self) -> str:
         """sha256 of the arrays (what a replay reads), for result keys."""
         h = hashlib.sha256()

@@ -5,11 +5,16 @@ disaggregation is searched, every prefill:decode division of the servers with a 
 (DistServe searches each phase's parallelism the same way). All their step grids are filled in one
 batch of runs on the executor (``local`` or ``ray``); replays then run here on the warm costs.
 
-A candidate's capacity is the highest arrival rate at which at least ``attainment`` of the requests meet
-the SLO (DistServe's goodput; Zhong et al., OSDI 2024): the same requests (one seed, or the trace) are
-replayed with arrival times scaled, doubling or halving the rate until the attainment crosses the target,
-then bisecting geometrically. The candidate's figure is its goodput at that rate (the rate times the share
-meeting the SLO) per GPU.
+A candidate's capacity is the highest arrival rate it sustains (``metrics``: throughput within
+``SUSTAIN_TOLERANCE`` of the arrival rate over the steady-state window, TTFT not growing) while at least
+``attainment`` of the window's completions meet the SLO (DistServe's goodput; Zhong et al., OSDI 2024):
+the same requests (one seed, or the trace) are replayed with arrival times scaled, doubling or halving the
+rate until a rate passes and one fails, then bisecting geometrically. The rate found must pass again on
+the requests repeated CONFIRM_REPEATS times in a row (a longer run shows a queue that grows too slowly to
+fail a short one); if not, it is lowered by CONFIRM_BACKOFF until it does. A rate that is not sustained fails
+however many requests met the SLO: a finite run above capacity ends before its queue fails them. A
+candidate that still passes after ``MAX_DOUBLINGS`` doublings has no upper bound found (its figure is a
+lower bound). The candidate's figure is its goodput at capacity (SLO-meeting completions per second) per GPU.
 """
 
 from __future__ import annotations
@@ -34,7 +39,12 @@ from moesim.serving.scheduler import SchedulerConfig
 from moesim.serving.simulate import Executor, evaluate, grids, step_costs
 from moesim.workload.layout import ParallelLayout
 
+CONFIRM_REPEATS = 4
+"""The capacity found on the requests is replayed on them this many times in a row, and must pass again."""
+CONFIRM_BACKOFF = 0.9
+"""A capacity the longer run does not confirm is lowered by this factor until one is confirmed."""
 MAX_DOUBLINGS = 24
+"""Above start × 2^24 a candidate that still passes is reported with no upper bound found."""
 MAX_HALVINGS = 10
 """Below start / 2^10 a candidate is taken to have no capacity (each slower replay costs more steps)."""
 
@@ -88,19 +98,28 @@ class Evaluation:
     rate_rps: float
     summary: dict[str, Any]
     table: pa.Table
+    confirmation: bool = False
+    """A replay of the requests repeated ``CONFIRM_REPEATS`` times, checking a capacity found on them."""
 
     @property
     def attainment(self) -> float:
-        return float(self.summary["slo_attainment"] or 0.0)
+        """The share of the steady-state window's completions that met the SLO."""
+        return float(self.summary["window_attainment"] or 0.0)
+
+    def passes(self, attainment: float) -> bool:
+        """Sustained, with at least ``attainment`` of the window's completions within the SLO."""
+        return bool(self.summary["sustained"]) and self.attainment >= attainment
 
 
 @dataclass(frozen=True, eq=False)
 class Candidate:
-    """A candidate's capacity search: every evaluation, and the best rate meeting the attainment target."""
+    """A candidate's capacity search: every evaluation, and the best rate passing (None: none did);
+    ``unbounded``: no rate tried failed, so the capacity is only known to be above ``best``'s rate."""
 
     deployment: Deployment
     evaluations: tuple[Evaluation, ...]
     best: Evaluation | None
+    unbounded: bool = False
 
     @property
     def goodput_per_gpu_rps(self) -> float:
@@ -124,11 +143,13 @@ class SearchResult:
         out: list[tuple[dict[str, Any], pa.Table | None]] = []
         for c in self.candidates:
             for e in c.evaluations:
-                key = json.dumps([self.search_id, c.deployment.as_dict(), e.rate_rps], sort_keys=True, default=repr)
+                key = json.dumps([self.search_id, c.deployment.as_dict(), e.rate_rps]
+                                 + ([CONFIRM_REPEATS] if e.confirmation else []), sort_keys=True, default=repr)
                 record = {"serve_id": hashlib.sha256(key.encode()).hexdigest(), **c.deployment.as_dict(),
                           "gpus": c.deployment.num_gpus, "requests_source": self.settings.get("requests_source"),
                           "scheduler": self.settings.get("scheduler"), "kv_backend": self.settings.get("kv_backend"),
-                          **e.summary, "capacity": e is c.best, "version": __version__}
+                          **e.summary, "confirmation": e.confirmation, "capacity": e is c.best, "capacity_unbounded": e is c.best and c.unbounded,
+                          "version": __version__}
                 out.append((record, e.table if e is c.best else None))
         return out
 
@@ -166,21 +187,25 @@ def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, sl
     base_rate = base.offered_rate_rps if math.isfinite(base.offered_rate_rps) else 1.0
     evaluations: list[Evaluation] = []
 
-    def run(rate: float) -> Evaluation:
-        table, summary = evaluate(deployment, base.scaled(rate / base_rate), config, slo, costs, kv_backend, rate)
-        ev = Evaluation(rate, summary, table)
+    longer = base.repeated(CONFIRM_REPEATS)
+
+    def run(rate: float, requests: Requests = base) -> Evaluation:
+        table, summary = evaluate(deployment, requests.scaled(rate / base_rate), config, slo, costs, kv_backend, rate)
+        ev = Evaluation(rate, summary, table, requests is longer)
         evaluations.append(ev)
         return ev
 
     ok: Evaluation | None = None
     bad: Evaluation | None = None
-    ev = run(start_rps if start_rps is not None else rough_capacity_rps(deployment, base, config, costs) / 2)
-    halvings = 0
-    for _ in range(MAX_DOUBLINGS + MAX_HALVINGS):
-        if ev.attainment >= attainment:
+    start = start_rps if start_rps is not None else rough_capacity_rps(deployment, base, config, costs) / 2
+    ev = run(start)
+    doublings = halvings = 0
+    while True:
+        if ev.passes(attainment):
             ok = ev
-            if bad is not None:
+            if bad is not None or doublings == MAX_DOUBLINGS:
                 break
+            doublings += 1
             ev = run(ev.rate_rps * 2)
         else:
             bad = ev
@@ -191,11 +216,21 @@ def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, sl
     if ok is not None and bad is not None:
         for _ in range(iterations):
             ev = run(math.sqrt(ok.rate_rps * bad.rate_rps))
-            if ev.attainment >= attainment:
+            if ev.passes(attainment):
                 ok = ev
             else:
                 bad = ev
-    return Candidate(deployment, tuple(evaluations), ok)
+    rate = ok.rate_rps if ok is not None and CONFIRM_REPEATS > 1 else None
+    while rate is not None:
+        ev = run(rate, longer)
+        if ev.passes(attainment):
+            ok = ev
+            break
+        bad = ev
+        rate *= CONFIRM_BACKOFF
+        if rate < start / 2 ** MAX_HALVINGS:
+            ok = rate = None
+    return Candidate(deployment, tuple(evaluations), ok, unbounded=ok is not None and bad is None)
 
 
 Progress = Callable[[str], None]
@@ -228,7 +263,7 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
         c = capacity(d, base, config, slo, costs, attainment, start_rps, iterations, kv_backend)
         results.append(c)
         say(f"{d.label()}: {c.goodput_per_gpu_rps:.4g} goodput/s per GPU "
-            f"({len(c.evaluations)} rates tried)")
+            f"({len(c.evaluations)} rates tried{'; no upper bound found' if c.unbounded else ''})")
     results.sort(key=lambda c: (-c.goodput_per_gpu_rps, c.deployment.num_gpus, c.deployment.label()))
     settings = {"attainment": attainment, "start_rps": start_rps, "iterations": iterations, "kv_backend": kv_backend,
                 "requests": len(base), "requests_source": base.source, "scheduler": asdict(config), "slo": asdict(slo)}
