@@ -42,9 +42,11 @@ def test_each_candidates_capacity_is_bracketed_confirmed_and_the_best_comes_firs
         above = min(e.rate_rps for e in short if not e.passes(target) and e.rate_rps > passed)
         # geometric bisection halves the bracket's log-width each step, from a factor of 2
         assert above / passed <= 2 ** (1 / 2 ** iterations) * (1 + 1e-12)
-        # the confirmed rate is the bisection's, lowered by CONFIRM_BACKOFF once per failed confirmation
-        failed = sum(e.confirmation and not e.passes(target) for e in c.evaluations)
-        assert c.best.rate_rps == pytest.approx(passed * CONFIRM_BACKOFF ** failed)
+        # the confirmed rate is the bisection's, lowered by CONFIRM_BACKOFF once per failed confirmation; or,
+        # when the longer run passes at the lowest failing rate above it, that rate (the runs were too short)
+        failed = sum(e.confirmation and not e.passes(target) and e.rate_rps <= passed for e in c.evaluations)
+        assert c.best.rate_rps == pytest.approx(above if c.conservative else passed * CONFIRM_BACKOFF ** failed)
+        assert not (c.conservative and failed)
         s = c.best.summary
         assert s["goodput_rps"] == pytest.approx(s["window_attainment"] * s["throughput_rps"])
         assert s["goodput_rps"] <= s["throughput_rps"] and s["sustained"]
@@ -74,11 +76,11 @@ def test_a_search_that_never_fails_says_no_upper_bound_was_found(tiny_model, cac
     """From a start so low that MAX_DOUBLINGS doublings still pass, the capacity is only a lower bound."""
     base = poisson(1.0, 100, parse_length("fixed:16", "p", "prompt_tokens"), parse_length("fixed:2", "o", "output_tokens"))
     one = SearchSpace(tiny_model, "star:2", ("TP1EP2",), backend="flow")
-    result = search(one, base, SchedulerConfig(token_budget=1024, max_seqs=8), Slo(1.0), start_rps=1e-12,
+    result = search(one, base, SchedulerConfig(token_budget=1024, max_seqs=8), Slo(1.0), start_rps=1e-6,
                     iterations=2, cache=StepCache(cache_dir), executor=Executor())
     c = result.candidates[0]
     assert c.unbounded and c.best is not None
-    assert c.best.rate_rps == pytest.approx(1e-12 * 2 ** MAX_DOUBLINGS)
+    assert c.best.rate_rps == pytest.approx(1e-6 * 2 ** MAX_DOUBLINGS)
     assert all(e.passes(0.9) for e in c.evaluations)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from moesim.commands.run import normal_strategy, parse_set
-from moesim.errors import MoesimError
+from moesim.errors import MoesimError, input_error
 
 serve_app = typer.Typer(
     help="Serve requests over time on a deployment: continuous batching on step costs simulated by moesim "
@@ -60,10 +61,10 @@ Json = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 Quiet = Annotated[bool, typer.Option("--quiet", help="no progress lines on stderr")]
 
 
-def _ratio(text: str) -> tuple[int, int]:
+def _ratio(text: str, option: str = "--disaggregate") -> tuple[int, int]:
     parts = text.strip().split(":")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise MoesimError(f"--disaggregate '{text}': expected PREFILL_SERVERS:DECODE_SERVERS, e.g. 2:2")
+        raise MoesimError(f"{option} '{text}': expected PREFILL_SERVERS:DECODE_SERVERS, e.g. 2:2")
     return int(parts[0]), int(parts[1])
 
 
@@ -77,9 +78,11 @@ def _common(model: str | None, topology: str | None, trace: Path | None, rate: f
         if value is None:
             raise typer.BadParameter("required", param_hint=f"'{name}'")
     requests = make_requests(trace, rate, count, prompt, output, seed) if trace or rate is not None else None
+    if not 0 < gpu_memory_gb < math.inf:
+        raise input_error("--gpu-memory-gb", "memory", f"must be a finite number of GB > 0, got {gpu_memory_gb!r}")
     config = SchedulerConfig(budget, max_seqs, chunk, policy, kv_tokens, gpu_memory_gb * 1e9, fraction)
-    slo = Slo(parse_duration_s(slo_ttft, "--slo-ttft") if slo_ttft else None,
-              parse_duration_s(slo_tpot, "--slo-tpot") if slo_tpot else None)
+    slo = Slo(parse_duration_s(slo_ttft, "--slo-ttft") if slo_ttft is not None else None,
+              parse_duration_s(slo_tpot, "--slo-tpot") if slo_tpot is not None else None)
     return requests, config, slo
 
 
@@ -192,7 +195,7 @@ def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
     target = output_file(per_request, "--per-request") if per_request is not None else None
     assert model is not None and topology is not None
     deployment = Deployment(model, topology, normal_strategy(strategy), algorithm, network, backend, parse_set(set_),
-                            _ratio(disaggregate) if disaggregate else None, prefill_strategy)
+                            _ratio(disaggregate) if disaggregate is not None else None, prefill_strategy)
     deployment.replicas()  # a split that does not fit is an error before anything is simulated
     say = _say(quiet)
     result = serve(deployment, requests, config, slo, cache=StepCache(cache), kv_backend=kv_backend,
@@ -259,7 +262,7 @@ def _search(model: Model = None, topology: Topology = None,
     """Find the deployment with the most goodput per GPU under the SLO: splits × server counts × modes."""
     from moesim.fileio import check_output_folder
     from moesim.serving import Executor, SearchSpace, StepCache, make_requests, search
-    from moesim.serving.metrics import WARMUP_E2E, WARMUP_MAX_FRACTION
+    from moesim.serving.search import CONFIRM_REPEATS
     from moesim.serving.store import record_serving
     from moesim.workload.options import STUDY_STRATEGIES
 
@@ -275,13 +278,18 @@ def _search(model: Model = None, topology: Topology = None,
     if bad or not mode_list:
         raise MoesimError(f"--modes: unknown mode '{bad[0] if bad else modes}' (allowed: colocated, disaggregated)")
     try:
-        server_counts = tuple(int(n) for n in servers.split(",")) if servers else ()
+        server_counts = tuple(int(n) for n in servers.split(",")) if servers is not None else ()
     except ValueError:
         raise MoesimError(f"--servers '{servers}': expected comma-separated server counts, e.g. 4,8") from None
+    if any(n < 1 for n in server_counts):
+        raise MoesimError(f"--servers '{servers}': server counts must be ≥ 1")
+    splits = strategies.split(",") if strategies is not None else list(STUDY_STRATEGIES)
+    if not all(s.strip() for s in splits):
+        raise MoesimError(f"--strategies '{strategies}': expected comma-separated splits, e.g. TP2EP16,TP4EP8")
     assert model is not None and topology is not None
     space = SearchSpace(
-        model, topology, tuple(normal_strategy(s) for s in (strategies.split(",") if strategies else STUDY_STRATEGIES)),
-        server_counts, mode_list, tuple(_ratio(r) for r in ratios.split(",")) if ratios else None,
+        model, topology, tuple(normal_strategy(s.strip()) for s in splits), server_counts, mode_list,
+        tuple(_ratio(r, "--ratios") for r in ratios.split(",")) if ratios is not None else None,
         algorithm, network, backend, parse_set(set_))
     result = search(space, requests, config, slo, attainment=attainment, start_rps=rate,
                     iterations=iterations, cache=StepCache(cache), executor=Executor(executor, workers, address),
@@ -304,11 +312,11 @@ def _search(model: Model = None, topology: Topology = None,
             text = (f"{'no upper bound found, ≥ ' if c.unbounded else ''}{b['offered_rate_rps']:.4g} req/s offered: "
                     f"arrivals {b['achieved_rate_rps']:.4g}, throughput {b['throughput_rps']:.4g}, goodput "
                     f"{b['goodput_rps']:.4g} req/s")
-        typer.echo(f"  {c.goodput_per_gpu_rps:10.4g} per GPU  {c.deployment.label():60}  {text}")
-    if any(c.best is not None and c.best.summary["warmup_truncated"] for c in result.candidates):
-        typer.echo("  note: some capacities come from runs too short for a full warm-up (mean E2E × "
-                   f"{WARMUP_E2E:g} > {100 * WARMUP_MAX_FRACTION:g} % of the arrivals): they are conservative; more "
-                   "--requests give higher, tighter figures")
+        typer.echo(f"  {c.goodput_per_gpu_rps:10.4g} per GPU  {c.deployment.label():60}  {text}"
+                   f"{' *' if c.conservative else ''}")
+    if any(c.conservative for c in result.candidates):
+        typer.echo("  * the runs are too short to bound this capacity: a rate that failed on the requests passed on "
+                   f"them repeated {CONFIRM_REPEATS} times; more --requests may give a higher figure")
 
 
 def _search_record(result: Any) -> dict[str, Any]:
@@ -318,7 +326,7 @@ def _search_record(result: Any) -> dict[str, Any]:
         rows.append({**c.deployment.as_dict(), "gpus": c.deployment.num_gpus,
                      "goodput_per_gpu_rps": c.goodput_per_gpu_rps, "best": best,
                      "capacity_rps": c.best.rate_rps if c.best is not None else None,
-                     "upper_bound_found": c.best is not None and not c.unbounded,
+                     "upper_bound_found": c.best is not None and not c.unbounded, "conservative": c.conservative,
                      "rates_tried": [e.rate_rps for e in c.evaluations]})
     return {"search_id": result.search_id, "candidates": rows, "skipped": list(result.skipped),
             "step_costs": result.fill.__dict__, "elapsed_s": result.elapsed_s, **result.settings}

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException, Overflow
 from typing import Any
 
 import numpy as np
@@ -59,11 +59,13 @@ def parse_duration_s(text: str | float, option: str) -> float:
         unit = next((u for u in sorted(TIME_UNITS, key=len, reverse=True) if raw.endswith(u)), "")
         try:
             value = float(Decimal(raw[: len(raw) - len(unit)].strip()).scaleb(TIME_UNITS[unit] if unit else 0))
-        except (InvalidOperation, ValueError):
+        except Overflow:
+            raise input_error(option, "duration", f"must be a finite time > 0, got {text!r}") from None
+        except (DecimalException, ValueError):
             raise input_error(option, "duration", f"cannot read {text!r} (write e.g. 1s, 50ms)",
                               TIME_UNITS) from None
     if not (math.isfinite(value) and value > 0):
-        raise input_error(option, "duration", f"must be > 0, got {text!r}")
+        raise input_error(option, "duration", f"must be a finite time > 0, got {text!r}")
     return value
 
 

@@ -11,7 +11,9 @@ A candidate's capacity is the highest arrival rate it sustains (``metrics``: thr
 the same requests (one seed, or the trace) are replayed with arrival times scaled, doubling or halving the
 rate until a rate passes and one fails, then bisecting geometrically. The rate found must pass again on
 the requests repeated CONFIRM_REPEATS times in a row (a longer run shows a queue that grows too slowly to
-fail a short one); if not, it is lowered by CONFIRM_BACKOFF until it does. A rate that is not sustained fails
+fail a short one); if not, it is lowered by CONFIRM_BACKOFF until it does. The lowest failing rate above
+it is replayed the same way: if that passes, the short runs failed for their length (few requests in
+the window), that rate is the capacity and the candidate is flagged ``conservative``. A rate that is not sustained fails
 however many requests met the SLO: a finite run above capacity ends before its queue fails them. A
 candidate that still passes after ``MAX_DOUBLINGS`` doublings has no upper bound found (its figure is a
 lower bound). The candidate's figure is its goodput at capacity (SLO-meeting completions per second) per GPU.
@@ -30,9 +32,10 @@ from typing import Any
 import pyarrow as pa
 
 from moesim import __version__
-from moesim.errors import MoesimError
+from moesim.errors import MoesimError, input_error
 from moesim.serving.costs import FillReport, Grid, StepCache, StepCosts
 from moesim.serving.deployment import Deployment, ReplicaKind, cluster_shape, sub_topology
+from moesim.serving.disagg import check_kv_backend
 from moesim.serving.metrics import Slo
 from moesim.serving.requests import Requests
 from moesim.serving.scheduler import SchedulerConfig
@@ -80,6 +83,7 @@ class SearchSpace:
                 ratios = self.ratios if self.ratios is not None else tuple((p, n - p) for p in range(1, n))
                 tries += [Deployment(topology=topology, strategy=sd, prefill_strategy=sp, disaggregate=r, **base)
                           for r in ratios if sum(r) == n for sp in self.strategies for sd in self.strategies]
+                skipped += [f"--ratios {p}:{d}: {p + d} servers, {topology} has {n}" for p, d in ratios if p + d != n]
             for d in tries:
                 try:
                     d.replicas()
@@ -120,6 +124,9 @@ class Candidate:
     evaluations: tuple[Evaluation, ...]
     best: Evaluation | None
     unbounded: bool = False
+    conservative: bool = False
+    """A rate that failed on the requests passed on them repeated: the runs are too short to bound the
+    capacity tightly (more requests give a higher figure); ``best`` is that longer run."""
 
     @property
     def goodput_per_gpu_rps(self) -> float:
@@ -148,7 +155,8 @@ class SearchResult:
                 record = {"serve_id": hashlib.sha256(key.encode()).hexdigest(), **c.deployment.as_dict(),
                           "gpus": c.deployment.num_gpus, "requests_source": self.settings.get("requests_source"),
                           "scheduler": self.settings.get("scheduler"), "kv_backend": self.settings.get("kv_backend"),
-                          **e.summary, "confirmation": e.confirmation, "capacity": e is c.best, "capacity_unbounded": e is c.best and c.unbounded,
+                          **e.summary, "confirmation": e.confirmation, "capacity": e is c.best,
+                          "capacity_conservative": e is c.best and c.conservative, "capacity_unbounded": e is c.best and c.unbounded,
                           "version": __version__}
                 out.append((record, e.table if e is c.best else None))
         return out
@@ -230,7 +238,17 @@ def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, sl
         rate *= CONFIRM_BACKOFF
         if rate < start / 2 ** MAX_HALVINGS:
             ok = rate = None
-    return Candidate(deployment, tuple(evaluations), ok, unbounded=ok is not None and bad is None)
+    conservative = False
+    if ok is not None and not any(e.confirmation and not e.passes(attainment) for e in evaluations):
+        # confirmed at once: did the failure just above come from the runs' length rather than the rate?
+        above = [e.rate_rps for e in evaluations if not e.confirmation and e.rate_rps > ok.rate_rps
+                 and not e.passes(attainment)]
+        if above:
+            ev = run(min(above), longer)
+            if ev.passes(attainment):
+                ok, conservative = ev, True
+    return Candidate(deployment, tuple(evaluations), ok, unbounded=ok is not None and bad is None,
+                     conservative=conservative)
 
 
 Progress = Callable[[str], None]
@@ -246,6 +264,10 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
                           "that meet it")
     if not 0 < attainment <= 1:
         raise MoesimError(f"--attainment: must be in (0, 1], got {attainment}")
+    if start_rps is not None and not 0 < start_rps < math.inf:
+        raise input_error("--rate", "rate", f"the first rate tried must be a finite number of requests per second "
+                          f"> 0, got {start_rps!r}")
+    check_kv_backend(kv_backend)
     t0 = time.monotonic()
     for s in space.strategies:
         ParallelLayout.parse(s)
@@ -263,7 +285,8 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
         c = capacity(d, base, config, slo, costs, attainment, start_rps, iterations, kv_backend)
         results.append(c)
         say(f"{d.label()}: {c.goodput_per_gpu_rps:.4g} goodput/s per GPU "
-            f"({len(c.evaluations)} rates tried{'; no upper bound found' if c.unbounded else ''})")
+            f"({len(c.evaluations)} rates tried{'; no upper bound found' if c.unbounded else ''}"
+            f"{'; runs too short to bound it' if c.conservative else ''})")
     results.sort(key=lambda c: (-c.goodput_per_gpu_rps, c.deployment.num_gpus, c.deployment.label()))
     settings = {"attainment": attainment, "start_rps": start_rps, "iterations": iterations, "kv_backend": kv_backend,
                 "requests": len(base), "requests_source": base.source, "scheduler": asdict(config), "slo": asdict(slo)}
