@@ -262,6 +262,7 @@ def _search(model: Model = None, topology: Topology = None,
     """Find the deployment with the most goodput per GPU under the SLO: splits × server counts × modes."""
     from moesim.fileio import check_output_folder
     from moesim.serving import Executor, SearchSpace, StepCache, make_requests, search
+    from moesim.serving.requests import MAX_REQUESTS
     from moesim.serving.search import CONFIRM_REPEATS
     from moesim.serving.store import record_serving
     from moesim.workload.options import STUDY_STRATEGIES
@@ -269,8 +270,13 @@ def _search(model: Model = None, topology: Topology = None,
     first_rate = None if trace else rate  # with a trace, --rate is only the first rate tried
     requests, config, slo = _common(model, topology, trace, first_rate, count, prompt, output, seed, budget, max_seqs,
                                     chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot)
-    if trace is None:
+    confirm = None
+    if trace is None:  # Poisson: the confirming run draws fresh requests, CONFIRM_REPEATS times as many
+        if count * CONFIRM_REPEATS > MAX_REQUESTS:
+            raise input_error("--requests", "requests", f"at most {MAX_REQUESTS // CONFIRM_REPEATS} for a search (a "
+                              f"capacity is confirmed on {CONFIRM_REPEATS} times as many), got {count}")
         requests = make_requests(None, 1.0, count, prompt, output, seed)
+        confirm = make_requests(None, 1.0, count * CONFIRM_REPEATS, prompt, output, seed)
     if out is not None:
         check_output_folder(out)
     mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
@@ -293,7 +299,7 @@ def _search(model: Model = None, topology: Topology = None,
         algorithm, network, backend, parse_set(set_))
     result = search(space, requests, config, slo, attainment=attainment, start_rps=rate,
                     iterations=iterations, cache=StepCache(cache), executor=Executor(executor, workers, address),
-                    kv_backend=kv_backend, progress=_say(quiet))
+                    kv_backend=kv_backend, progress=_say(quiet), confirm=confirm)
     if out is not None:
         record_serving(out, result.records(), search_id=result.search_id, command=" ".join(["moesim", *sys.argv[1:]]))
     if as_json:
@@ -315,8 +321,8 @@ def _search(model: Model = None, topology: Topology = None,
         typer.echo(f"  {c.goodput_per_gpu_rps:10.4g} per GPU  {c.deployment.label():60}  {text}"
                    f"{' *' if c.conservative else ''}")
     if any(c.conservative for c in result.candidates):
-        typer.echo("  * the runs are too short to bound this capacity: a rate that failed on the requests passed on "
-                   f"them repeated {CONFIRM_REPEATS} times; more --requests may give a higher figure")
+        typer.echo("  * the runs are too short to bound this capacity: a rate that failed on --requests requests "
+                   f"passed on {CONFIRM_REPEATS} times as many; more --requests may give a higher figure")
 
 
 def _search_record(result: Any) -> dict[str, Any]:

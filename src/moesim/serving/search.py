@@ -10,8 +10,10 @@ A candidate's capacity is the highest arrival rate it sustains (``metrics``: thr
 ``attainment`` of the window's completions meet the SLO (DistServe's goodput; Zhong et al., OSDI 2024):
 the same requests (one seed, or the trace) are replayed with arrival times scaled, doubling or halving the
 rate until a rate passes and one fails, then bisecting geometrically. The rate found must pass again on
-the requests repeated CONFIRM_REPEATS times in a row (a longer run shows a queue that grows too slowly to
-fail a short one); if not, it is lowered by CONFIRM_BACKOFF until it does. The lowest failing rate above
+a run CONFIRM_REPEATS times as long (a longer run shows a queue that grows too slowly to fail a short
+one): fresh requests from the same generator when the caller gives them (the command line does for
+Poisson arrivals, so a lucky sample of lengths cannot carry the capacity), else the requests repeated
+CONFIRM_REPEATS times in a row (a trace); if not, it is lowered by CONFIRM_BACKOFF until it does. The lowest failing rate above
 it is replayed the same way: if that passes, the short runs failed for their length (few requests in
 the window), that rate is the capacity and the candidate is flagged ``conservative``. A rate that is not sustained fails
 however many requests met the SLO: a finite run above capacity ends before its queue fails them. A
@@ -42,8 +44,8 @@ from moesim.serving.scheduler import SchedulerConfig
 from moesim.serving.simulate import Executor, evaluate, grids, step_costs
 from moesim.workload.layout import ParallelLayout
 
-CONFIRM_REPEATS = 4
-"""The capacity found on the requests is replayed on them this many times in a row, and must pass again."""
+CONFIRM_REPEATS = 10
+"""The capacity found is replayed on a run this many times as long, and must pass again."""
 CONFIRM_BACKOFF = 0.9
 """A capacity the longer run does not confirm is lowered by this factor until one is confirmed."""
 MAX_DOUBLINGS = 24
@@ -163,9 +165,11 @@ class SearchResult:
 
 
 def search_id(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo, attainment: float,
-              kv_backend: str) -> str:
+              kv_backend: str, confirm: Requests | None = None) -> str:
     data = {"space": asdict(space), "requests": base.fingerprint(), "scheduler": asdict(config), "slo": asdict(slo),
             "attainment": attainment, "kv_backend": kv_backend, "version": __version__}
+    if confirm is not None:
+        data["confirm"] = confirm.fingerprint()
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=repr).encode()).hexdigest()
 
 
@@ -189,16 +193,16 @@ def rough_capacity_rps(deployment: Deployment, base: Requests, config: Scheduler
 
 def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, slo: Slo,
              costs: dict[ReplicaKind, StepCosts],
-             attainment: float, start_rps: float | None, iterations: int, kv_backend: str) -> Candidate:
+             attainment: float, start_rps: float | None, iterations: int, kv_backend: str,
+             longer: Requests | None = None) -> Candidate:
     """The highest rate (module docstring) at which ``attainment`` of ``base``'s requests meet ``slo``, from
-    ``start_rps`` (None: half of ``rough_capacity_rps``)."""
-    base_rate = base.offered_rate_rps if math.isfinite(base.offered_rate_rps) else 1.0
+    ``start_rps`` (None: half of ``rough_capacity_rps``), confirmed on ``longer`` (None: ``base`` repeated)."""
     evaluations: list[Evaluation] = []
-
-    longer = base.repeated(CONFIRM_REPEATS)
+    longer = longer if longer is not None else base.repeated(CONFIRM_REPEATS)
 
     def run(rate: float, requests: Requests = base) -> Evaluation:
-        table, summary = evaluate(deployment, requests.scaled(rate / base_rate), config, slo, costs, kv_backend, rate)
+        own = requests.offered_rate_rps if math.isfinite(requests.offered_rate_rps) else 1.0
+        table, summary = evaluate(deployment, requests.scaled(rate / own), config, slo, costs, kv_backend, rate)
         ev = Evaluation(rate, summary, table, requests is longer)
         evaluations.append(ev)
         return ev
@@ -257,8 +261,9 @@ Progress = Callable[[str], None]
 def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo, *, attainment: float = 0.9,
            start_rps: float | None = None, iterations: int = 6, cache: StepCache | None = None,
            executor: Executor = Executor(workers=None), kv_backend: str = "flow",
-           progress: Progress | None = None) -> SearchResult:
-    """Fill every candidate's step costs on ``executor``, then find each one's capacity (module docstring)."""
+           progress: Progress | None = None, confirm: Requests | None = None) -> SearchResult:
+    """Fill every candidate's step costs on ``executor``, then find each one's capacity (module docstring);
+    ``confirm``: the longer run confirming a capacity (None: ``base`` repeated CONFIRM_REPEATS times)."""
     if not slo.given:
         raise MoesimError("serve search: give an SLO (--slo-ttft and/or --slo-tpot): goodput counts the requests "
                           "that meet it")
@@ -272,9 +277,10 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
     for s in space.strategies:
         ParallelLayout.parse(s)
     candidates, skipped = space.candidates()
+    longer = confirm if confirm is not None else base.repeated(CONFIRM_REPEATS)
     kind_grids: dict[ReplicaKind, Grid] = {}
     for d in candidates:
-        for kind, g in grids(d, [base], config).items():
+        for kind, g in grids(d, [base, longer], config).items():
             kind_grids[kind] = kind_grids[kind].union(g) if kind in kind_grids else g
     say = progress or (lambda _line: None)
     say(f"serve search: {len(candidates)} candidates, {len(kind_grids)} replica kinds to cost")
@@ -282,7 +288,7 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
                                lambda done, total: say(f"step costs: {done}/{total} simulated"))
     results = []
     for d in candidates:
-        c = capacity(d, base, config, slo, costs, attainment, start_rps, iterations, kv_backend)
+        c = capacity(d, base, config, slo, costs, attainment, start_rps, iterations, kv_backend, longer)
         results.append(c)
         say(f"{d.label()}: {c.goodput_per_gpu_rps:.4g} goodput/s per GPU "
             f"({len(c.evaluations)} rates tried{'; no upper bound found' if c.unbounded else ''}"
@@ -290,5 +296,6 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
     results.sort(key=lambda c: (-c.goodput_per_gpu_rps, c.deployment.num_gpus, c.deployment.label()))
     settings = {"attainment": attainment, "start_rps": start_rps, "iterations": iterations, "kv_backend": kv_backend,
                 "requests": len(base), "requests_source": base.source, "scheduler": asdict(config), "slo": asdict(slo)}
-    return SearchResult(search_id(space, base, config, slo, attainment, kv_backend), tuple(results), tuple(skipped),
+    return SearchResult(search_id(space, base, config, slo, attainment, kv_backend, confirm), tuple(results),
+                        tuple(skipped),
                         report, time.monotonic() - t0, settings)
