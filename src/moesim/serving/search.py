@@ -10,12 +10,14 @@ A candidate's capacity is the highest arrival rate it sustains (``metrics``: thr
 ``attainment`` of the window's completions meet the SLO (DistServe's goodput; Zhong et al., OSDI 2024):
 the same requests (one seed, or the trace) are replayed with arrival times scaled, doubling or halving the
 rate until a rate passes and one fails, then bisecting geometrically. The rate found must pass again on
-a run CONFIRM_REPEATS times as long (a longer run shows a queue that grows too slowly to fail a short
-one): fresh requests from the same generator when the caller gives them (the command line does for
-Poisson arrivals, so a lucky sample of lengths cannot carry the capacity), else the requests repeated
-CONFIRM_REPEATS times in a row (a trace); if not, it is lowered by CONFIRM_BACKOFF until it does. The lowest failing rate above
-it is replayed the same way: if that passes, the short runs failed for their length (few requests in
-the window), that rate is the capacity and the candidate is flagged ``conservative``. A rate that is not sustained fails
+a run CONFIRM_REPEATS times as long: a queue that grows too slowly to fail a short run fails a long one,
+and near capacity the share meeting the SLO keeps falling with the run's length (long, rare busy
+periods). The longer run is fresh requests from the same generator when the caller gives them (the
+command line does for Poisson arrivals, so a lucky sample of lengths cannot carry the capacity), else the
+requests repeated CONFIRM_REPEATS times in a row (a trace). A rate it does not confirm is lowered by
+CONFIRM_BACKOFF until one is confirmed. The lowest failing rate above a capacity confirmed at once is
+replayed the same way: if that passes, the short runs failed for their length (few requests in the
+window), that rate is the capacity and the candidate is flagged ``conservative``. A rate that is not sustained fails
 however many requests met the SLO: a finite run above capacity ends before its queue fails them. A
 candidate that still passes after ``MAX_DOUBLINGS`` doublings has no upper bound found (its figure is a
 lower bound). The candidate's figure is its goodput at capacity (SLO-meeting completions per second) per GPU.
@@ -105,7 +107,7 @@ class Evaluation:
     summary: dict[str, Any]
     table: pa.Table
     confirmation: bool = False
-    """A replay of the requests repeated ``CONFIRM_REPEATS`` times, checking a capacity found on them."""
+    """A replay of the longer run (``CONFIRM_REPEATS`` times as many requests) checking a capacity."""
 
     @property
     def attainment(self) -> float:
@@ -127,8 +129,8 @@ class Candidate:
     best: Evaluation | None
     unbounded: bool = False
     conservative: bool = False
-    """A rate that failed on the requests passed on them repeated: the runs are too short to bound the
-    capacity tightly (more requests give a higher figure); ``best`` is that longer run."""
+    """A rate that failed on the requests passed on the longer run: the runs are too short to bound the
+    capacity tightly (more requests may give a higher figure); ``best`` is that longer run."""
 
     @property
     def goodput_per_gpu_rps(self) -> float:
