@@ -11,8 +11,8 @@ lasts WARMUP_FRACTION of the arrivals, and at least WARMUP_E2E mean E2E latencie
 requests in steady state; a warm-up shorter than the time a request stays leaves it emptier than that,
 and completions in the window then lag arrivals although the rate is sustainable), but at most
 WARMUP_MAX_FRACTION of the arrivals (an overloaded run's E2E grows with its length); ``warmup_truncated``
-says it was cut there: the run is short for the time a request stays, or overloaded. Over the window, the achieved arrival rate is the arrivals in the window (its first included, its end
-excluded) per second, throughput the completions (finish in the window) per second, and goodput the
+says it was cut there: the run is short for the time a request stays, or overloaded. Over the window,
+the achieved arrival rate is the arrivals in the window (its first included, its end excluded) per second, throughput the completions (finish in the window) per second, and goodput the
 completions that met the SLO per second (DistServe's goodput, Zhong et al., OSDI 2024, counted on
 completions), so goodput ≤ throughput by construction. A run is *sustained* when throughput is within
 SUSTAIN_TOLERANCE of the achieved arrival rate and queueing does not grow: the mean TTFT of the window's

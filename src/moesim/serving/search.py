@@ -17,10 +17,10 @@ command line does for Poisson arrivals, so a lucky sample of lengths cannot carr
 requests repeated CONFIRM_REPEATS times in a row (a trace). A rate it does not confirm is lowered by
 CONFIRM_BACKOFF until one is confirmed. The lowest failing rate above a capacity confirmed at once is
 replayed the same way: if that passes, the short runs failed for their length (few requests in the
-window), that rate is the capacity and the candidate is flagged ``conservative``. A rate that is not sustained fails
-however many requests met the SLO: a finite run above capacity ends before its queue fails them. A
-candidate that still passes after ``MAX_DOUBLINGS`` doublings has no upper bound found (its figure is a
-lower bound). The candidate's figure is its goodput at capacity (SLO-meeting completions per second) per GPU.
+window), that rate is the capacity and the candidate is flagged ``conservative``. A rate that is not
+sustained fails however many requests met the SLO: a finite run above capacity ends before its queue
+fails them. A candidate that still passes after ``MAX_DOUBLINGS`` doublings has no upper bound found (its
+figure is a lower bound). The candidate's figure is its goodput at capacity (SLO-meeting completions per second) per GPU.
 """
 
 from __future__ import annotations
