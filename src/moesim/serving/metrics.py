@@ -12,8 +12,9 @@ requests in steady state; a warm-up shorter than the time a request stays leaves
 and completions in the window then lag arrivals although the rate is sustainable), but at most
 WARMUP_MAX_FRACTION of the arrivals (an overloaded run's E2E grows with its length); ``warmup_truncated``
 says it was cut there: the run is short for the time a request stays, or overloaded. Over the window,
-the achieved arrival rate is the arrivals in the window (its first included, its end excluded) per second, throughput the completions (finish in the window) per second, and goodput the
-completions that met the SLO per second (DistServe's goodput, Zhong et al., OSDI 2024, counted on
+the achieved arrival rate is the arrivals in the window (its first included, its end excluded) per
+second, throughput the completions (finish in the window) per second, and goodput the completions that
+met the SLO per second (DistServe's goodput, Zhong et al., OSDI 2024, counted on
 completions), so goodput ≤ throughput by construction. A run is *sustained* when throughput is within
 SUSTAIN_TOLERANCE of the achieved arrival rate and queueing does not grow: the mean TTFT of the window's
 last quarter of arrivals exceeds that of its first quarter by at most SUSTAIN_TOLERANCE seconds per second
