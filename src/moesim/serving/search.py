@@ -15,7 +15,8 @@ and near capacity the share meeting the SLO keeps falling with the run's length 
 periods). The longer run is fresh requests from the same generator when the caller gives them (the
 command line does for Poisson arrivals, so a lucky sample of lengths cannot carry the capacity), else the
 requests repeated CONFIRM_REPEATS times in a row (a trace). A rate it does not confirm is lowered by
-CONFIRM_BACKOFF until one is confirmed. The lowest failing rate above a capacity confirmed at once is
+CONFIRM_BACKOFF until one is confirmed, then CONFIRM_BISECTIONS geometric bisections on the longer run
+narrow the gap. The lowest failing rate above a capacity confirmed at once is
 replayed the same way: if that passes, the short runs failed for their length (few requests in the
 window), that rate is the capacity and the candidate is flagged ``conservative``. A rate that is not
 sustained fails however many requests met the SLO: a finite run above capacity ends before its queue
@@ -50,6 +51,8 @@ CONFIRM_REPEATS = 10
 """The capacity found is replayed on a run this many times as long, and must pass again."""
 CONFIRM_BACKOFF = 0.9
 """A capacity the longer run does not confirm is lowered by this factor until one is confirmed."""
+CONFIRM_BISECTIONS = 2
+"""Geometric bisections on the longer run between the confirmed rate and the one it failed (10 % → 2.7 %)."""
 MAX_DOUBLINGS = 24
 """Above start × 2^24 a candidate that still passes is reported with no upper bound found."""
 MAX_HALVINGS = 10
@@ -235,15 +238,23 @@ def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, sl
             else:
                 bad = ev
     rate = ok.rate_rps if ok is not None and CONFIRM_REPEATS > 1 else None
+    unconfirmed: Evaluation | None = None
     while rate is not None:
         ev = run(rate, longer)
         if ev.passes(attainment):
             ok = ev
             break
-        bad = ev
+        bad = unconfirmed = ev
         rate *= CONFIRM_BACKOFF
         if rate < start / 2 ** MAX_HALVINGS:
             ok = rate = None
+    if ok is not None and unconfirmed is not None:
+        for _ in range(CONFIRM_BISECTIONS):  # narrow the backoff's bracket on the longer run
+            ev = run(math.sqrt(ok.rate_rps * unconfirmed.rate_rps), longer)
+            if ev.passes(attainment):
+                ok = ev
+            else:
+                unconfirmed = ev
     conservative = False
     if ok is not None and not any(e.confirmation and not e.passes(attainment) for e in evaluations):
         # confirmed at once: did the failure just above come from the runs' length rather than the rate?
