@@ -60,6 +60,13 @@ def test_serve_prints_the_figures(tiny_model, cache_dir):
     (["--rate", "5", "--policy", "random"], 2, "field 'policy'"),
     (["--rate", "5", "--set", "tokens=64"], 2, "set by the serving simulator"),
     ([], 2, "give a trace"),
+    (["--rate", "5", "--slo-ttft", "1e1000000s"], 2, "--slo-ttft: field 'duration': must be a finite time > 0"),
+    (["--rate", "5", "--slo-ttft", ""], 2, "--slo-ttft: field 'duration': cannot read ''"),
+    (["--rate", "5", "--gpu-memory-gb", "inf"], 2, "--gpu-memory-gb: field 'memory': must be a finite number"),
+    (["--rate", "5", "--requests", "1000000000"], 2, "--requests: field 'requests': must be an integer in [1, 1000000]"),
+    (["--rate", "5", "--disaggregate", ""], 2, "--disaggregate '': expected PREFILL_SERVERS:DECODE_SERVERS"),
+    (["--rate", "5", "--kv-backend", "bogus"], 2, "--kv-backend: field 'backend': unknown backend 'bogus'"),
+    (["--rate", "1e-320"], 2, "--rate: field 'rate': 1000 requests at"),
 ])
 def test_bad_input_is_one_line_with_exit_code_2(tiny_model, cache_dir, args, code, message):
     got, _, err = run_cli(*serve_args(tiny_model, cache_dir, *args))
@@ -88,3 +95,52 @@ def test_serve_search_stores_every_rate_tried_and_the_report_draws_the_curves(ti
     assert sum(p is not None for p in rows.column("requests_path").to_pylist()) == 2  # one capacity row each
     assert run_cli("report", str(out))[0] == 0
     assert (out / "figures" / "serving_throughput_latency.png").is_file()
+
+
+def search_args(model: str, cache: Path, *more: str) -> list[str]:
+    return ["serve", "search", "--model", model, "--topology", "star:4", "--strategies", "TP1EP2", "--backend", "flow",
+            "--cache", str(cache), *SMALL, "--prompt", "uniform:16:500", "--output", "uniform:1:32", "--slo-ttft", "5ms",
+            "--workers", "1", "--quiet", *more]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--servers", ""], "--servers '': expected comma-separated server counts"),
+    (["--ratios", ""], "--ratios '': expected PREFILL_SERVERS:DECODE_SERVERS"),
+    (["--strategies", ""], "--strategies '': expected comma-separated splits"),
+    (["--modes", "disaggregated", "--ratios", "5:5"], "no candidate fits: --ratios 5:5: 10 servers, star:4 has 4"),
+    (["--trace", str(TRACE), "--rate", "-3"], "--rate: field 'rate': the first rate tried must be a finite number"),
+])
+def test_bad_search_input_is_one_line_naming_the_option(tiny_model, cache_dir, args, message):
+    code, _, err = run_cli(*search_args(tiny_model, cache_dir, *args))
+    assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_an_absurd_rate_gives_goodput_within_throughput(tiny_model, cache_dir):
+    code, out, err = run_cli(*serve_args(tiny_model, cache_dir, "--rate", "1e308", "--requests", "20", "--prompt",
+                                         "uniform:16:500", "--output", "fixed:8", "--slo-ttft",
+                                         "1s", "--json", "--check-points", "0"))
+    assert code == 0, err
+    record = json.loads(out)
+    assert record["goodput_rps"] <= record["throughput_rps"] and not record["sustained"]
+
+
+def test_a_search_on_few_requests_bounds_the_capacity_and_says_when_runs_are_too_short(tiny_model, cache_dir):
+    """30 requests: every rate used to meet the SLO (each run over before a queue formed), so the search
+    doubled to 1e11 requests/s; now a rate must be sustained, and the capacity stays below what full
+    steps without waiting could serve (``rough_capacity_rps``)."""
+    from moesim.serving import SchedulerConfig, Slo, StepCache, make_requests
+    from moesim.serving.search import SearchSpace, rough_capacity_rps
+    from moesim.serving.simulate import grids, step_costs
+
+    code, out, err = run_cli(*search_args(tiny_model, cache_dir, "--modes", "colocated", "--requests", "30",
+                                          "--json"))
+    assert code == 0, err
+    c = json.loads(out)["candidates"][0]
+    assert c["upper_bound_found"] and c["capacity_rps"] is not None
+    config = SchedulerConfig(token_budget=1024, max_seqs=8)
+    base = make_requests(None, 1.0, 30, "uniform:16:500", "uniform:1:32")
+    d = SearchSpace(tiny_model, "star:4", ("TP1EP2",), backend="flow").candidates()[0][0]
+    costs, _ = step_costs(grids(d, [base], config), StepCache(cache_dir))
+    assert c["best"]["throughput_rps"] <= rough_capacity_rps(d, base, config, costs)
+    code, text, err = run_cli(*search_args(tiny_model, cache_dir, "--modes", "colocated", "--requests", "30"))
+    assert ("runs are too short" in text) == c["conservative"] and Slo(0.005).given

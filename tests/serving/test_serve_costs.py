@@ -6,6 +6,7 @@ import json
 
 import pytest
 import yaml
+from serve_helpers import one_replica, requests
 
 from moesim.experiments.inputs import plan_runs
 from moesim.serving import Deployment, SchedulerConfig, StepCache, poisson, serve
@@ -84,3 +85,19 @@ def test_the_local_executor_fills_the_same_costs_as_this_process(tiny_model, tmp
     inline, _ = fill(specs, StepCache(tmp_path / "inline"))
     pooled, report = fill(specs, StepCache(tmp_path / "pool"), executor="local", workers=2)
     assert pooled == inline and report.simulated == 4
+
+
+@pytest.mark.parametrize("bad", [-1.0, 1e300, float("nan")])
+def test_a_cached_step_time_out_of_range_is_simulated_again(tiny_model, tmp_path, bad):
+    """A cache file whose wall_s is negative, absurd or NaN (an E2E of −7 s, "requests never finished")
+    is not trusted: the step is simulated again and the file rewritten with the simulated time."""
+    cache, config = StepCache(tmp_path / "c"), SchedulerConfig(token_budget=64, max_seqs=2)
+    reqs = requests([0.0, 0.5, 1.0], 40, 3)
+    first = serve(one_replica(tiny_model), reqs, config, cache=cache, check_points=0)
+    path = sorted(cache.directory.glob("*.json"))[0]
+    record = json.loads(path.read_text())
+    simulated = record["wall_s"]
+    path.write_text(json.dumps({**record, "wall_s": bad}))
+    again = serve(one_replica(tiny_model), reqs, config, cache=cache, check_points=0)
+    assert again.fill.simulated == 1 and again.summary["e2e_mean_s"] == first.summary["e2e_mean_s"]
+    assert json.loads(path.read_text())["wall_s"] == simulated

@@ -6,11 +6,10 @@ import math
 
 import numpy as np
 import pytest
-from serve_helpers import TRACE
+from serve_helpers import TRACE, column, one_replica, requests
 
 from moesim.serving import (
     Deployment,
-    Requests,
     SchedulerConfig,
     Slo,
     StepCache,
@@ -23,24 +22,9 @@ from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
 
 
-def one_replica(model: str) -> Deployment:
-    return Deployment(model, "star:2", "TP1EP2", backend="flow")
-
-
 def step_wall(model: str, **overrides) -> float:
     """One step simulated directly (not through the serving cache)."""
     return simulate_run(RunSpec(model, "star:2", "TP1EP2", backend="flow", overrides=tuple(sorted(overrides.items())))).wall_s
-
-
-def requests(arrival, prompt, output) -> Requests:
-    n = len(arrival)
-    return Requests(np.asarray(arrival, dtype=float), np.full(n, prompt, dtype=np.int64) if np.isscalar(prompt)
-                    else np.asarray(prompt, dtype=np.int64), np.full(n, output, dtype=np.int64) if np.isscalar(output)
-                    else np.asarray(output, dtype=np.int64), np.arange(n, dtype=np.int64), "test")
-
-
-def column(result, name: str) -> np.ndarray:
-    return result.table.column(name).to_numpy(zero_copy_only=False)
 
 
 def test_one_request_per_step_is_an_md1_queue_with_the_pollaczek_khinchine_mean_wait(tiny_model, cache_dir):

@@ -92,3 +92,26 @@ def test_requests_need_a_trace_or_a_rate_but_not_both():
         make_requests(TRACE, 2.0)
     with pytest.raises(MoesimError, match="--rate"):
         make_requests()
+
+
+def test_an_arrival_beyond_the_latest_time_is_refused(tmp_path):
+    """At 1e300 s a step's duration vanishes in the rounding (TTFT, TPOT and E2E came out 0)."""
+    path = tmp_path / "far.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0,10,2\n1e300,10,2\n")
+    with pytest.raises(MoesimError, match=r"far.csv: field 'arrival_s \(row 2\)': must be a time in \[0, 1e\+09\] s"):
+        read_trace(path)
+    with pytest.raises(MoesimError, match="--rate: field 'rate'"):
+        poisson(1e-320, 20, parse_length("fixed:8", "p", "prompt_tokens"), parse_length("fixed:2", "o", "output_tokens"))
+    slow = poisson(1.0, 20, parse_length("fixed:8", "p", "prompt_tokens"), parse_length("fixed:2", "o", "output_tokens"))
+    with pytest.raises(MoesimError, match="the last request would arrive"):
+        slow.scaled(1e-300)
+
+
+def test_repeated_requests_follow_each_other_at_the_same_rate():
+    r = poisson(10.0, 50, parse_length("uniform:1:100", "p", "prompt_tokens"), parse_length("fixed:2", "o", "output_tokens"))
+    twice = r.repeated(2)
+    assert len(twice) == 100 and np.all(np.diff(twice.arrival_s) > 0) and len(set(twice.ids)) == 100
+    np.testing.assert_allclose(twice.arrival_s[50:] - twice.arrival_s[:50], r.arrival_s[-1] - r.arrival_s[0]
+                               + (r.arrival_s[-1] - r.arrival_s[0]) / 49)
+    assert twice.offered_rate_rps == pytest.approx(r.offered_rate_rps)
+    assert list(twice.prompt_tokens) == list(r.prompt_tokens) * 2

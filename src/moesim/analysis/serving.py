@@ -5,7 +5,8 @@ serve search --out``; table ``serving``, docs/serving.md).
   capacity (the rows that kept their per-request file), best goodput per GPU first;
 * latency CDFs (TTFT and TPOT) of the best few headline rows, from their per-request files;
 * throughput–latency curves: p90 TTFT and p90 TPOT against throughput, one line per deployment over the
-  rates a search tried (deployments with at least two rates).
+  rates a search tried (deployments with at least two rates; the shortest runs, not the longer runs that
+  confirm a capacity).
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def curve_figure(rows: pa.Table) -> Figure | None:
     for r in rows.to_pylist():
         if r.get("throughput_rps") is not None:
             groups.setdefault(tuple(r.get(c) for c in DEPLOYMENT), []).append(r)
+    for k, v in groups.items():  # a search's runs of one length (not the longer runs confirming a capacity)
+        groups[k] = [r for r in v if r["requests"] == min(x["requests"] for x in v)]
     curves = [(k, sorted(v, key=lambda r: r["offered_rate_rps"] or 0.0)) for k, v in groups.items() if len(v) > 1]
     if not curves:
         return None

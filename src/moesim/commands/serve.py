@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from moesim.commands.run import normal_strategy, parse_set
-from moesim.errors import MoesimError
+from moesim.errors import MoesimError, input_error
 
 serve_app = typer.Typer(
     help="Serve requests over time on a deployment: continuous batching on step costs simulated by moesim "
@@ -60,10 +61,10 @@ Json = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 Quiet = Annotated[bool, typer.Option("--quiet", help="no progress lines on stderr")]
 
 
-def _ratio(text: str) -> tuple[int, int]:
+def _ratio(text: str, option: str = "--disaggregate") -> tuple[int, int]:
     parts = text.strip().split(":")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise MoesimError(f"--disaggregate '{text}': expected PREFILL_SERVERS:DECODE_SERVERS, e.g. 2:2")
+        raise MoesimError(f"{option} '{text}': expected PREFILL_SERVERS:DECODE_SERVERS, e.g. 2:2")
     return int(parts[0]), int(parts[1])
 
 
@@ -77,9 +78,11 @@ def _common(model: str | None, topology: str | None, trace: Path | None, rate: f
         if value is None:
             raise typer.BadParameter("required", param_hint=f"'{name}'")
     requests = make_requests(trace, rate, count, prompt, output, seed) if trace or rate is not None else None
+    if not 0 < gpu_memory_gb < math.inf:
+        raise input_error("--gpu-memory-gb", "memory", f"must be a finite number of GB > 0, got {gpu_memory_gb!r}")
     config = SchedulerConfig(budget, max_seqs, chunk, policy, kv_tokens, gpu_memory_gb * 1e9, fraction)
-    slo = Slo(parse_duration_s(slo_ttft, "--slo-ttft") if slo_ttft else None,
-              parse_duration_s(slo_tpot, "--slo-tpot") if slo_tpot else None)
+    slo = Slo(parse_duration_s(slo_ttft, "--slo-ttft") if slo_ttft is not None else None,
+              parse_duration_s(slo_tpot, "--slo-tpot") if slo_tpot is not None else None)
     return requests, config, slo
 
 
@@ -95,6 +98,26 @@ def _t(seconds: float | None) -> str:
 
 def _n(value: float | None) -> str:
     return "–" if value is None else f"{value:.4g}"
+
+
+def unsustained(s: dict[str, Any]) -> str:
+    """Why a run's figures are not a steady state, in one line."""
+    from moesim.serving.metrics import MIN_WINDOW_REQUESTS, SUSTAIN_TOLERANCE, WARMUP_E2E, WARMUP_MAX_FRACTION
+
+    if s["throughput_rps"] is None:
+        return "not a steady state: the window holds no time (every request arrived at once)"
+    why = []
+    if s["throughput_rps"] < (1 - SUSTAIN_TOLERANCE) * s["achieved_rate_rps"]:
+        why.append(f"throughput is {100 * (1 - s['throughput_rps'] / s['achieved_rate_rps']):.0f} % below the "
+                   "arrival rate")
+    if s["ttft_growth"] is None or s["ttft_growth"] > SUSTAIN_TOLERANCE:
+        why.append(f"the mean TTFT grows by {_n(s['ttft_growth'])} s per s of arrivals")
+    if s["window_requests"] < MIN_WINDOW_REQUESTS:
+        why.append(f"{s['window_requests']} arrivals in the window, fewer than {MIN_WINDOW_REQUESTS}")
+    short = (f" (the warm-up, {WARMUP_E2E:g} mean E2E, wanted more than {100 * WARMUP_MAX_FRACTION:g} % of the "
+             "arrivals)") if s["warmup_truncated"] else ""
+    return (f"not a steady state ({'; '.join(why)}): the deployment does not sustain this rate, or the run is "
+            f"too short{short}: give more --requests")
 
 
 def _print(result: Any) -> None:
@@ -115,11 +138,17 @@ def _print(result: Any) -> None:
         if s[f"{name}_mean_s"] is not None:
             typer.echo(f"  {name.upper().replace('_', ' '):12} p50 {_t(s[f'{name}_p50_s']):>10}  p90 "
                        f"{_t(s[f'{name}_p90_s']):>10}  p99 {_t(s[f'{name}_p99_s']):>10}  mean {_t(s[f'{name}_mean_s'])}")
-    typer.echo(f"  throughput {_n(s['throughput_rps'])} requests/s, {_n(s['output_tokens_per_s'])} output tokens/s")
+    typer.echo(f"  steady-state window {s['window_start_s']:.4g}–{s['window_end_s']:.4g} s "
+               f"({s['window_requests']} arrivals): arrival rate {_n(s['achieved_rate_rps'])} requests/s "
+               f"(offered {_n(s['offered_rate_rps'])}), throughput {_n(s['throughput_rps'])} requests/s, "
+               f"{_n(s['output_tokens_per_s'])} output tokens/s")
     if result.slo.given:
         limits = ", ".join(f"{k} ≤ {_t(v)}" for k, v in (("TTFT", result.slo.ttft_s), ("TPOT", result.slo.tpot_s)) if v)
-        typer.echo(f"  SLO {limits}: {100 * s['slo_attainment']:.1f} % met; goodput {_n(s['goodput_rps'])} requests/s, "
-                   f"{_n(s['goodput_per_gpu_rps'])} per GPU (arrival rate × share met)")
+        typer.echo(f"  SLO {limits}: {100 * s['slo_attainment']:.1f} % of all requests met; goodput "
+                   f"{_n(s['goodput_rps'])} requests/s, {_n(s['goodput_per_gpu_rps'])} per GPU (completions within "
+                   "the SLO per second of the window)")
+    if not s["sustained"]:
+        typer.echo(f"  warning: {unsustained(s)}")
     typer.echo(f"  Little's law: mean requests in the system {_n(s['mean_in_system'])}, arrival rate × mean time "
                f"{_n(s['little_lambda_w'])}; replay {result.replay_s:.2f} s")
 
@@ -166,7 +195,7 @@ def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
     target = output_file(per_request, "--per-request") if per_request is not None else None
     assert model is not None and topology is not None
     deployment = Deployment(model, topology, normal_strategy(strategy), algorithm, network, backend, parse_set(set_),
-                            _ratio(disaggregate) if disaggregate else None, prefill_strategy)
+                            _ratio(disaggregate) if disaggregate is not None else None, prefill_strategy)
     deployment.replicas()  # a split that does not fit is an error before anything is simulated
     say = _say(quiet)
     result = serve(deployment, requests, config, slo, cache=StepCache(cache), kv_backend=kv_backend,
@@ -233,14 +262,21 @@ def _search(model: Model = None, topology: Topology = None,
     """Find the deployment with the most goodput per GPU under the SLO: splits × server counts × modes."""
     from moesim.fileio import check_output_folder
     from moesim.serving import Executor, SearchSpace, StepCache, make_requests, search
+    from moesim.serving.requests import MAX_REQUESTS
+    from moesim.serving.search import CONFIRM_REPEATS
     from moesim.serving.store import record_serving
     from moesim.workload.options import STUDY_STRATEGIES
 
     first_rate = None if trace else rate  # with a trace, --rate is only the first rate tried
     requests, config, slo = _common(model, topology, trace, first_rate, count, prompt, output, seed, budget, max_seqs,
                                     chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot)
-    if trace is None:
+    confirm = None
+    if trace is None:  # Poisson: the confirming run draws fresh requests, CONFIRM_REPEATS times as many
+        if count * CONFIRM_REPEATS > MAX_REQUESTS:
+            raise input_error("--requests", "requests", f"at most {MAX_REQUESTS // CONFIRM_REPEATS} for a search (a "
+                              f"capacity is confirmed on {CONFIRM_REPEATS} times as many), got {count}")
         requests = make_requests(None, 1.0, count, prompt, output, seed)
+        confirm = make_requests(None, 1.0, count * CONFIRM_REPEATS, prompt, output, seed)
     if out is not None:
         check_output_folder(out)
     mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
@@ -248,17 +284,22 @@ def _search(model: Model = None, topology: Topology = None,
     if bad or not mode_list:
         raise MoesimError(f"--modes: unknown mode '{bad[0] if bad else modes}' (allowed: colocated, disaggregated)")
     try:
-        server_counts = tuple(int(n) for n in servers.split(",")) if servers else ()
+        server_counts = tuple(int(n) for n in servers.split(",")) if servers is not None else ()
     except ValueError:
         raise MoesimError(f"--servers '{servers}': expected comma-separated server counts, e.g. 4,8") from None
+    if any(n < 1 for n in server_counts):
+        raise MoesimError(f"--servers '{servers}': server counts must be ≥ 1")
+    splits = strategies.split(",") if strategies is not None else list(STUDY_STRATEGIES)
+    if not all(s.strip() for s in splits):
+        raise MoesimError(f"--strategies '{strategies}': expected comma-separated splits, e.g. TP2EP16,TP4EP8")
     assert model is not None and topology is not None
     space = SearchSpace(
-        model, topology, tuple(normal_strategy(s) for s in (strategies.split(",") if strategies else STUDY_STRATEGIES)),
-        server_counts, mode_list, tuple(_ratio(r) for r in ratios.split(",")) if ratios else None,
+        model, topology, tuple(normal_strategy(s.strip()) for s in splits), server_counts, mode_list,
+        tuple(_ratio(r, "--ratios") for r in ratios.split(",")) if ratios is not None else None,
         algorithm, network, backend, parse_set(set_))
     result = search(space, requests, config, slo, attainment=attainment, start_rps=rate,
                     iterations=iterations, cache=StepCache(cache), executor=Executor(executor, workers, address),
-                    kv_backend=kv_backend, progress=_say(quiet))
+                    kv_backend=kv_backend, progress=_say(quiet), confirm=confirm)
     if out is not None:
         record_serving(out, result.records(), search_id=result.search_id, command=" ".join(["moesim", *sys.argv[1:]]))
     if as_json:
@@ -267,11 +308,21 @@ def _search(model: Model = None, topology: Topology = None,
     typer.echo(f"{len(result.candidates)} candidates ({len(result.skipped)} combinations left out); step costs: "
                f"{result.fill.steps} steps, {result.fill.simulated} simulated ({result.fill.elapsed_s:.1f} s); "
                f"{result.elapsed_s:.1f} s in all")
-    typer.echo(f"  capacity = highest rate with ≥ {100 * attainment:g} % of requests within the SLO")
+    typer.echo(f"  capacity = highest sustained rate with ≥ {100 * attainment:g} % of completions within the SLO; "
+               "rates over the steady-state window")
     for c in result.candidates:
         b = c.best.summary if c.best is not None else None
-        rate_text = f"{b['offered_rate_rps']:.4g} req/s, goodput {b['goodput_rps']:.4g} req/s" if b else "none"
-        typer.echo(f"  {c.goodput_per_gpu_rps:10.4g} per GPU  {c.deployment.label():60}  {rate_text}")
+        if b is None:
+            text = "none (no rate tried passed)"
+        else:
+            text = (f"{'no upper bound found, ≥ ' if c.unbounded else ''}{b['offered_rate_rps']:.4g} req/s offered: "
+                    f"arrivals {b['achieved_rate_rps']:.4g}, throughput {b['throughput_rps']:.4g}, goodput "
+                    f"{b['goodput_rps']:.4g} req/s")
+        typer.echo(f"  {c.goodput_per_gpu_rps:10.4g} per GPU  {c.deployment.label():60}  {text}"
+                   f"{' *' if c.conservative else ''}")
+    if any(c.conservative for c in result.candidates):
+        typer.echo("  * the runs are too short to bound this capacity: a rate that failed on --requests requests "
+                   f"passed on {CONFIRM_REPEATS} times as many; more --requests may give a higher figure")
 
 
 def _search_record(result: Any) -> dict[str, Any]:
@@ -280,6 +331,8 @@ def _search_record(result: Any) -> dict[str, Any]:
         best = c.best.summary if c.best is not None else None
         rows.append({**c.deployment.as_dict(), "gpus": c.deployment.num_gpus,
                      "goodput_per_gpu_rps": c.goodput_per_gpu_rps, "best": best,
+                     "capacity_rps": c.best.rate_rps if c.best is not None else None,
+                     "upper_bound_found": c.best is not None and not c.unbounded, "conservative": c.conservative,
                      "rates_tried": [e.rate_rps for e in c.evaluations]})
     return {"search_id": result.search_id, "candidates": rows, "skipped": list(result.skipped),
             "step_costs": result.fill.__dict__, "elapsed_s": result.elapsed_s, **result.settings}

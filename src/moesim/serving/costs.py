@@ -55,6 +55,8 @@ from moesim.workload.graph import Node, NodeKind
 CONTEXT_FIRST = 1024
 CONTEXT_RATIO = 4
 PHASES = ("prefill", "decode")
+MAX_STEP_S = 3600.0
+"""A cached step time above this (or not > 0, or not finite) is taken as corrupt and simulated again."""
 
 
 def batch_axis(limit: int) -> tuple[int, ...]:
@@ -121,12 +123,17 @@ class StepCache:
             raise MoesimError(f"{self.directory}: the step-cost cache must be a folder")
 
     def get(self, run_id: str) -> dict[str, Any] | None:
+        """The cached record of a step, or None when missing or unreadable, or when its ``wall_s`` is not a
+        step time in (0, MAX_STEP_S] s (a corrupt or hand-edited file: the step is simulated again)."""
         path = self.directory / f"{run_id}.json"
         try:
             record = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
-        return record if isinstance(record, dict) and isinstance(record.get("wall_s"), float) else None
+        if not isinstance(record, dict):
+            return None
+        wall = record.get("wall_s")
+        return record if isinstance(wall, float) and 0 < wall <= MAX_STEP_S else None
 
     def put(self, run_id: str, record: dict[str, Any]) -> None:
         atomic_write(self.directory / f"{run_id}.json", json.dumps(record, sort_keys=True))

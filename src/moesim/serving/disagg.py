@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from moesim.errors import input_error
 from moesim.network import BACKENDS
 from moesim.network.base import Flow
 from moesim.network.params import network_mode
@@ -25,6 +26,12 @@ from moesim.topology.catalog import get_topology
 
 KV_BACKEND = "flow"
 """The backend of KV transfers by default (fast, and contention-aware)."""
+
+
+def check_kv_backend(name: str) -> None:
+    """A KV-transfer backend must be a network backend, even when no deployment transfers (colocated)."""
+    if name not in BACKENDS.names():
+        raise input_error("--kv-backend", "backend", f"unknown backend {name!r}", BACKENDS.names())
 
 
 class KvTransfers:

@@ -4,17 +4,29 @@ goodput under an SLO, and Little's law as a check of the replay's own bookkeepin
 TTFT = first token − arrival; TPOT = (finish − first token) / (output tokens − 1), the mean time per
 output token after the first (undefined for one output token: such a request meets any TPOT limit);
 E2E = finish − arrival. A request meets the SLO when its TTFT and TPOT are within the limits given.
-Throughput is completions per second of the run's span, first arrival to last finish (as vLLM's benchmark
-counts it, the drain included). Goodput is the arrival rate times the share of requests that meet the SLO
-(DistServe, Zhong et al., OSDI 2024): the rate of SLO-meeting requests the deployment takes on, which a
-finite run's drain does not dilute.
+
+Rates come from a steady-state window, so a short run's warm-up (an empty system) and drain (no new
+arrivals) do not bias them: the window runs from the end of the warm-up to the last arrival. The warm-up
+lasts WARMUP_FRACTION of the arrivals, and at least WARMUP_E2E mean E2E latencies (the system holds λ·E2E
+requests in steady state; a warm-up shorter than the time a request stays leaves it emptier than that,
+and completions in the window then lag arrivals although the rate is sustainable), but at most
+WARMUP_MAX_FRACTION of the arrivals (an overloaded run's E2E grows with its length); ``warmup_truncated``
+says it was cut there: the run is short for the time a request stays, or overloaded. Over the window,
+the achieved arrival rate is the arrivals in the window (its first included, its end excluded) per
+second, throughput the completions (finish in the window) per second, and goodput the completions that
+met the SLO per second (DistServe's goodput, Zhong et al., OSDI 2024, counted on
+completions), so goodput ≤ throughput by construction. A run is *sustained* when throughput is within
+SUSTAIN_TOLERANCE of the achieved arrival rate and queueing does not grow: the mean TTFT of the window's
+last quarter of arrivals exceeds that of its first quarter by at most SUSTAIN_TOLERANCE seconds per second
+of arrivals between them (an overload of a fraction x of the capacity makes the wait grow by about x s/s),
+over a window of at least MIN_WINDOW_REQUESTS arrivals. A run too short for a window is not sustained.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException, Overflow
 from typing import Any
 
 import numpy as np
@@ -25,6 +37,17 @@ from moesim.serving.replay import ReplayResult
 from moesim.serving.requests import Requests
 
 PERCENTILES = (50, 90, 99)
+WARMUP_FRACTION = 0.2
+"""Share of the arrivals (the first ones) left out of the steady-state window: the system fills up."""
+WARMUP_E2E = 2.0
+"""The warm-up lasts at least this many mean E2E latencies from the first arrival."""
+WARMUP_MAX_FRACTION = 0.5
+"""The warm-up never takes more than this share of the arrivals."""
+MIN_WINDOW_REQUESTS = 20
+"""Fewer arrivals in the window measure no rate worth calling sustained."""
+SUSTAIN_TOLERANCE = 0.05
+"""A run sustains its arrival rate when throughput ≥ (1 − this) × the achieved arrival rate and the mean
+TTFT grows by at most this many seconds per second over the window."""
 TIME_UNITS = {"s": 0, "ms": -3, "us": -6, "µs": -6, "ns": -9}
 
 
@@ -37,11 +60,13 @@ def parse_duration_s(text: str | float, option: str) -> float:
         unit = next((u for u in sorted(TIME_UNITS, key=len, reverse=True) if raw.endswith(u)), "")
         try:
             value = float(Decimal(raw[: len(raw) - len(unit)].strip()).scaleb(TIME_UNITS[unit] if unit else 0))
-        except (InvalidOperation, ValueError):
+        except Overflow:
+            raise input_error(option, "duration", f"must be a finite time > 0, got {text!r}") from None
+        except (DecimalException, ValueError):
             raise input_error(option, "duration", f"cannot read {text!r} (write e.g. 1s, 50ms)",
                               TIME_UNITS) from None
     if not (math.isfinite(value) and value > 0):
-        raise input_error(option, "duration", f"must be > 0, got {text!r}")
+        raise input_error(option, "duration", f"must be a finite time > 0, got {text!r}")
     return value
 
 
@@ -92,28 +117,63 @@ def _stats(name: str, values: np.ndarray) -> dict[str, float | None]:
     return out
 
 
+def window(arrival: np.ndarray, finish: np.ndarray, ttft: np.ndarray,
+           met: np.ndarray | None) -> dict[str, Any]:
+    """The steady-state figures of a run (module docstring): its window, achieved arrival rate,
+    throughput, goodput (None without an SLO), the TTFT growth over the window and whether it is sustained.
+    ``arrival`` is non-decreasing (requests in arrival order)."""
+    n = len(arrival)
+    warm = float(arrival[0] + WARMUP_E2E * (finish - arrival).mean()) if n else 0.0
+    wanted = max(int(WARMUP_FRACTION * n), int(np.searchsorted(arrival, warm)))
+    k = min(wanted, int(WARMUP_MAX_FRACTION * n))
+    start, end = (float(arrival[k]), float(arrival[-1])) if n else (0.0, 0.0)
+    out: dict[str, Any] = {"window_start_s": start, "window_end_s": end, "window_requests": max(n - 1 - k, 0),
+                           "warmup_truncated": wanted > k,
+                           "achieved_rate_rps": None, "throughput_rps": None, "goodput_rps": None,
+                           "window_attainment": None, "ttft_growth": None, "sustained": False}
+    length = end - start
+    if not (length > 0 and math.isfinite(length)):
+        return out  # every window request arrived at once: no rate to measure
+    done = (finish > start) & (finish <= end)
+    out["achieved_rate_rps"] = (n - 1 - k) / length
+    out["throughput_rps"] = int(done.sum()) / length
+    if met is not None:
+        out["goodput_rps"] = int((done & met).sum()) / length
+        out["window_attainment"] = float((done & met).sum() / done.sum()) if done.any() else 0.0
+    quarter = max((n - 1 - k) // 4, 1)
+    first, last = slice(k, k + quarter), slice(n - 1 - quarter, n - 1)
+    gap = float(arrival[last].mean() - arrival[first].mean())
+    if gap > 0:
+        out["ttft_growth"] = float(ttft[last].mean() - ttft[first].mean()) / gap
+    out["sustained"] = bool(n - 1 - k >= MIN_WINDOW_REQUESTS
+                            and out["throughput_rps"] >= (1 - SUSTAIN_TOLERANCE) * out["achieved_rate_rps"]
+                            and out["ttft_growth"] is not None and out["ttft_growth"] <= SUSTAIN_TOLERANCE)
+    return out
+
+
 def aggregates(table: pa.Table, result: ReplayResult, slo: Slo, gpus: int,
                offered_rate_rps: float | None = None) -> dict[str, Any]:
     """The run's figures (module docstring) with Little's law: ``mean_in_system`` (the replay's own time
-    average of requests present) against ``arrival_rate_rps × mean E2E``. ``offered_rate_rps``: the
-    arrival rate the requests were drawn at (default: n − 1 over the arrival span)."""
+    average of requests present) against ``λ × mean E2E`` with λ = n over the run's span (first arrival to
+    last finish). ``offered_rate_rps``: the arrival rate the requests were drawn at (default: n − 1 over
+    the arrival span)."""
     arrival = table.column("arrival_s").to_numpy()
     finish = table.column("finish_s").to_numpy()
     e2e = table.column("e2e_s").to_numpy()
     n = len(arrival)
     span = float(finish.max() - arrival.min()) if n else 0.0
     met = table.column("slo_met").to_numpy(zero_copy_only=False)
-    out_tokens = int(table.column("output_tokens").to_numpy().sum())
     if offered_rate_rps is None and n > 1 and arrival.max() > arrival.min():
         offered_rate_rps = (n - 1) / float(arrival.max() - arrival.min())
     attainment = float(met.mean()) if n and slo.given else None  # no SLO: no attainment, no goodput
+    steady = window(arrival, finish, table.column("ttft_s").to_numpy(), met if slo.given else None)
+    done = (finish > steady["window_start_s"]) & (finish <= steady["window_end_s"])
+    length = steady["window_end_s"] - steady["window_start_s"]
+    out_tokens = int(table.column("output_tokens").to_numpy()[done].sum())
     record: dict[str, Any] = {
-        "requests": n, "duration_s": span, "offered_rate_rps": offered_rate_rps,
-        "throughput_rps": n / span if span > 0 else None,
-        "output_tokens_per_s": out_tokens / span if span > 0 else None,
+        "requests": n, "duration_s": span, "offered_rate_rps": offered_rate_rps, **steady,
+        "output_tokens_per_s": out_tokens / length if steady["throughput_rps"] is not None else None,
         "slo_ttft_s": slo.ttft_s, "slo_tpot_s": slo.tpot_s, "slo_attainment": attainment,
-        "goodput_rps": offered_rate_rps * attainment if offered_rate_rps is not None and attainment is not None
-        else None,
     }
     record["goodput_per_gpu_rps"] = record["goodput_rps"] / gpus if record["goodput_rps"] is not None else None
     for name in ("ttft", "tpot", "e2e"):

@@ -22,6 +22,11 @@ from moesim.errors import MoesimError, input_error
 COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 MAX_TOKENS = 10**7
 """The longest prompt or output a request may have (a KV cache far beyond any accelerator's memory)."""
+MAX_REQUESTS = 10**6
+"""The most requests one replay takes (a search replays four times as many to confirm a capacity)."""
+MAX_ARRIVAL_S = 1e9
+"""The latest arrival time (about 32 years): beyond it a step's duration vanishes in the time's rounding
+(a float64 at 1e9 s resolves 0.1 µs; at 1e300 s a whole request would take no time)."""
 DISTRIBUTIONS = ("fixed:N", "uniform:LO:HI", "lognormal:MEDIAN:SIGMA[:MAX]", "trace:FILE[:COLUMN]")
 
 
@@ -48,10 +53,24 @@ class Requests:
 
     def scaled(self, factor: float) -> Requests:
         """The same requests arriving ``factor`` times as fast (arrival times divided by ``factor``)."""
-        if not factor > 0:
-            raise MoesimError(f"requests: rate factor must be > 0, got {factor}")
-        return Requests(self.arrival_s / factor, self.prompt_tokens, self.output_tokens, self.ids,
+        if not 0 < factor < math.inf:
+            raise MoesimError(f"requests: rate factor must be a finite number > 0, got {factor}")
+        with np.errstate(over="ignore", under="ignore"):
+            arrival = self.arrival_s / factor
+        _check_arrivals(arrival, f"{self.source}, arrivals ×{factor:g}")
+        return Requests(arrival, self.prompt_tokens, self.output_tokens, self.ids,
                         f"{self.source}, arrivals ×{factor:g}")
+
+    def repeated(self, times: int) -> Requests:
+        """The requests ``times`` times over, each copy arriving one mean gap after the previous copy's last
+        arrival: a run as many times longer at the same rate and lengths (for a steady-state check)."""
+        n = len(self)
+        span = float(self.arrival_s[-1] - self.arrival_s[0]) if n > 1 else 0.0
+        period = span + (span / (n - 1) if n > 1 else 0.0)
+        copies = np.arange(times).repeat(n)
+        return Requests(np.tile(self.arrival_s, times) + copies * period, np.tile(self.prompt_tokens, times),
+                        np.tile(self.output_tokens, times), np.tile(self.ids, times) + copies * (int(self.ids.max()) + 1),
+                        f"{self.source}, ×{times} in a row")
 
     def fingerprint(self) -> str:
         """sha256 of the arrays (what a replay reads), for result keys."""
@@ -59,6 +78,13 @@ class Requests:
         for a in (self.arrival_s, self.prompt_tokens, self.output_tokens, self.ids):
             h.update(np.ascontiguousarray(a).tobytes())
         return h.hexdigest()
+
+
+def _check_arrivals(arrival: np.ndarray, what: str, option: str = "requests", field: str = "arrival_s") -> None:
+    """Arrival times must stay within MAX_ARRIVAL_S (and be finite)."""
+    if len(arrival) and not float(arrival[-1]) <= MAX_ARRIVAL_S:
+        raise input_error(option, field, f"{what}: the last request would arrive at {float(arrival[-1]):.3g} s, after "
+                          f"{MAX_ARRIVAL_S:g} s (where a step's duration is lost to rounding)")
 
 
 def _table(path: str | Path) -> dict[str, np.ndarray]:
@@ -111,10 +137,13 @@ def read_trace(path: str | Path) -> Requests:
         arrival = cols["arrival_s"].astype(np.float64)
     except (TypeError, ValueError):
         raise input_error(source, "arrival_s", "must hold numbers (seconds)") from None
-    bad = ~np.isfinite(arrival) | (arrival < 0)
+    if n > MAX_REQUESTS:
+        raise MoesimError(f"{source}: the trace has {n} requests; a replay takes at most {MAX_REQUESTS}")
+    bad = ~np.isfinite(arrival) | (arrival < 0) | (arrival > MAX_ARRIVAL_S)
     if bad.any():
         row = int(np.argmax(bad))
-        raise input_error(source, f"arrival_s (row {row + 1})", f"must be a time ≥ 0 s, got {cols['arrival_s'][row]!r}")
+        raise input_error(source, f"arrival_s (row {row + 1})",
+                          f"must be a time in [0, {MAX_ARRIVAL_S:g}] s, got {cols['arrival_s'][row]!r}")
     prompt = _integers(cols["prompt_tokens"], source, "prompt_tokens")
     output = _integers(cols["output_tokens"], source, "output_tokens")
     order = np.argsort(arrival, kind="stable")
@@ -193,10 +222,12 @@ def poisson(rate_rps: float, count: int, prompt: LengthDist, output: LengthDist,
     arrival times scaled (common random numbers for rate sweeps)."""
     if not (isinstance(rate_rps, int | float) and math.isfinite(rate_rps) and rate_rps > 0):
         raise input_error("--rate", "rate", f"must be a positive number of requests per second, got {rate_rps!r}")
-    if not isinstance(count, int) or count < 1:
-        raise input_error("--requests", "requests", f"must be a positive integer, got {count!r}")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_REQUESTS:
+        raise input_error("--requests", "requests", f"must be an integer in [1, {MAX_REQUESTS}], got {count!r}")
     rng = np.random.default_rng(seed)
-    arrival = np.cumsum(rng.exponential(1.0, count)) / rate_rps
+    with np.errstate(over="ignore", under="ignore"):
+        arrival = np.cumsum(rng.exponential(1.0, count)) / rate_rps
+    _check_arrivals(arrival, f"{count} requests at {rate_rps:g}/s", "--rate", "rate")
     prompts = prompt.sample(rng, count)
     outputs = output.sample(rng, count)
     return Requests(arrival, prompts, outputs, np.arange(count, dtype=np.int64),

@@ -59,8 +59,8 @@ class SchedulerConfig:
                               f"tokens (token_budget {self.token_budget})")
         if self.policy not in POLICIES.names():
             raise input_error(src, "policy", f"unknown policy {self.policy!r}", POLICIES.names())
-        if not (isinstance(self.gpu_memory_bytes, int | float) and self.gpu_memory_bytes > 0):
-            raise input_error(src, "gpu_memory_bytes", f"must be > 0, got {self.gpu_memory_bytes!r}")
+        if not (isinstance(self.gpu_memory_bytes, int | float) and 0 < self.gpu_memory_bytes < math.inf):
+            raise input_error(src, "gpu_memory_bytes", f"must be a finite number > 0, got {self.gpu_memory_bytes!r}")
         if not (isinstance(self.memory_fraction, int | float) and 0 < self.memory_fraction <= 1):
             raise input_error(src, "memory_fraction", f"must be in (0, 1], got {self.memory_fraction!r}")
 

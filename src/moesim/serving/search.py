@@ -5,11 +5,23 @@ disaggregation is searched, every prefill:decode division of the servers with a 
 (DistServe searches each phase's parallelism the same way). All their step grids are filled in one
 batch of runs on the executor (``local`` or ``ray``); replays then run here on the warm costs.
 
-A candidate's capacity is the highest arrival rate at which at least ``attainment`` of the requests meet
-the SLO (DistServe's goodput; Zhong et al., OSDI 2024): the same requests (one seed, or the trace) are
-replayed with arrival times scaled, doubling or halving the rate until the attainment crosses the target,
-then bisecting geometrically. The candidate's figure is its goodput at that rate (the rate times the share
-meeting the SLO) per GPU.
+A candidate's capacity is the highest arrival rate it sustains (``metrics``: throughput within
+``SUSTAIN_TOLERANCE`` of the arrival rate over the steady-state window, TTFT not growing) while at least
+``attainment`` of the window's completions meet the SLO (DistServe's goodput; Zhong et al., OSDI 2024):
+the same requests (one seed, or the trace) are replayed with arrival times scaled, doubling or halving the
+rate until a rate passes and one fails, then bisecting geometrically. The rate found must pass again on
+a run CONFIRM_REPEATS times as long: a queue that grows too slowly to fail a short run fails a long one,
+and near capacity the share meeting the SLO keeps falling with the run's length (long, rare busy
+periods). The longer run is fresh requests from the same generator when the caller gives them (the
+command line does for Poisson arrivals, so a lucky sample of lengths cannot carry the capacity), else the
+requests repeated CONFIRM_REPEATS times in a row (a trace). A rate it does not confirm is lowered by
+CONFIRM_BACKOFF until one is confirmed, then CONFIRM_BISECTIONS geometric bisections on the longer run
+narrow the gap. The lowest failing rate above a capacity confirmed at once is
+replayed the same way: if that passes, the short runs failed for their length (few requests in the
+window), that rate is the capacity and the candidate is flagged ``conservative``. A rate that is not
+sustained fails however many requests met the SLO: a finite run above capacity ends before its queue
+fails them. A candidate that still passes after ``MAX_DOUBLINGS`` doublings has no upper bound found (its
+figure is a lower bound). The candidate's figure is its goodput at capacity (SLO-meeting completions per second) per GPU.
 """
 
 from __future__ import annotations
@@ -24,9 +36,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from moesim.errors import MoesimError
+from moesim.errors import MoesimError, input_error
 from moesim.serving.costs import FillReport, Grid, StepCache, StepCosts
 from moesim.serving.deployment import Deployment, ReplicaKind, cluster_shape, sub_topology
+from moesim.serving.disagg import check_kv_backend
 from moesim.serving.metrics import Slo
 from moesim.serving.requests import Requests
 from moesim.serving.scheduler import SchedulerConfig
@@ -34,7 +47,14 @@ from moesim.serving.simulate import Executor, evaluate, grids, step_costs
 from moesim.version import __version__
 from moesim.workload.layout import ParallelLayout
 
+CONFIRM_REPEATS = 10
+"""The capacity found is replayed on a run this many times as long, and must pass again."""
+CONFIRM_BACKOFF = 0.9
+"""A capacity the longer run does not confirm is lowered by this factor until one is confirmed."""
+CONFIRM_BISECTIONS = 2
+"""Geometric bisections on the longer run between the confirmed rate and the one it failed (10 % → 2.7 %)."""
 MAX_DOUBLINGS = 24
+"""Above start × 2^24 a candidate that still passes is reported with no upper bound found."""
 MAX_HALVINGS = 10
 """Below start / 2^10 a candidate is taken to have no capacity (each slower replay costs more steps)."""
 
@@ -70,6 +90,7 @@ class SearchSpace:
                 ratios = self.ratios if self.ratios is not None else tuple((p, n - p) for p in range(1, n))
                 tries += [Deployment(topology=topology, strategy=sd, prefill_strategy=sp, disaggregate=r, **base)
                           for r in ratios if sum(r) == n for sp in self.strategies for sd in self.strategies]
+                skipped += [f"--ratios {p}:{d}: {p + d} servers, {topology} has {n}" for p, d in ratios if p + d != n]
             for d in tries:
                 try:
                     d.replicas()
@@ -88,19 +109,31 @@ class Evaluation:
     rate_rps: float
     summary: dict[str, Any]
     table: pa.Table
+    confirmation: bool = False
+    """A replay of the longer run (``CONFIRM_REPEATS`` times as many requests) checking a capacity."""
 
     @property
     def attainment(self) -> float:
-        return float(self.summary["slo_attainment"] or 0.0)
+        """The share of the steady-state window's completions that met the SLO."""
+        return float(self.summary["window_attainment"] or 0.0)
+
+    def passes(self, attainment: float) -> bool:
+        """Sustained, with at least ``attainment`` of the window's completions within the SLO."""
+        return bool(self.summary["sustained"]) and self.attainment >= attainment
 
 
 @dataclass(frozen=True, eq=False)
 class Candidate:
-    """A candidate's capacity search: every evaluation, and the best rate meeting the attainment target."""
+    """A candidate's capacity search: every evaluation, and the best rate passing (None: none did);
+    ``unbounded``: no rate tried failed, so the capacity is only known to be above ``best``'s rate."""
 
     deployment: Deployment
     evaluations: tuple[Evaluation, ...]
     best: Evaluation | None
+    unbounded: bool = False
+    conservative: bool = False
+    """A rate that failed on the requests passed on the longer run: the runs are too short to bound the
+    capacity tightly (more requests may give a higher figure); ``best`` is that longer run."""
 
     @property
     def goodput_per_gpu_rps(self) -> float:
@@ -124,19 +157,24 @@ class SearchResult:
         out: list[tuple[dict[str, Any], pa.Table | None]] = []
         for c in self.candidates:
             for e in c.evaluations:
-                key = json.dumps([self.search_id, c.deployment.as_dict(), e.rate_rps], sort_keys=True, default=repr)
+                key = json.dumps([self.search_id, c.deployment.as_dict(), e.rate_rps]
+                                 + ([CONFIRM_REPEATS] if e.confirmation else []), sort_keys=True, default=repr)
                 record = {"serve_id": hashlib.sha256(key.encode()).hexdigest(), **c.deployment.as_dict(),
                           "gpus": c.deployment.num_gpus, "requests_source": self.settings.get("requests_source"),
                           "scheduler": self.settings.get("scheduler"), "kv_backend": self.settings.get("kv_backend"),
-                          **e.summary, "capacity": e is c.best, "version": __version__}
+                          **e.summary, "confirmation": e.confirmation, "capacity": e is c.best,
+                          "capacity_conservative": e is c.best and c.conservative, "capacity_unbounded": e is c.best and c.unbounded,
+                          "version": __version__}
                 out.append((record, e.table if e is c.best else None))
         return out
 
 
 def search_id(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo, attainment: float,
-              kv_backend: str) -> str:
+              kv_backend: str, confirm: Requests | None = None) -> str:
     data = {"space": asdict(space), "requests": base.fingerprint(), "scheduler": asdict(config), "slo": asdict(slo),
             "attainment": attainment, "kv_backend": kv_backend, "version": __version__}
+    if confirm is not None:
+        data["confirm"] = confirm.fingerprint()
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=repr).encode()).hexdigest()
 
 
@@ -160,27 +198,31 @@ def rough_capacity_rps(deployment: Deployment, base: Requests, config: Scheduler
 
 def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, slo: Slo,
              costs: dict[ReplicaKind, StepCosts],
-             attainment: float, start_rps: float | None, iterations: int, kv_backend: str) -> Candidate:
+             attainment: float, start_rps: float | None, iterations: int, kv_backend: str,
+             longer: Requests | None = None) -> Candidate:
     """The highest rate (module docstring) at which ``attainment`` of ``base``'s requests meet ``slo``, from
-    ``start_rps`` (None: half of ``rough_capacity_rps``)."""
-    base_rate = base.offered_rate_rps if math.isfinite(base.offered_rate_rps) else 1.0
+    ``start_rps`` (None: half of ``rough_capacity_rps``), confirmed on ``longer`` (None: ``base`` repeated)."""
     evaluations: list[Evaluation] = []
+    longer = longer if longer is not None else base.repeated(CONFIRM_REPEATS)
 
-    def run(rate: float) -> Evaluation:
-        table, summary = evaluate(deployment, base.scaled(rate / base_rate), config, slo, costs, kv_backend, rate)
-        ev = Evaluation(rate, summary, table)
+    def run(rate: float, requests: Requests = base) -> Evaluation:
+        own = requests.offered_rate_rps if math.isfinite(requests.offered_rate_rps) else 1.0
+        table, summary = evaluate(deployment, requests.scaled(rate / own), config, slo, costs, kv_backend, rate)
+        ev = Evaluation(rate, summary, table, requests is longer)
         evaluations.append(ev)
         return ev
 
     ok: Evaluation | None = None
     bad: Evaluation | None = None
-    ev = run(start_rps if start_rps is not None else rough_capacity_rps(deployment, base, config, costs) / 2)
-    halvings = 0
-    for _ in range(MAX_DOUBLINGS + MAX_HALVINGS):
-        if ev.attainment >= attainment:
+    start = start_rps if start_rps is not None else rough_capacity_rps(deployment, base, config, costs) / 2
+    ev = run(start)
+    doublings = halvings = 0
+    while True:
+        if ev.passes(attainment):
             ok = ev
-            if bad is not None:
+            if bad is not None or doublings == MAX_DOUBLINGS:
                 break
+            doublings += 1
             ev = run(ev.rate_rps * 2)
         else:
             bad = ev
@@ -191,11 +233,39 @@ def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, sl
     if ok is not None and bad is not None:
         for _ in range(iterations):
             ev = run(math.sqrt(ok.rate_rps * bad.rate_rps))
-            if ev.attainment >= attainment:
+            if ev.passes(attainment):
                 ok = ev
             else:
                 bad = ev
-    return Candidate(deployment, tuple(evaluations), ok)
+    rate = ok.rate_rps if ok is not None and CONFIRM_REPEATS > 1 else None
+    unconfirmed: Evaluation | None = None
+    while rate is not None:
+        ev = run(rate, longer)
+        if ev.passes(attainment):
+            ok = ev
+            break
+        bad = unconfirmed = ev
+        rate *= CONFIRM_BACKOFF
+        if rate < start / 2 ** MAX_HALVINGS:
+            ok = rate = None
+    if ok is not None and unconfirmed is not None:
+        for _ in range(CONFIRM_BISECTIONS):  # narrow the backoff's bracket on the longer run
+            ev = run(math.sqrt(ok.rate_rps * unconfirmed.rate_rps), longer)
+            if ev.passes(attainment):
+                ok = ev
+            else:
+                unconfirmed = ev
+    conservative = False
+    if ok is not None and not any(e.confirmation and not e.passes(attainment) for e in evaluations):
+        # confirmed at once: did the failure just above come from the runs' length rather than the rate?
+        above = [e.rate_rps for e in evaluations if not e.confirmation and e.rate_rps > ok.rate_rps
+                 and not e.passes(attainment)]
+        if above:
+            ev = run(min(above), longer)
+            if ev.passes(attainment):
+                ok, conservative = ev, True
+    return Candidate(deployment, tuple(evaluations), ok, unbounded=ok is not None and bad is None,
+                     conservative=conservative)
 
 
 Progress = Callable[[str], None]
@@ -204,20 +274,26 @@ Progress = Callable[[str], None]
 def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo, *, attainment: float = 0.9,
            start_rps: float | None = None, iterations: int = 6, cache: StepCache | None = None,
            executor: Executor = Executor(workers=None), kv_backend: str = "flow",
-           progress: Progress | None = None) -> SearchResult:
-    """Fill every candidate's step costs on ``executor``, then find each one's capacity (module docstring)."""
+           progress: Progress | None = None, confirm: Requests | None = None) -> SearchResult:
+    """Fill every candidate's step costs on ``executor``, then find each one's capacity (module docstring);
+    ``confirm``: the longer run confirming a capacity (None: ``base`` repeated CONFIRM_REPEATS times)."""
     if not slo.given:
         raise MoesimError("serve search: give an SLO (--slo-ttft and/or --slo-tpot): goodput counts the requests "
                           "that meet it")
     if not 0 < attainment <= 1:
         raise MoesimError(f"--attainment: must be in (0, 1], got {attainment}")
+    if start_rps is not None and not 0 < start_rps < math.inf:
+        raise input_error("--rate", "rate", f"the first rate tried must be a finite number of requests per second "
+                          f"> 0, got {start_rps!r}")
+    check_kv_backend(kv_backend)
     t0 = time.monotonic()
     for s in space.strategies:
         ParallelLayout.parse(s)
     candidates, skipped = space.candidates()
+    longer = confirm if confirm is not None else base.repeated(CONFIRM_REPEATS)
     kind_grids: dict[ReplicaKind, Grid] = {}
     for d in candidates:
-        for kind, g in grids(d, [base], config).items():
+        for kind, g in grids(d, [base, longer], config).items():
             kind_grids[kind] = kind_grids[kind].union(g) if kind in kind_grids else g
     say = progress or (lambda _line: None)
     say(f"serve search: {len(candidates)} candidates, {len(kind_grids)} replica kinds to cost")
@@ -225,12 +301,14 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
                                lambda done, total: say(f"step costs: {done}/{total} simulated"))
     results = []
     for d in candidates:
-        c = capacity(d, base, config, slo, costs, attainment, start_rps, iterations, kv_backend)
+        c = capacity(d, base, config, slo, costs, attainment, start_rps, iterations, kv_backend, longer)
         results.append(c)
         say(f"{d.label()}: {c.goodput_per_gpu_rps:.4g} goodput/s per GPU "
-            f"({len(c.evaluations)} rates tried)")
+            f"({len(c.evaluations)} rates tried{'; no upper bound found' if c.unbounded else ''}"
+            f"{'; runs too short to bound it' if c.conservative else ''})")
     results.sort(key=lambda c: (-c.goodput_per_gpu_rps, c.deployment.num_gpus, c.deployment.label()))
     settings = {"attainment": attainment, "start_rps": start_rps, "iterations": iterations, "kv_backend": kv_backend,
                 "requests": len(base), "requests_source": base.source, "scheduler": asdict(config), "slo": asdict(slo)}
-    return SearchResult(search_id(space, base, config, slo, attainment, kv_backend), tuple(results), tuple(skipped),
+    return SearchResult(search_id(space, base, config, slo, attainment, kv_backend, confirm), tuple(results),
+                        tuple(skipped),
                         report, time.monotonic() - t0, settings)

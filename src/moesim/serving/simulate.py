@@ -24,7 +24,7 @@ from moesim.serving.costs import (
     step_spec,
 )
 from moesim.serving.deployment import Deployment, ReplicaKind
-from moesim.serving.disagg import KV_BACKEND, KvTransfers
+from moesim.serving.disagg import KV_BACKEND, KvTransfers, check_kv_backend
 from moesim.serving.metrics import Slo, aggregates, request_table
 from moesim.serving.replay import replay
 from moesim.serving.requests import Requests
@@ -142,6 +142,7 @@ def serve(deployment: Deployment, requests: Requests, config: SchedulerConfig = 
           check_points: int = 2, kv_backend: str = KV_BACKEND, progress: Progress | None = None) -> ServeResult:
     """Simulate serving ``requests`` on ``deployment``: fill the step costs (cached), replay, check the
     interpolation at the ``check_points`` most used cells per phase (0: no check)."""
+    check_kv_backend(kv_backend)
     cache = cache or StepCache()
     kind_grids = grids(deployment, [requests], config)
     costs, report = step_costs(kind_grids, cache, executor, progress)
