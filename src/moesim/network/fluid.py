@@ -181,10 +181,11 @@ class FluidBackend(NetworkBackend):
         self._paths = PathModel(topology, params)
         self._static = _Static(topology, params)
         self.cc = algorithm_for_mode(params.cc_mode)
-        if self.cc.controls_rate and not (self.cc.uses_cnp or self.cc.uses_int):
+        if self.cc.controls_rate and not (self.cc.uses_cnp or self.cc.uses_int or self.cc.uses_rtt):
             raise MoesimError(
                 f"network parameters: field 'cc_mode': {params.cc_mode} ({self.cc.name}) has no fluid model: the "
-                "fluid backend feeds CC as CNP events or INT records (docs/network-fluid.md); use the packet backend")
+                "fluid backend feeds CC as CNP events, INT records or RTT samples (docs/network-fluid.md); "
+                "use the packet backend")
         self._cc = cc_id(self.cc)
         self._ccp = self.cc.pack_params(params)
         check_choice("fluid_marks", params.fluid.fluid_marks, "network parameters")
