@@ -67,7 +67,7 @@ class _Static:
 
 SCALAR_COLUMNS: dict[type, tuple[str, ...]] = {
     np.float64: ("rem", "acked", "win", "rtt0", "dcoef", "line", "lat", "rates", "offered", "send", "sent",
-                 "acked_rt", "ack_wait", "rr", "dcap", "done_t"),
+                 "acked_rt", "rtt_flight", "rtt_seq", "rtt_due", "ack_wait", "rr", "dcap", "done_t"),
     np.int64: ("ids", "hops", "nfwd", "npend", "bn", "qport", "own", "own_bn", "done_ids"),
 }
 """Per-flow scalar columns, side by side in one block per dtype (a new flow's row is one copy of its
@@ -84,7 +84,7 @@ the ACK ring's length) and dtype."""
 _COL = {name: (dtype, j) for dtype, names in SCALAR_COLUMNS.items() for j, name in enumerate(names)}
 _COLUMN = {"first_queued": "first", "line_Bps": "line", "hop_tab": "hop", "bottleneck": "bn"}
 """``FluidState`` fields whose flow-table column has another name."""
-_FRESH = {"bn": -1, "qport": -1}
+_FRESH = {"bn": -1, "qport": -1, "rtt_due": -1.0}
 """Fresh flow state that is not zero."""
 ACK_RING = 128
 """Window as bytes in flight: (time, bytes) records of a flow's ACKs in flight, one per step."""
