@@ -108,15 +108,15 @@ def test_fast_forward_in_flight_is_there_exactly_when_declared(name):
 
 @pytest.mark.parametrize("name", BACKENDS.names())
 def test_a_backend_declares_congestion_control_exactly_when_it_refuses_a_cc_mode_it_cannot_model(name):
-    """cc_mode 7 (TIMELY) is a mode the reference runs and no module registers: a backend that models CC
-    must refuse it; one blind to CC runs it as any other (no congestion control)."""
+    """cc_mode 10 (HPCC-PINT) is a mode the reference runs and no module registers: a backend that models
+    CC must refuse it; one blind to CC runs it as any other (no congestion control)."""
     cls = BACKENDS.get(name)
-    timely = P.with_overrides({"cc_mode": 7})
+    pint = P.with_overrides({"cc_mode": 10})
     if cls.capabilities.congestion_control:
-        with pytest.raises(MoesimError, match="cc_mode.*TIMELY"):
-            cls(star(2), timely)
+        with pytest.raises(MoesimError, match="cc_mode.*HPCC-PINT"):
+            cls(star(2), pint)
     else:
-        cls(star(2), timely)
+        cls(star(2), pint)
 
 
 @pytest.mark.parametrize("name", BACKENDS.names())

@@ -27,8 +27,8 @@ def test_unhandled_modes_mean_no_congestion_control():
 
 
 def test_modes_the_reference_runs_but_moesim_lacks_are_errors():
-    with pytest.raises(MoesimError, match="cc_mode.*TIMELY"):
-        algorithm_for_mode(7)
+    with pytest.raises(MoesimError, match="cc_mode.*HPCC-PINT"):
+        algorithm_for_mode(10)
 
 
 def test_registry_entries_have_descriptions_and_references():

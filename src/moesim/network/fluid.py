@@ -67,7 +67,7 @@ class _Static:
 
 SCALAR_COLUMNS: dict[type, tuple[str, ...]] = {
     np.float64: ("rem", "acked", "win", "rtt0", "dcoef", "line", "lat", "rates", "offered", "send", "sent",
-                 "acked_rt", "ack_wait", "rr", "dcap", "done_t"),
+                 "acked_rt", "rtt_flight", "rtt_seq", "rtt_due", "ack_wait", "rr", "dcap", "done_t"),
     np.int64: ("ids", "hops", "nfwd", "npend", "bn", "qport", "own", "own_bn", "done_ids"),
 }
 """Per-flow scalar columns, side by side in one block per dtype (a new flow's row is one copy of its
@@ -84,7 +84,7 @@ the ACK ring's length) and dtype."""
 _COL = {name: (dtype, j) for dtype, names in SCALAR_COLUMNS.items() for j, name in enumerate(names)}
 _COLUMN = {"first_queued": "first", "line_Bps": "line", "hop_tab": "hop", "bottleneck": "bn"}
 """``FluidState`` fields whose flow-table column has another name."""
-_FRESH = {"bn": -1, "qport": -1}
+_FRESH = {"bn": -1, "qport": -1, "rtt_due": -1.0}
 """Fresh flow state that is not zero."""
 ACK_RING = 128
 """Window as bytes in flight: (time, bytes) records of a flow's ACKs in flight, one per step."""
@@ -181,10 +181,11 @@ class FluidBackend(NetworkBackend):
         self._paths = PathModel(topology, params)
         self._static = _Static(topology, params)
         self.cc = algorithm_for_mode(params.cc_mode)
-        if self.cc.controls_rate and not (self.cc.uses_cnp or self.cc.uses_int):
+        if self.cc.controls_rate and not (self.cc.uses_cnp or self.cc.uses_int or self.cc.uses_rtt):
             raise MoesimError(
                 f"network parameters: field 'cc_mode': {params.cc_mode} ({self.cc.name}) has no fluid model: the "
-                "fluid backend feeds CC as CNP events or INT records (docs/network-fluid.md); use the packet backend")
+                "fluid backend feeds CC as CNP events, INT records or RTT samples (docs/network-fluid.md); "
+                "use the packet backend")
         self._cc = cc_id(self.cc)
         self._ccp = self.cc.pack_params(params)
         check_choice("fluid_marks", params.fluid.fluid_marks, "network parameters")

@@ -6,7 +6,10 @@ instead of packets, chosen by the algorithm's capabilities: one that reacts to C
 DCQCN) receives a CNP-flagged ACK one feedback delay (base RTT plus its path's queueing) after its
 accumulated expected number of ECN-marked packets crosses one, and its timers fire at their armed
 times; one that reads INT (``uses_int``, HPCC) receives one ACK per step whose INT records are the
-fluid link counters (cumulative wire bytes, queue backlog, line rate).
+fluid link counters (cumulative wire bytes, queue backlog, line rate); one that reads RTT samples
+(``uses_rtt``, TIMELY) keeps one sample in flight, which leaves with its path's RTT then (base RTT plus
+queueing) and comes back that much later as an ACK of the bytes sent when it left. Each gets its
+signal as an ``AckSignal``.
 
 Windows: a rate (window / RTT) with max-min sharing of the delivered rates, or, with ``win_bytes``
 (``fluid_window=bytes``), bytes in flight: each flow keeps its bytes sent, delivered
@@ -22,11 +25,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from moesim.network.cc.base import MAX_RATE, RATE
+from moesim.network.cc.base import MAX_RATE, RATE, AckSignal
 from moesim.network.cc.dispatch import (
     N_TIMERS,
     USES_CNP,
     USES_INT,
+    USES_RTT,
     cc_next_rate_change,
     cc_on_ack,
     cc_on_timer,
@@ -84,6 +88,9 @@ class FluidState(NamedTuple):
     send: np.ndarray             # rate onto its own port
     sent: np.ndarray             # bytes sent (fluid_window=bytes)
     acked_rt: np.ndarray         # bytes acknowledged (fluid_window=bytes)
+    rtt_flight: np.ndarray       # an RTT-reading algorithm's sample in flight: its RTT s,
+    rtt_seq: np.ndarray          # the sequence its ACK acknowledges,
+    rtt_due: np.ndarray          # when it is back (-1: none yet)
     qport: np.ndarray            # port holding its backlog (fluid_window=bytes)
     ackq: np.ndarray             # ring of ACKs in flight (fluid_window=bytes)
     ackp: np.ndarray
@@ -265,13 +272,27 @@ def cnp_arrives(pend, npend, f, t_end, due):
     return arrived
 
 
+@helper
+def _rtt_probe(S, f, t_end, rtt_s):
+    """Flow f's RTT samples, one in flight at a time, as a packet and its ACK: one leaves at ``t_end``
+    with the path's RTT then (``rtt_s``) and the bytes sent so far plus one, and is back that much later.
+    Returns (a sample is back, its RTT, its sequence)."""
+    back = 0.0 <= S.rtt_due[f] <= t_end
+    rtt, seq = S.rtt_flight[f], S.rtt_seq[f]
+    if back or S.rtt_due[f] < 0.0:
+        S.rtt_flight[f] = rtt_s
+        S.rtt_seq[f] = S.sent[f] + 1.0
+        S.rtt_due[f] = t_end + rtt_s
+    return back, rtt, seq
+
+
 @inline_helper
 def _cc_feedback(S, f, got, t_end, now_ns, rtt_hops, overloaded):
     """The congestion-control reactions of flow ``f`` at the end of a step that delivered ``got`` bytes:
     its timers, then a CNP (an algorithm that reads CNPs: expected or drawn ECN marks at the switch
     egresses of its path, fed back a round trip later) or an ACK carrying INT records of those
-    egresses (one that reads INT). Returns whether its rate moved (an INT-driven one: by more than
-    ``QUIET_REL``, relative)."""
+    egresses (one that reads INT), or its RTT sample when one is back (one that reads RTT samples).
+    Returns whether its rate moved (an INT-driven one: by more than ``QUIET_REL``, relative)."""
     cc, st, ccp, hop_tab, ints = S.cc, S.st, S.ccp, S.hop_tab, S.ints
     links, nfwd, q, cap = S.links, S.nfwd, S.q, S.cap
     r0 = st[f, RATE]
@@ -309,8 +330,19 @@ def _cc_feedback(S, f, got, t_end, now_ns, rtt_hops, overloaded):
             # it (the backlog of the saturated ports it was marked at) and the ACK the way back
             due = t_end + S.rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0)
         if cnp_arrives(S.pend[f], S.npend, f, t_end, due):
-            cc_on_ack(cc, st[f], hop_tab[f], ccp, now_ns, 0, 0, True, ints, 0, 0, 0)
+            cnp = AckSignal(now_ns=np.int64(now_ns), ack_seq=np.int64(0), snd_nxt=np.int64(0), cnp=True, ints=ints,
+                            nhop=np.int64(0), rtt_ns=np.int64(-1), win_bytes=np.int64(0), base_rtt_ns=np.int64(0))
+            cc_on_ack(cc, st[f], hop_tab[f], ccp, cnp)
             S.counters[1] += 1
+        return st[f, RATE] != r0
+    elif USES_RTT[cc]:
+        back, rtt_s, seq = _rtt_probe(S, f, t_end, S.rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0))
+        if back:
+            ack = AckSignal(now_ns=np.int64(now_ns), ack_seq=np.int64(seq), snd_nxt=np.int64(S.sent[f]), cnp=False,
+                            ints=ints, nhop=np.int64(0), rtt_ns=np.int64(np.floor(rtt_s * 1e9 + 0.5)),
+                            win_bytes=np.int64(S.win[f]), base_rtt_ns=np.int64(S.rtt0[f] * 1e9))
+            cc_on_ack(cc, st[f], hop_tab[f], ccp, ack)
+            S.counters[2] += 1
         return st[f, RATE] != r0
     elif USES_INT[cc]:
         m = 0
@@ -329,8 +361,10 @@ def _cc_feedback(S, f, got, t_end, now_ns, rtt_hops, overloaded):
                 in_flight = S.rates[f] * (S.rtt0[f] + _queue_delay_s(f, rtt_hops, links, q, cap, 0))
                 s_nxt = S.acked[f] + in_flight + 1.0
             r0 = st[f, RATE]
-            cc_on_ack(cc, st[f], hop_tab[f], ccp, now_ns, np.int64(a_seq), np.int64(s_nxt),
-                      False, ints, m, np.int64(S.win[f]), np.int64(S.rtt0[f] * 1e9))
+            ack = AckSignal(now_ns=np.int64(now_ns), ack_seq=np.int64(a_seq), snd_nxt=np.int64(s_nxt), cnp=False,
+                            ints=ints, nhop=np.int64(m), rtt_ns=np.int64(-1), win_bytes=np.int64(S.win[f]),
+                            base_rtt_ns=np.int64(S.rtt0[f] * 1e9))
+            cc_on_ack(cc, st[f], hop_tab[f], ccp, ack)
             S.counters[2] += 1
             return abs(st[f, RATE] - r0) > QUIET_REL * r0
     return False
@@ -462,6 +496,7 @@ def fluid_step(dt, now_s, n, S):
             acked[f] += got
             acked_rt[f] = max(acked_rt[f], _acked_by(f, t_end, ack_wait[f], ackq, ackp, True))
         else:
+            sent[f] += out
             acked[f] += got
         if cc_on[f] and _cc_feedback(S, f, got, t_end, now_ns, rtt_hops, overloaded):
             moved = True
@@ -493,8 +528,9 @@ def is_dynamic(n, cc, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem,
                win):
     """STATIC, DYNAMIC (a backlog, a flow sending above what it gets or, with bytes left, nothing at all, a
     DCQCN flow with CNPs in flight; with ``win_bytes`` also a flow's own backlog or a full window)
-    or INT_ONLY (nothing moves but the rates of flows under INT feedback, HPCC). A DCQCN rate otherwise
-    changes only when a rate-changing timer fires: ``next_event_dt`` stops there."""
+    or INT_ONLY (nothing moves but the rates of flows under INT feedback, HPCC; a flow reading RTT samples
+    keeps it DYNAMIC). A DCQCN rate otherwise changes only when a rate-changing timer fires:
+    ``next_event_dt`` stops there."""
     for k in range(q.shape[0]):
         if q[k] > 0.0:
             return DYNAMIC
@@ -507,6 +543,8 @@ def is_dynamic(n, cc, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem,
     kind = STATIC
     for f in range(n):
         if cc_on[f]:
+            if USES_RTT[cc]:
+                return DYNAMIC  # its samples are in flight
             if USES_INT[cc]:
                 kind = INT_ONLY
             elif USES_CNP[cc] and npend[f] > 0:

@@ -7,17 +7,16 @@ objects, so the same code runs inside both kernels (``moesim.network.cc.dispatch
 registry id) and, through ``FlowCc``, in unit tests:
 
 * ``init(st, hops, p, line_rate_bps)`` resets the state;
-* ``on_ack(st, hops, p, now_ns, ack_seq, snd_nxt, cnp, ints, nhop, win_bytes, base_rtt_ns) -> flags``
-  reacts to one ACK/NACK (``cnp``: the ACK carried the CNP flag, i.e. its data packet was ECN-marked;
-  ``ints``: the INT hop records ``[time_ns, tx_bytes, qlen_bytes, line_rate_bps]`` copied from the
-  data packet);
+* ``on_ack(st, hops, p, ack) -> flags`` reacts to one ACK/NACK, ``ack`` being its ``AckSignal``: the
+  one record every backend builds and every algorithm reads the fields it needs from (a new signal is
+  a new field there, filled where ACKs are made, and no algorithm's signature changes);
 * ``on_timer(st, p, now_ns, timer_id) -> flags`` fires a timer (ignored when stale);
 * ``timer_time(st, timer_id) -> float`` is a timer's armed time in ns (-1: not armed);
 * ``next_rate_change(st) -> float``: the armed time of the next timer that will change the rate (-1:
   none), which lets the fluid backend jump over timers that do not.
 
 The last three default to "no timers". What the backends need to know about an algorithm is in its
-capability flags (``uses_ecn``, ``uses_cnp``, ``uses_int``, ``controls_rate``), never in its name or
+capability flags (``uses_ecn``, ``uses_cnp``, ``uses_int``, ``uses_rtt``, ``controls_rate``), never in its name or
 CC_MODE number. An algorithm also names the slots and per-hop columns that hold absolute times
 (``time_slots``, ``hop_time_columns``), so that layer fast-forward can move a flow's state in time.
 
@@ -25,7 +24,7 @@ CC_MODE number. An algorithm also names the slots and per-hop columns that hold 
 through HPCC's ``ChangeRate`` (the pacing deadline moves by the tx-time difference of the last packet);
 other rate changes take effect from the next packet. Times are integer ns held in float64 (exact
 below 2^53 ns). Adding an algorithm: one module registering a ``CcAlgorithm`` in ``CC_ALGORITHMS``,
-imported in ``moesim.network.cc`` (docs/network-packet.md).
+imported in ``moesim.network.cc`` (docs/network.md, "Adding a congestion-control algorithm").
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -62,6 +61,34 @@ FLAG_RATE_SHIFT = 1 << 8
 
 compiled = helper
 """Decorator of the CC functions: uncached, so the kernels compile (and inline) them."""
+
+
+class AckSignal(NamedTuple):
+    """What congestion control learns from one ACK/NACK reaching its sender: the packet backend builds it
+    from the ACK packet, the fluid backend from its fluid signals, ``FlowCc.ack`` from keywords.
+    Integers are int64 (times in ns); numba passes it by value into the compiled algorithms."""
+
+    now_ns: np.int64
+    """Arrival time at the sender."""
+    ack_seq: np.int64
+    """The cumulative sequence acknowledged (bytes; a NACK's: the receiver's expected sequence)."""
+    snd_nxt: np.int64
+    """The sender's next sequence to send when the ACK arrives."""
+    cnp: bool
+    """The CNP flag: the acknowledged data packet was ECN-marked (the ECN echo)."""
+    ints: np.ndarray
+    """INT hop records ``[time_ns, tx_bytes, qlen_bytes, line_rate_bps]`` (int64, rows ≥ ``nhop``)
+    copied from the data packet by the switches it crossed."""
+    nhop: np.int64
+    """Valid rows of ``ints``."""
+    rtt_ns: np.int64
+    """RTT sample: arrival time minus the time the acknowledged data packet started transmission at
+    the sender (the send timestamp the ACK echoes; the fluid backend: base RTT plus its path's
+    queueing delay); -1: no sample."""
+    win_bytes: np.int64
+    """The flow's base window (its path's bandwidth-delay product)."""
+    base_rtt_ns: np.int64
+    """The flow's base round-trip time (no queueing)."""
 
 
 @compiled
@@ -115,6 +142,9 @@ class CcAlgorithm:
     an ECN echo counted per window of ACKs (DCTCP) has ``uses_ecn`` only."""
     uses_int: bool = False
     """It reads INT records: switches stamp its data packets, which carry the INT header (and so do ACKs)."""
+    uses_rtt: bool = False
+    """It reads the RTT samples of ACKs (a delay-based algorithm), so the fluid backend feeds it one ACK
+    per step whose sample is its path's RTT then."""
     controls_rate: bool = True
     """False for no congestion control: the rate, and so a VAR_WIN window, stays at line rate and
     backends skip the feedback."""
@@ -223,13 +253,14 @@ class FlowCc:
         self.now_ns = now_ns
 
     def ack(self, now_ns: int, *, ack_seq: int = 0, snd_nxt: int = 0, cnp: bool = False,
-            ints: np.ndarray | None = None, win_bytes: int = 0, base_rtt_ns: int = 0) -> int:
-        """Deliver one ACK at ``now_ns`` (timers due before it fire first); returns the flags."""
+            ints: np.ndarray | None = None, rtt_ns: int = -1, win_bytes: int = 0, base_rtt_ns: int = 0) -> int:
+        """Deliver one ACK at ``now_ns`` (timers due before it fire first); the keywords are the
+        ``AckSignal`` fields (``ints``: its INT records, one row per hop). Returns the flags."""
         self.advance(now_ns)
         rec = np.zeros((1, INT_FIELDS), dtype=np.int64) if ints is None else np.asarray(ints, dtype=np.int64)
-        nhop = 0 if ints is None else rec.shape[0]
-        flags = self._fn.on_ack(self.st, self.hops, self.p, np.int64(now_ns), np.int64(ack_seq),
-                                      np.int64(snd_nxt), bool(cnp), rec, nhop, np.int64(win_bytes),
-                                      np.int64(base_rtt_ns))
+        ack = AckSignal(now_ns=np.int64(now_ns), ack_seq=np.int64(ack_seq), snd_nxt=np.int64(snd_nxt),
+                        cnp=bool(cnp), ints=rec, nhop=np.int64(0 if ints is None else rec.shape[0]),
+                        rtt_ns=np.int64(rtt_ns), win_bytes=np.int64(win_bytes), base_rtt_ns=np.int64(base_rtt_ns))
+        flags = self._fn.on_ack(self.st, self.hops, self.p, ack)
         self._note(flags)
         return int(flags)

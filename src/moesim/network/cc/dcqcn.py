@@ -69,9 +69,9 @@ def init(st, hops, p, line_rate):
 
 
 @compiled
-def on_ack(st, hops, p, now, ack_seq, snd_nxt, cnp, ints, nhop, win, base_rtt):
+def on_ack(st, hops, p, ack):
     """A CNP-flagged ACK raises both 'CNP arrived' flags; the first CNP also starts the timers."""
-    if not cnp:
+    if not ack.cnp:
         return 0
     st[ALPHA_CNP] = 1.0
     st[DEC_CNP] = 1.0
@@ -79,8 +79,8 @@ def on_ack(st, hops, p, now, ack_seq, snd_nxt, cnp, ints, nhop, win, base_rtt):
         return 0
     st[ALPHA] = 1.0
     st[ALPHA_CNP] = 0.0
-    st[T_ALPHA] = now + p[P_ALPHA_NS]
-    st[T_DEC] = now + p[P_DEC_NS] + 1.0
+    st[T_ALPHA] = ack.now_ns + p[P_ALPHA_NS]
+    st[T_DEC] = ack.now_ns + p[P_DEC_NS] + 1.0
     st[RATE] = p[P_FIRST_FACTOR] * st[RATE]
     st[TARGET] = st[RATE]
     st[FIRST_CNP] = 0.0

@@ -48,8 +48,9 @@ def init(st, hops, p, line_rate):
 
 
 @compiled
-def on_ack(st, hops, p, now, ack_seq, snd_nxt, cnp, ints, nhop, win, base_rtt):
+def on_ack(st, hops, p, ack):
     """Count the echo, update alpha once per window, leave CWR, cut on an echo, else grow per window."""
+    ack_seq, snd_nxt, cnp = ack.ack_seq, ack.snd_nxt, ack.cnp
     if cnp:
         st[ECN_COUNT] += 1.0
     new_batch = float(ack_seq) > st[LAST_UPDATE_SEQ]

@@ -36,11 +36,12 @@ NO_CC = cc_id(CC_ALGORITHMS.get("none"))
 """The id of flows the per-flow policy exempts from congestion control."""
 USES_CNP = tuple(a.uses_cnp for a in ALGORITHMS)
 USES_INT = tuple(a.uses_int for a in ALGORITHMS)
+USES_RTT = tuple(a.uses_rtt for a in ALGORITHMS)
 N_TIMERS = tuple(len(a.timers) for a in ALGORITHMS)
 
 _SIGNATURES = {
     "init": ("st, hops, p, line_rate", "None"),
-    "on_ack": ("st, hops, p, now, ack_seq, snd_nxt, cnp, ints, nhop, win, base_rtt", "0"),
+    "on_ack": ("st, hops, p, ack", "0"),
     "on_timer": ("st, p, now, timer_id", "0"),
     "timer_time": ("st, timer_id", "-1.0"),
     "next_rate_change": ("st", "-1.0"),

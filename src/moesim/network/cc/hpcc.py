@@ -91,11 +91,12 @@ def _rule(p, cur_rate, u, stage, max_rate):
 
 
 @compiled
-def _update(st, hops, p, ints, nhop, fast, win, base_rtt):
+def _update(st, hops, p, ack, fast):
+    ints, nhop, win = ack.ints, ack.nhop, ack.win_bytes
     max_rate = st[MAX_RATE]
     ub = 128.0 * p[P_INT_MULTI]
     uq = 80.0 * p[P_INT_MULTI]
-    t_base = float(base_rtt)
+    t_base = float(ack.base_rtt_ns)
     multi = p[P_MULTI_RATE] != 0.0
     u_max = 0.0
     dt = 0.0
@@ -149,21 +150,22 @@ def _update(st, hops, p, ints, nhop, fast, win, base_rtt):
 
 
 @compiled
-def on_ack(st, hops, p, now, ack_seq, snd_nxt, cnp, ints, nhop, win, base_rtt):
+def on_ack(st, hops, p, ack):
     """Full update once per RTT, fast react in between; the first ACK only stores the INT records."""
+    ints = ack.ints
     if st[LAST_UPDATE_SEQ] == 0.0:
-        for i in range(nhop):
+        for i in range(ack.nhop):
             hops[i, H_TIME] = ints[i, I_TIME]
             hops[i, H_BYTES] = ints[i, I_BYTES]
             hops[i, H_QLEN] = ints[i, I_QLEN]
-        st[LAST_UPDATE_SEQ] = float(snd_nxt)
+        st[LAST_UPDATE_SEQ] = float(ack.snd_nxt)
         return 0
-    if float(ack_seq) > st[LAST_UPDATE_SEQ]:
-        flags = _update(st, hops, p, ints, nhop, False, win, base_rtt)
-        st[LAST_UPDATE_SEQ] = max(st[LAST_UPDATE_SEQ], float(snd_nxt))
+    if float(ack.ack_seq) > st[LAST_UPDATE_SEQ]:
+        flags = _update(st, hops, p, ack, False)
+        st[LAST_UPDATE_SEQ] = max(st[LAST_UPDATE_SEQ], float(ack.snd_nxt))
         return flags
     if p[P_FAST_REACT] != 0.0:
-        return _update(st, hops, p, ints, nhop, True, win, base_rtt)
+        return _update(st, hops, p, ack, True)
     return 0
 
 

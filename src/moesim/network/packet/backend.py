@@ -254,6 +254,7 @@ class PacketBackend(NetworkBackend):
             S.qp[name][used] += d
         S.qp["done_ns"][used & (S.qp["done_ns"] >= 0)] += d
         S.pk_int[:, :, 0] += d
+        S.pk["ts"] += d  # free packets too, as events
         st, hops = S.qp_cc[used], S.qp_hop[used]
         self.cc.shift_time(st, hops, d)
         S.qp_cc[used], S.qp_hop[used] = st, hops

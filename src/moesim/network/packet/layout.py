@@ -57,8 +57,10 @@ NODE_DTYPE = np.dtype([
 PKT_DTYPE = np.dtype([
     ("kind", np.int32), ("ecn", np.bool_), ("qp", np.int32), ("seq", np.int64), ("payload", np.int32),
     ("wire", np.int32), ("hop", np.int32), ("in_link", np.int32), ("nxt", np.int32), ("nhop", np.int32),
+    ("ts", np.int64),
 ], align=True)
-"""A packet in flight or queued; ``hop`` indexes its route, ``nxt`` links FIFO queues and the free list."""
+"""A packet in flight or queued; ``hop`` indexes its route, ``nxt`` links FIFO queues and the free list;
+``ts``: when its data packet started transmission at the sender (its ACK echoes it: the RTT sample)."""
 
 QP_DTYPE = np.dtype([
     ("state", np.int32), ("cc_on", np.bool_), ("port", np.int32), ("fwd", np.int32), ("rev", np.int32),

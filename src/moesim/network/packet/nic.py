@@ -6,14 +6,15 @@ paused, has bytes left, is not window-bound and whose pacing deadline has passed
 eligible the port wakes at the earliest pacing deadline. A data packet carries up to
 PACKET_PAYLOAD_SIZE bytes; the next deadline is ``now + wire·8/rate``. Receiver: per-packet ACKs
 (cumulative, CNP flag = the packet's ECN mark, INT copied), NACK on a gap (rate-limited), drop of
-duplicates. Sender: cumulative ACK, go-back-N on NACK, then the flow's congestion control.
+duplicates. Sender: cumulative ACK, go-back-N on NACK, then the flow's congestion control, given the
+ACK as an ``AckSignal`` (its RTT sample: now minus the send time its data packet carried).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from moesim.network.cc.base import FLAG_RATE_SHIFT, MAX_RATE, RATE
+from moesim.network.cc.base import FLAG_RATE_SHIFT, MAX_RATE, RATE, AckSignal
 from moesim.network.cc.dispatch import NO_CC, cc_init, cc_on_ack
 from moesim.network.jit import helper, inline_helper
 from moesim.network.packet.ccdispatch import arm_timers
@@ -93,6 +94,7 @@ def _send_data(S, link, q, now):
     pk.payload = payload
     pk.wire = payload + qp.data_hdr
     pk.hop = 0
+    pk.ts = now
     qp.snd_nxt += payload
     qp.inflight += 1
     st = S.qp_cc[q]
@@ -321,8 +323,9 @@ def rx_ack(S, link, p, now):
         cc = S.cfg[C_CC]
         st = S.qp_cc[q]
         old_rate = st[RATE]
-        flags = cc_on_ack(cc, st, S.qp_hop[q], S.ccp, now, pk.seq, qp.snd_nxt, pk.ecn, S.pk_int[p],
-                          pk.nhop, qp.bdp, qp.base_rtt)
+        ack = AckSignal(now_ns=now, ack_seq=pk.seq, snd_nxt=qp.snd_nxt, cnp=pk.ecn, ints=S.pk_int[p],
+                        nhop=np.int64(pk.nhop), rtt_ns=now - pk.ts, win_bytes=qp.bdp, base_rtt_ns=qp.base_rtt)
+        flags = cc_on_ack(cc, st, S.qp_hop[q], S.ccp, ack)
         if flags & FLAG_RATE_SHIFT:  # ChangeRate: shift the next send time, then UpdateNextAvail
             qp.next_avail += pacing_ns(qp.last_pkt, st[RATE]) - pacing_ns(qp.last_pkt, old_rate)
             if ns3:
