@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from moesim.errors import MoesimError, input_error
+from moesim.serving.config import DEFAULT_OUTPUT, DEFAULT_PROMPT
 
 COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 MAX_TOKENS = 10**7
@@ -232,10 +233,6 @@ def poisson(rate_rps: float, count: int, prompt: LengthDist, output: LengthDist,
     outputs = output.sample(rng, count)
     return Requests(arrival, prompts, outputs, np.arange(count, dtype=np.int64),
                     f"poisson {rate_rps:g}/s, prompt {prompt.text}, output {output.text}, seed {seed}")
-
-
-DEFAULT_PROMPT = "lognormal:1024:0.6:8192"
-DEFAULT_OUTPUT = "lognormal:256:0.6:2048"
 
 
 def make_requests(trace: str | Path | None = None, rate_rps: float | None = None, count: int = 1000,
