@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from moesim.errors import MoesimError
@@ -59,6 +60,13 @@ def test_each_candidates_capacity_is_bracketed_confirmed_and_the_best_comes_firs
         assert s["goodput_rps"] == pytest.approx(s["window_attainment"] * s["throughput_rps"])
         assert s["goodput_rps"] <= s["throughput_rps"] and s["sustained"]
         assert c.goodput_per_gpu_rps == pytest.approx(s["goodput_rps"] / c.deployment.num_gpus)
+        # what stops it: at the lowest failing rate above, not keeping up, or the SLO limit fewer requests meet
+        fail = min((e for e in c.evaluations if e.rate_rps > c.best.rate_rps and not e.passes(target)),
+                   key=lambda e: (e.rate_rps, e.confirmation))
+        ttft, tpot = (fail.table.column(k).to_numpy(zero_copy_only=False) for k in ("ttft_s", "tpot_s"))
+        shares = {"TTFT": (ttft <= 0.004).mean(), "TPOT": ((tpot <= 0.0008) | np.isnan(tpot)).mean()}
+        expected = ("throughput" if not fail.summary["sustained"] else min(shares, key=shares.__getitem__))
+        assert c.limited_by(Slo(0.004, 0.0008), target).startswith(f"{expected} (")
     assert len(result.records()) == sum(len(c.evaluations) for c in result.candidates)
     assert len({r["serve_id"] for r, _ in result.records()}) == len(result.records())
 

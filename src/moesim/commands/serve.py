@@ -187,6 +187,7 @@ def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
         return
     from moesim.fileio import check_output_folder, output_file
     from moesim.serving import Deployment, Executor, StepCache, serve
+    from moesim.serving.costs import progress_lines
     from moesim.serving.store import record_serving
 
     requests, config, slo = _common(model, topology, trace, rate, count, prompt, output, seed, budget, max_seqs,
@@ -209,7 +210,7 @@ def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
     say = _say(quiet)
     result = serve(deployment, requests, config, slo, cache=StepCache(cache), kv_backend=kv_backend,
                    executor=Executor(executor, workers, address), check_points=check_points,
-                   progress=lambda done, total: say(f"step costs: {done}/{total} simulated"))
+                   progress=progress_lines(say))
     if target is not None:
         _write_table(result.table, target)
     if out is not None:
@@ -313,13 +314,17 @@ def _search(model: Model = None, topology: Topology = None,
     if out is not None:
         record_serving(out, result.records(), search_id=result.search_id, command=" ".join(["moesim", *sys.argv[1:]]))
     if as_json:
-        typer.echo(json.dumps(_search_record(result), sort_keys=True, default=repr))
+        typer.echo(json.dumps(_search_record(result, slo, attainment), sort_keys=True, default=repr))
         return
     typer.echo(f"{len(result.candidates)} candidates ({len(result.skipped)} combinations left out); step costs: "
                f"{result.fill.steps} steps, {result.fill.simulated} simulated ({result.fill.elapsed_s:.1f} s); "
                f"{result.elapsed_s:.1f} s in all")
     typer.echo(f"  capacity = highest sustained rate with ≥ {100 * attainment:g} % of completions within the SLO; "
                "rates over the steady-state window")
+    for reason in result.skipped[:SHOWN_SKIPPED]:
+        typer.echo(f"  left out: {reason}")
+    if len(result.skipped) > SHOWN_SKIPPED:
+        typer.echo(f"  left out: {len(result.skipped) - SHOWN_SKIPPED} more (--json lists every one)")
     for c in result.candidates:
         b = c.best.summary if c.best is not None else None
         if b is None:
@@ -328,14 +333,19 @@ def _search(model: Model = None, topology: Topology = None,
             text = (f"{'no upper bound found, ≥ ' if c.unbounded else ''}{b['offered_rate_rps']:.4g} req/s offered: "
                     f"arrivals {b['achieved_rate_rps']:.4g}, throughput {b['throughput_rps']:.4g}, goodput "
                     f"{b['goodput_rps']:.4g} req/s")
+        limit = c.limited_by(slo, attainment)
         typer.echo(f"  {c.goodput_per_gpu_rps:10.4g} per GPU  {c.deployment.label():60}  {text}"
-                   f"{' *' if c.conservative else ''}")
+                   f"{' *' if c.conservative else ''}{f'; limited by {limit}' if limit else ''}")
     if any(c.conservative for c in result.candidates):
         typer.echo("  * the runs are too short to bound this capacity: a rate that failed on --requests requests "
                    f"passed on {CONFIRM_REPEATS} times as many; more --requests may give a higher figure")
 
 
-def _search_record(result: Any) -> dict[str, Any]:
+SHOWN_SKIPPED = 10
+"""Combinations left out that serve search prints (why each was); --json lists them all."""
+
+
+def _search_record(result: Any, slo: Any, attainment: float) -> dict[str, Any]:
     rows = []
     for c in result.candidates:
         best = c.best.summary if c.best is not None else None
@@ -343,7 +353,8 @@ def _search_record(result: Any) -> dict[str, Any]:
                      "goodput_per_gpu_rps": c.goodput_per_gpu_rps, "best": best,
                      "capacity_rps": c.best.rate_rps if c.best is not None else None,
                      "upper_bound_found": c.best is not None and not c.unbounded, "conservative": c.conservative,
-                     "rates_tried": [e.rate_rps for e in c.evaluations]})
+                     "rates_tried": [e.rate_rps for e in c.evaluations],
+                     "limited_by": c.limited_by(slo, attainment)})
     return {"search_id": result.search_id, "candidates": rows, "skipped": list(result.skipped),
             "step_costs": result.fill.__dict__, "elapsed_s": result.elapsed_s, **result.settings}
 

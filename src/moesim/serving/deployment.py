@@ -121,6 +121,12 @@ class Deployment:
         # checked and in canonical form (lists as tuples): the overrides key the step-cost grids
         run = dataclasses.replace(run, strategy=ParallelLayout.parse(run.strategy).name, overrides=tuple(
             (k, check_override(k, v, "--set")) for k, v in run.overrides))
+        given = dict(run.overrides)
+        if given.get("overlap", "none") != "none" or "micro_batches" in given:
+            raise MoesimError(f"--set {'overlap' if 'overlap' in given else 'micro_batches'}: serving does not model "
+                              "two-batch overlap: its steps go down to one prompt token and one decoding sequence, "
+                              "which do not split into micro-batches, and a step's cost is interpolated over that "
+                              "whole range; compare overlaps on single passes with moesim run --set overlap=two-batch")
         object.__setattr__(self, "run", run)
         object.__setattr__(self, "disaggregate", disaggregate)
         object.__setattr__(self, "prefill_strategy", None if prefill_strategy is None

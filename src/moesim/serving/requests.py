@@ -14,6 +14,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -89,21 +90,29 @@ def _check_arrivals(arrival: np.ndarray, what: str, option: str = "requests", fi
 
 
 def _table(path: str | Path) -> dict[str, np.ndarray]:
-    """The columns of a CSV or Parquet file as numpy arrays; one-line errors naming the file."""
+    """The columns of a CSV or Parquet file, or of a pipe holding one (``--trace <(zcat t.csv.gz)``), as numpy
+    arrays; one-line errors naming the file."""
     import pyarrow as pa
 
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        raise MoesimError(f"{p}: is a directory, not a trace file (CSV or Parquet)")
+    if not p.exists():
         raise MoesimError(f"{p}: trace file not found")
     try:
-        if p.suffix.lower() == ".parquet":
+        data: Any = p
+        parquet = p.suffix.lower() == ".parquet"
+        if not p.is_file():  # a pipe (--trace <(zcat t.csv.gz)): read once, whole, as Parquet needs to seek
+            raw = p.read_bytes()
+            data, parquet = pa.BufferReader(raw), parquet or raw[:4] == b"PAR1"
+        if parquet:
             import pyarrow.parquet as pq
 
-            table = pq.read_table(p)
+            table = pq.read_table(data)
         else:
             import pyarrow.csv as pcsv
 
-            table = pcsv.read_csv(p)
+            table = pcsv.read_csv(data)
     except (pa.ArrowInvalid, OSError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise MoesimError(f"{p}: cannot read the trace ({first})") from None

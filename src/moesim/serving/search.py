@@ -34,11 +34,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from moesim.errors import MoesimError, input_error
 from moesim.serving.config import default_of
-from moesim.serving.costs import FillReport, Grid, StepCache, StepCosts
+from moesim.serving.costs import FillReport, Grid, StepCache, StepCosts, progress_lines
 from moesim.serving.deployment import (
     BOTH,
     DECODE,
@@ -146,6 +147,26 @@ class Candidate:
     conservative: bool = False
     """A rate that failed on the requests passed on the longer run: the runs are too short to bound the
     capacity tightly (more requests may give a higher figure); ``best`` is that longer run."""
+
+    def limited_by(self, slo: Slo, attainment: float) -> str | None:
+        """What stops the capacity from being higher, at the lowest failing rate above it: ``throughput`` (the
+        deployment does not sustain the rate), or the SLO limit fewer requests meet (``TTFT``, ``TPOT``), with
+        the shares; None when no rate tried failed."""
+        floor = self.best.rate_rps if self.best is not None else 0.0
+        failed = [e for e in self.evaluations if e.rate_rps > floor and not e.passes(attainment)]
+        if not failed:
+            return None
+        e = min(failed, key=lambda e: (e.rate_rps, e.confirmation))
+        at = f"at {e.rate_rps:.4g} req/s"
+        if not e.summary["sustained"]:
+            return f"throughput (not sustained {at})"
+        ttft = e.table.column("ttft_s").to_numpy(zero_copy_only=False)
+        tpot = e.table.column("tpot_s").to_numpy(zero_copy_only=False)
+        shares = {name: float(np.mean(Slo(**{f"{name.lower()}_s": limit}).met(ttft, tpot)))
+                  for name, limit in (("TTFT", slo.ttft_s), ("TPOT", slo.tpot_s)) if limit is not None}
+        name = min(shares, key=lambda k: shares[k])
+        met = ", ".join(f"{k} {100 * v:.0f} %" for k, v in shares.items())
+        return f"{name} ({met} of requests met {at})"
 
     @property
     def goodput_per_gpu_rps(self) -> float:
@@ -309,8 +330,7 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
             kind_grids[kind] = kind_grids[kind].union(g) if kind in kind_grids else g
     say = progress or (lambda _line: None)
     say(f"serve search: {len(candidates)} candidates, {len(kind_grids)} replica kinds to cost")
-    costs, report = step_costs(kind_grids, cache or StepCache(), executor,
-                               lambda done, total: say(f"step costs: {done}/{total} simulated"))
+    costs, report = step_costs(kind_grids, cache or StepCache(), executor, progress_lines(say))
     results = []
     for d in candidates:
         c = capacity(d, base, config, slo, costs, attainment, start_rps, iterations, kv_backend, longer)

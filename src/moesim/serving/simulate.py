@@ -12,6 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from moesim.errors import input_error
+from moesim.experiments.executors import EXECUTORS
 from moesim.serving.costs import (
     FillReport,
     Grid,
@@ -39,6 +41,11 @@ class Executor:
     name: str = "local"
     workers: int | None = 1
     address: str | None = None
+
+    def __post_init__(self) -> None:
+        """Checked when made, before the cache is read: a wrong name is an error even when every step is cached."""
+        if self.name not in EXECUTORS.names():
+            raise input_error("--executor", "executor", f"unknown executor {self.name!r}", EXECUTORS.names())
 
 
 def grids(deployment: Deployment, requests: Iterable[Requests], config: SchedulerConfig) -> dict[ReplicaKind, Grid]:
