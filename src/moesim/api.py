@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from moesim.errors import MoesimError
+from moesim.serving.config import DEFAULT_OUTPUT, DEFAULT_PROMPT, SchedulerConfig, default_of
+from moesim.system.spec import RunSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,8 +36,13 @@ if TYPE_CHECKING:
     from moesim.serving import ServeResult
     from moesim.system.breakdown import Breakdown
     from moesim.system.run import NodeTime
-    from moesim.system.spec import RunResult, RunSpec
+    from moesim.system.spec import RunResult
     from moesim.topology.model import Topology
+
+ALGORITHM, NETWORK, BACKEND = (default_of(RunSpec, name) for name in ("algorithm", "network", "backend"))
+"""A run's defaults, declared once by ``RunSpec``."""
+SCHED = {name: default_of(SchedulerConfig, name) for name in SchedulerConfig.__dataclass_fields__}
+"""The scheduler's defaults, declared once by ``SchedulerConfig``."""
 
 __all__ = ["RunOutput", "ServeOutput", "load_model", "load_results", "load_topology", "place", "run", "serve",
            "serve_search", "sweep"]
@@ -179,8 +186,8 @@ def _strategy(strategy: str) -> str:
     return ParallelLayout.parse(strategy).name
 
 
-def run(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = "ring_direct",
-        network: str = "ib_cc0", backend: str = "fluid", *, layers: bool = False, diagnostics: bool = False,
+def run(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = ALGORITHM,
+        network: str = NETWORK, backend: str = BACKEND, *, layers: bool = False, diagnostics: bool = False,
         progress: Callable[[float, int, int], None] | None = None, trace: str | Path | None = None,
         **overrides: Any) -> RunOutput:
     """Simulate one configuration, as ``moesim run`` does.
@@ -193,7 +200,6 @@ def run(model: str | Path, topology: str | int | Path, strategy: str, algorithm:
     (``RunOutput.to_chrome_trace``). Every run records its breakdown (``.breakdown()``).
     """
     from moesim.system.run import prepare, result_of, simulate_prepared
-    from moesim.system.spec import RunSpec
 
     spec = RunSpec(str(model), str(topology), _strategy(strategy), algorithm, network, backend,
                    tuple(sorted(overrides.items())))
@@ -209,8 +215,8 @@ def run(model: str | Path, topology: str | int | Path, strategy: str, algorithm:
     return out
 
 
-def place(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = "ring_direct",
-          network: str = "ib_cc0", backend: str = "flow", *, evaluations: int = 64, time_s: float | None = None,
+def place(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = ALGORITHM,
+          network: str = NETWORK, backend: str = "flow", *, evaluations: int = 64, time_s: float | None = None,
           seed: int = 0, rescore: str | None = "fluid", top: int = 3, workers: int | None = 1,
           executor: str = "local", address: str | None = None, **overrides: Any) -> SearchResult:
     """Search rank → GPU mappings, as ``moesim place`` does (docs/experiments.md, "Placement search").
@@ -221,7 +227,6 @@ def place(model: str | Path, topology: str | int | Path, strategy: str, algorith
     search). ``workers=1`` simulates in this process; more use the sweep executors.
     """
     from moesim.experiments.placement_search import SearchSpec, search_placement
-    from moesim.system.spec import RunSpec
 
     spec = RunSpec(str(model), str(topology), _strategy(strategy), algorithm, network, backend,
                    tuple(sorted(overrides.items())))
@@ -245,8 +250,6 @@ def _matrix(what: Any) -> Matrix | None:
 
 def _runs(items: Iterable[Any]) -> list[RunSpec]:
     """RunSpecs from RunSpecs or dicts (keys other than the RunSpec fields are parameter overrides)."""
-    from moesim.system.spec import RunSpec
-
     fields = ("model", "topology", "strategy", "algorithm", "network", "backend")
     specs = []
     for item in items:
@@ -327,7 +330,7 @@ def _typed_parameters(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def load_topology(name_or_path: str | int | Path, network: str = "ib_cc0") -> Topology:
+def load_topology(name_or_path: str | int | Path, network: str = NETWORK) -> Topology:
     """A built-in topology (1..6) or a topology YAML, built with ``network``'s NIC–switch delay."""
     from moesim.network.params import network_mode
     from moesim.topology.catalog import get_topology
@@ -379,9 +382,10 @@ def _serving_inputs(model: str | Path, topology: str | int | Path, strategy: str
     """(deployment, scheduler, SLO) of ``serve``'s keyword arguments (``serving`` holds the serving ones)."""
     from moesim.serving import Deployment, SchedulerConfig, Slo, parse_duration_s
 
-    deployment = Deployment(str(model), str(topology), _strategy(strategy), algorithm, network, backend,
-                            tuple(sorted(overrides.items())), serving.pop("disaggregate", None),
-                            serving.pop("prefill_strategy", None))
+    template = RunSpec(str(model), str(topology), _strategy(strategy), algorithm, network, backend,
+                       tuple(sorted(overrides.items())))
+    deployment = Deployment(template, disaggregate=serving.pop("disaggregate", None),
+                            prefill_strategy=serving.pop("prefill_strategy", None))
     slo = Slo(*(parse_duration_s(v, k) if v is not None else None
                 for k, v in (("slo_ttft", serving.pop("slo_ttft", None)), ("slo_tpot", serving.pop("slo_tpot", None)))))
     names = {f for f in SchedulerConfig.__dataclass_fields__}
@@ -389,13 +393,14 @@ def _serving_inputs(model: str | Path, topology: str | int | Path, strategy: str
     return deployment, config, slo
 
 
-def serve(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = "ring_direct",
-          network: str = "ib_cc0", backend: str = "fluid", *, trace: str | Path | None = None,
+def serve(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = ALGORITHM,
+          network: str = NETWORK, backend: str = BACKEND, *, trace: str | Path | None = None,
           rate: float | None = None, requests: int = 1000, prompt: str | None = None, output: str | None = None,
           seed: int = 0, disaggregate: tuple[int, int] | None = None, prefill_strategy: str | None = None,
-          slo_ttft: str | float | None = None, slo_tpot: str | float | None = None, token_budget: int = 8192,
-          max_seqs: int = 256, chunk_tokens: int | None = None, policy: str = "decode-first",
-          kv_tokens: int | None = None, gpu_memory_bytes: float = 64e9, memory_fraction: float = 0.9,
+          slo_ttft: str | float | None = None, slo_tpot: str | float | None = None,
+          token_budget: int = SCHED["token_budget"], max_seqs: int = SCHED["max_seqs"], chunk_tokens: int | None = None,
+          policy: str = SCHED["policy"], kv_tokens: int | None = None,
+          gpu_memory_bytes: float = SCHED["gpu_memory_bytes"], memory_fraction: float = SCHED["memory_fraction"],
           kv_backend: str = "flow", check_points: int = 2, cache: str | Path | None = None,
           executor: str = "local", workers: int = 1, address: str | None = None, out: str | Path | None = None,
           **overrides: Any) -> ServeOutput:
@@ -410,7 +415,6 @@ def serve(model: str | Path, topology: str | int | Path, strategy: str, algorith
     """
     from moesim.serving import Executor, StepCache, make_requests
     from moesim.serving import serve as simulate
-    from moesim.serving.requests import DEFAULT_OUTPUT, DEFAULT_PROMPT
 
     serving = dict(disaggregate=disaggregate, prefill_strategy=prefill_strategy, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
                    token_budget=token_budget, max_seqs=max_seqs, chunk_tokens=chunk_tokens, policy=policy,
@@ -427,22 +431,21 @@ def serve(model: str | Path, topology: str | int | Path, strategy: str, algorith
 
 
 def serve_search(model: str | Path, topology: str | int | Path, strategies: Iterable[str] | None = None,
-                 algorithm: str = "ring_direct", network: str = "ib_cc0", backend: str = "fluid", *,
+                 algorithm: str = ALGORITHM, network: str = NETWORK, backend: str = BACKEND, *,
                  servers: Iterable[int] = (), modes: Iterable[str] = ("colocated", "disaggregated"),
                  ratios: Iterable[tuple[int, int]] | None = None, trace: str | Path | None = None,
                  rate: float | None = None, requests: int = 4000, prompt: str | None = None,
                  output: str | None = None, seed: int = 0, slo_ttft: str | float | None = None,
                  slo_tpot: str | float | None = None, attainment: float = 0.9, iterations: int = 6,
-                 token_budget: int = 8192, max_seqs: int = 256, chunk_tokens: int | None = None,
-                 policy: str = "decode-first", kv_tokens: int | None = None, gpu_memory_bytes: float = 64e9,
-                 memory_fraction: float = 0.9, kv_backend: str = "flow", cache: str | Path | None = None,
+                 token_budget: int = SCHED["token_budget"], max_seqs: int = SCHED["max_seqs"],
+                 chunk_tokens: int | None = None, policy: str = SCHED["policy"], kv_tokens: int | None = None,
+                 gpu_memory_bytes: float = SCHED["gpu_memory_bytes"], memory_fraction: float = SCHED["memory_fraction"], kv_backend: str = "flow", cache: str | Path | None = None,
                  executor: str = "local", workers: int | None = None, address: str | None = None,
                  out: str | Path | None = None, **overrides: Any) -> pd.DataFrame:
     """The deployments with the most goodput per GPU under the SLO, as ``moesim serve search`` does: one row per
     candidate, best first (``mode, strategy, prefill_strategy, disaggregate, gpus, capacity_rps, goodput_rps,
     goodput_per_gpu_rps`` and the latency percentiles at that rate). ``rate`` is the first rate tried."""
     from moesim.serving import Executor, SearchSpace, StepCache, make_requests, search
-    from moesim.serving.requests import DEFAULT_OUTPUT, DEFAULT_PROMPT
     from moesim.workload.options import STUDY_STRATEGIES
 
     serving = dict(slo_ttft=slo_ttft, slo_tpot=slo_tpot, token_budget=token_budget, max_seqs=max_seqs,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import threading
 from pathlib import Path
 
 import pyarrow.csv as pcsv
@@ -60,17 +63,57 @@ def test_serve_prints_the_figures(tiny_model, cache_dir):
     (["--rate", "5", "--policy", "random"], 2, "field 'policy'"),
     (["--rate", "5", "--set", "tokens=64"], 2, "set by the serving simulator"),
     ([], 2, "give a trace"),
-    (["--rate", "5", "--slo-ttft", "1e1000000s"], 2, "--slo-ttft: field 'duration': must be a finite time > 0"),
+    (["--rate", "5", "--slo-ttft", "1e1000000s"], 2, "--slo-ttft: field 'duration': cannot read the number"),
+    (["--rate", "5", "--slo-ttft", "1e-400s"], 2, "--slo-ttft: field 'duration': must be a finite time > 0"),
     (["--rate", "5", "--slo-ttft", ""], 2, "--slo-ttft: field 'duration': cannot read ''"),
     (["--rate", "5", "--gpu-memory-gb", "inf"], 2, "--gpu-memory-gb: field 'memory': must be a finite number"),
     (["--rate", "5", "--requests", "1000000000"], 2, "--requests: field 'requests': must be an integer in [1, 1000000]"),
     (["--rate", "5", "--disaggregate", ""], 2, "--disaggregate '': expected PREFILL_SERVERS:DECODE_SERVERS"),
     (["--rate", "5", "--kv-backend", "bogus"], 2, "--kv-backend: field 'backend': unknown backend 'bogus'"),
     (["--rate", "1e-320"], 2, "--rate: field 'rate': 1000 requests at"),
+    (["--trace", str(TRACE.parent)], 2, f"{TRACE.parent}: is a directory, not a trace file"),
+    (["--rate", "5", "--set", "overlap=two-batch"], 2, "--set overlap: serving does not model two-batch overlap"),
+    (["--rate", "5", "--set", "micro_batches=2"], 2, "--set micro_batches: serving does not model two-batch overlap"),
+    (["--rate", "5", "--executor", "bogus"], 2, "--executor: field 'executor': unknown executor 'bogus' (allowed: "),
 ])
 def test_bad_input_is_one_line_with_exit_code_2(tiny_model, cache_dir, args, code, message):
     got, _, err = run_cli(*serve_args(tiny_model, cache_dir, *args))
     assert got == code and message in err and err.count("\n") == 1, err
+
+
+def test_a_pipe_holding_a_trace_is_read_as_the_file_is(tiny_model, cache_dir, tmp_path):
+    """``--trace`` on a FIFO (as ``--trace <(zcat trace.csv.gz)`` gives): the same requests as the file."""
+    fifo = tmp_path / "trace.pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(TRACE.read_bytes()))
+    writer.start()
+    args = ("--slo-ttft", "10ms", "--json", "--check-points", "0", "--quiet")
+    code, piped, err = run_cli(*serve_args(tiny_model, cache_dir, "--trace", str(fifo), *args))
+    writer.join(timeout=60)
+    assert code == 0, err
+    code, direct, err = run_cli(*serve_args(tiny_model, cache_dir, "--trace", str(TRACE), *args))
+    assert code == 0, err
+    a, b = json.loads(piped), json.loads(direct)
+    assert a["requests"] == b["requests"] == 40 and a["ttft_p90_s"] == b["ttft_p90_s"] and a["e2e_mean_s"] == b["e2e_mean_s"]
+
+
+def test_step_cost_progress_gives_the_elapsed_time_and_what_is_left(tiny_model, tmp_path):
+    code, _, err = run_cli(*serve_args(tiny_model, tmp_path / "fresh", "--rate", "50", "--requests", "20", "--prompt",
+                                       "fixed:64", "--output", "fixed:4", "--check-points", "0", "--json"))
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if line.startswith("step costs:")]
+    assert lines and all(re.fullmatch(r"step costs: (\d+)/(\d+) simulated, [0-9.]+ s elapsed, about [0-9.]+ s left", x)
+                         for x in lines), lines
+    assert lines[-1].split()[2] == f"{len(list((tmp_path / 'fresh').glob('*.json')))}/{len(lines)}"
+    assert lines[-1].endswith("about 0.0 s left")
+
+
+def test_a_wrong_executor_is_refused_even_when_every_step_is_cached(tiny_model, cache_dir):
+    args = ("--rate", "50", "--requests", "20", "--prompt", "fixed:64", "--output", "fixed:4", "--check-points", "0",
+            "--json", "--quiet")
+    assert run_cli(*serve_args(tiny_model, cache_dir, *args))[0] == 0  # every step now cached
+    code, out, err = run_cli(*serve_args(tiny_model, cache_dir, *args, "--executor", "bogus"))
+    assert code == 2 and out == "" and "--executor: field 'executor': unknown executor 'bogus'" in err
 
 
 def test_a_missing_model_is_a_usage_error(cache_dir):
@@ -89,6 +132,9 @@ def test_serve_search_stores_every_rate_tried_and_the_report_draws_the_curves(ti
     result = json.loads(stdout)
     modes = [c["mode"] for c in result["candidates"]]
     assert sorted(modes) == ["colocated", "disaggregated"]
+    for c in result["candidates"]:  # what stops each capacity, at the lowest failing rate above it
+        assert c["limited_by"] is None or re.match(r"(throughput|TTFT|TPOT) \(", c["limited_by"]), c["limited_by"]
+    assert result["skipped"] and all("does not divide" in s for s in result["skipped"])
     tried = sum(len(c["rates_tried"]) for c in result["candidates"])
     rows = query_results(out, "SELECT search_id, requests_path FROM serving")
     assert rows.num_rows == tried and set(rows.column("search_id").to_pylist()) == {result["search_id"]}
@@ -144,3 +190,14 @@ def test_a_search_on_few_requests_bounds_the_capacity_and_says_when_runs_are_too
     assert c["best"]["throughput_rps"] <= rough_capacity_rps(d, base, config, costs)
     code, text, err = run_cli(*search_args(tiny_model, cache_dir, "--modes", "colocated", "--requests", "30"))
     assert ("runs are too short" in text) == c["conservative"] and Slo(0.005).given
+
+
+def test_serve_search_says_why_combinations_were_left_out_and_what_limits_each(tiny_model, cache_dir):
+    code, out, err = run_cli(*search_args(tiny_model, cache_dir, "--requests", "100", "--iterations", "1",
+                                          "--slo-tpot", "1ms"))
+    assert code == 0, err
+    left = [line for line in out.splitlines() if line.strip().startswith("left out:")]
+    assert left and all("does not divide" in line or "more (--json lists every one)" in line for line in left)
+    rows = [line for line in out.splitlines() if " per GPU " in line]
+    assert rows and all(re.search(r"; limited by (throughput|TTFT|TPOT) \(", line) or "no upper bound" in line
+                        for line in rows), rows

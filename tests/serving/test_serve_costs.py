@@ -9,10 +9,15 @@ import yaml
 from serve_helpers import one_replica, requests
 
 from moesim.experiments.inputs import plan_runs
+from moesim.models.catalog import get_model
 from moesim.serving import Deployment, SchedulerConfig, StepCache, poisson, serve
 from moesim.serving.costs import Grid, StepCosts, batch_axis, context_axis, fill, step_spec
+from moesim.serving.costs.interpolation import AttentionCost
 from moesim.serving.requests import parse_length
 from moesim.system.run import simulate_run
+from moesim.workload.costs import attention_work, decode_attention_work, roofline_time_s
+from moesim.workload.graph import Node, NodeKind
+from moesim.workload.precision import Precision
 
 
 def kind_of(model: str):
@@ -101,3 +106,25 @@ def test_a_cached_step_time_out_of_range_is_simulated_again(tiny_model, tmp_path
     again = serve(one_replica(tiny_model), reqs, config, cache=cache, check_points=0)
     assert again.fill.simulated == 1 and again.summary["e2e_mean_s"] == first.summary["e2e_mean_s"]
     assert json.loads(path.read_text())["wall_s"] == simulated
+
+
+@pytest.mark.parametrize("precision", [Precision(), Precision(attention="fp8", dense="fp8", kv="fp8")])
+@pytest.mark.parametrize("tp", [1, 4])
+def test_a_steps_attention_is_the_workload_layers(precision, tp):
+    """A prefill pass of T tokens (T² pairs, nothing cached) costs ``attention_work(T)``'s node and a decode step of
+    B sequences over C cached tokens (B·C pairs, B·C read) ``decode_attention_work(B, C)``'s, with the same
+    data types; a mixed step is the same linear function of its tokens, pairs and cached tokens."""
+    model = get_model("deepseek-v4-flash")
+    cost = AttentionCost(model, tp, 1.0, precision, 1e15, 3.35e12)
+
+    def roofline(work) -> float:
+        node = Node(0, "attention", NodeKind.COMPUTE, flops=work.flops, bytes_moved=work.bytes_moved,
+                    peak_scale=work.peak_scale)
+        return roofline_time_s(node, 1e15, 3.35e12)
+
+    for tokens in (1, 7, 300, 8192):
+        assert cost.time_s(tokens, tokens * tokens, 0) == roofline(attention_work(model, tp, tokens, 1.0, None,
+                                                                                   precision))
+    for batch, context in ((1, 1), (16, 4096), (256, 100_000)):
+        assert cost.time_s(batch, batch * context, batch * context) == roofline(
+            decode_attention_work(model, tp, batch, context, 1.0, precision))

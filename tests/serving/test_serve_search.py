@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from moesim.errors import MoesimError
@@ -59,6 +60,13 @@ def test_each_candidates_capacity_is_bracketed_confirmed_and_the_best_comes_firs
         assert s["goodput_rps"] == pytest.approx(s["window_attainment"] * s["throughput_rps"])
         assert s["goodput_rps"] <= s["throughput_rps"] and s["sustained"]
         assert c.goodput_per_gpu_rps == pytest.approx(s["goodput_rps"] / c.deployment.num_gpus)
+        # what stops it: at the lowest failing rate above, not keeping up, or the SLO limit fewer requests meet
+        fail = min((e for e in c.evaluations if e.rate_rps > c.best.rate_rps and not e.passes(target)),
+                   key=lambda e: (e.rate_rps, e.confirmation))
+        ttft, tpot = (fail.table.column(k).to_numpy(zero_copy_only=False) for k in ("ttft_s", "tpot_s"))
+        shares = {"TTFT": (ttft <= 0.004).mean(), "TPOT": ((tpot <= 0.0008) | np.isnan(tpot)).mean()}
+        expected = ("throughput" if not fail.summary["sustained"] else min(shares, key=shares.__getitem__))
+        assert c.limited_by(Slo(0.004, 0.0008), target).startswith(f"{expected} (")
     assert len(result.records()) == sum(len(c.evaluations) for c in result.candidates)
     assert len({r["serve_id"] for r, _ in result.records()}) == len(result.records())
 
@@ -96,3 +104,29 @@ def test_a_search_needs_an_slo(tiny_model):
     base = poisson(1.0, 10, parse_length("fixed:16", "p", "prompt_tokens"), parse_length("fixed:2", "o", "output_tokens"))
     with pytest.raises(MoesimError, match="give an SLO"):
         search(space(tiny_model), base, SchedulerConfig(), Slo())
+
+
+def test_what_limits_a_capacity_is_the_slo_limit_fewer_requests_meet_at_the_next_rate(tiny_model):
+    """At the lowest failing rate above the capacity: not sustained → throughput; else the limit met by the
+    smaller share of requests (TPOT undefined for one output token meets any limit)."""
+    import pyarrow as pa
+
+    from moesim.serving.search import Candidate, Evaluation
+
+    def ev(rate, sustained, attainment, ttft, tpot):
+        return Evaluation(rate, {"sustained": sustained, "window_attainment": attainment},
+                          pa.table({"ttft_s": ttft, "tpot_s": tpot}))
+
+    d = space(tiny_model).candidates()[0][0]
+    ok = ev(1.0, True, 1.0, [0.01] * 4, [0.001] * 4)
+    slo = Slo(0.1, 0.002)
+    ttft_bound = Candidate(d, (ok, ev(4.0, True, 0.25, [0.2, 0.3, 0.5, 0.05], [0.001] * 4),
+                               ev(2.0, True, 0.5, [0.2, 0.3, 0.01, 0.05], [0.003, 0.001, 0.001, float("nan")])), ok)
+    assert ttft_bound.limited_by(slo, 0.9) == "TTFT (TTFT 50 %, TPOT 75 % of requests met at 2 req/s)"
+    tpot_bound = Candidate(d, (ok, ev(2.0, True, 0.5, [0.01] * 4, [0.003, 0.003, 0.003, float("nan")])), ok)
+    assert tpot_bound.limited_by(slo, 0.9) == "TPOT (TTFT 100 %, TPOT 25 % of requests met at 2 req/s)"
+    overloaded = Candidate(d, (ok, ev(2.0, False, 1.0, [0.01] * 4, [0.001] * 4)), ok)
+    assert overloaded.limited_by(slo, 0.9) == "throughput (not sustained at 2 req/s)"
+    assert Candidate(d, (ok,), ok, unbounded=True).limited_by(slo, 0.9) is None
+    assert Candidate(d, (ok, ev(2.0, True, 0.5, [0.2] * 4, [0.001] * 4)), ok).limited_by(Slo(0.1), 0.9).startswith(
+        "TTFT (TTFT 0 % of")

@@ -12,6 +12,13 @@ import typer
 
 from moesim.commands.run import normal_strategy, parse_set
 from moesim.errors import MoesimError, input_error
+from moesim.serving.config import DEFAULT_OUTPUT, DEFAULT_PROMPT, SchedulerConfig, default_of
+from moesim.system.spec import ALGORITHMS, RunSpec
+
+RUN = {name: default_of(RunSpec, name) for name in ("algorithm", "network", "backend")}
+"""The step runs' defaults, as ``moesim run``'s (``RunSpec``)."""
+SCHED = {f: default_of(SchedulerConfig, f) for f in SchedulerConfig.__dataclass_fields__}
+"""The scheduler's defaults (``SchedulerConfig``)."""
 
 serve_app = typer.Typer(
     help="Serve requests over time on a deployment: continuous batching on step costs simulated by moesim "
@@ -23,10 +30,9 @@ Model = Annotated[str | None, typer.Option("--model", help="model key (moesim mo
 Topology = Annotated[str | None, typer.Option(
     "--topology", help="the cluster: a server template (hgx-h100:4, mi300x:8:ls3), star:N, or a study topology/"
                        "YAML (one replica)")]
-Algorithm = Annotated[str, typer.Option("--algorithm", help="ring_direct | dbt_direct")]
+Algorithm = Annotated[str, typer.Option("--algorithm", help=" | ".join(ALGORITHMS))]
 Network = Annotated[str, typer.Option("--network", help="ib_cc0 | ib_hpcc | roce_hpcc | roce_dcqcn")]
-Backend = Annotated[str, typer.Option("--backend", help="backend of the step runs: fluid (default) | flow | packet | "
-                                                        "analytical")]
+Backend = Annotated[str, typer.Option("--backend", help="backend of the step runs: fluid | flow | packet | analytical")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="parameter override of the step runs, key=value "
                                                                 "(repeatable; as moesim run --set)")]
 Trace = Annotated[Path | None, typer.Option("--trace", help="requests: a CSV/Parquet file with arrival_s, "
@@ -45,7 +51,7 @@ Policy = Annotated[str, typer.Option("--policy", help="decode-first (vLLM V1, Sa
                                                       "(vLLM V0, SGLang)")]
 KvTokens = Annotated[int | None, typer.Option("--kv-tokens", help="KV-cache tokens per replica (default: the memory "
                                                                   "left after the weights)")]
-GpuMemory = Annotated[float, typer.Option("--gpu-memory-gb", help="accelerator memory, decimal GB")]
+GpuMemory = Annotated[float, typer.Option("--gpu-memory-gb", help="accelerator memory per GPU, decimal GB")]
 MemFraction = Annotated[float, typer.Option("--memory-fraction", help="share of the memory for weights and KV cache")]
 SloTtft = Annotated[str | None, typer.Option("--slo-ttft", help="TTFT limit, e.g. 1s, 500ms")]
 SloTpot = Annotated[str | None, typer.Option("--slo-tpot", help="TPOT limit, e.g. 50ms")]
@@ -72,7 +78,7 @@ def _common(model: str | None, topology: str | None, trace: Path | None, rate: f
             output: str, seed: int, budget: int, max_seqs: int, chunk: int | None, policy: str, kv_tokens: int | None,
             gpu_memory_gb: float, fraction: float, slo_ttft: str | None, slo_tpot: str | None) -> tuple[Any, Any, Any]:
     """(requests, scheduler, SLO) from the options both commands share; --model and --topology are required."""
-    from moesim.serving import SchedulerConfig, Slo, make_requests, parse_duration_s
+    from moesim.serving import Slo, make_requests, parse_duration_s
 
     for value, name in ((model, "--model"), (topology, "--topology")):
         if value is None:
@@ -123,7 +129,7 @@ def unsustained(s: dict[str, Any]) -> str:
 def _print(result: Any) -> None:
     r, s, d = result.record(), result.summary, result.deployment
     replicas = d.replicas()
-    typer.echo(f"{d.model}  {d.label()}  ({d.backend}, {d.algorithm}, {d.network})  {d.num_gpus} GPUs, "
+    typer.echo(f"{d.model}  {d.label()}  ({d.run.backend}, {d.run.algorithm}, {d.run.network})  {d.num_gpus} GPUs, "
                f"{len(replicas)} replica{'s' if len(replicas) != 1 else ''}")
     typer.echo(f"  requests: {result.requests.source}; {s['requests']} requests over {s['duration_s']:.4g} s")
     f = result.fill
@@ -160,11 +166,12 @@ def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
                "--disaggregate", help="PREFILL:DECODE servers, e.g. 2:2: separate prefill and decode replicas")] = None,
            prefill_strategy: Annotated[str | None, typer.Option(
                "--prefill-strategy", help="with --disaggregate: the prefill replicas' split (default --strategy)")] = None,
-           algorithm: Algorithm = "ring_direct", network: Network = "ib_cc0", backend: Backend = "fluid",
+           algorithm: Algorithm = RUN["algorithm"], network: Network = RUN["network"], backend: Backend = RUN["backend"],
            set_: SetOpt = None, trace: Trace = None, rate: Rate = None, count: Count = 1000,
-           prompt: Prompt = "lognormal:1024:0.6:8192", output: Output = "lognormal:256:0.6:2048", seed: Seed = 0,
-           budget: Budget = 8192, max_seqs: MaxSeqs = 256, chunk: Chunk = None, policy: Policy = "decode-first",
-           kv_tokens: KvTokens = None, gpu_memory_gb: GpuMemory = 64.0, fraction: MemFraction = 0.9,
+           prompt: Prompt = DEFAULT_PROMPT, output: Output = DEFAULT_OUTPUT, seed: Seed = 0,
+           budget: Budget = SCHED["token_budget"], max_seqs: MaxSeqs = SCHED["max_seqs"], chunk: Chunk = None,
+           policy: Policy = SCHED["policy"], kv_tokens: KvTokens = None,
+           gpu_memory_gb: GpuMemory = SCHED["gpu_memory_bytes"] / 1e9, fraction: MemFraction = SCHED["memory_fraction"],
            slo_ttft: SloTtft = None, slo_tpot: SloTpot = None, kv_backend: KvBackend = "flow",
            check_points: Annotated[int, typer.Option(
                "--check-points", min=0, help="simulate the N most used grid cells per phase to report the "
@@ -180,6 +187,7 @@ def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
         return
     from moesim.fileio import check_output_folder, output_file
     from moesim.serving import Deployment, Executor, StepCache, serve
+    from moesim.serving.costs import progress_lines
     from moesim.serving.store import record_serving
 
     requests, config, slo = _common(model, topology, trace, rate, count, prompt, output, seed, budget, max_seqs,
@@ -194,13 +202,15 @@ def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
         check_output_folder(out)
     target = output_file(per_request, "--per-request") if per_request is not None else None
     assert model is not None and topology is not None
-    deployment = Deployment(model, topology, normal_strategy(strategy), algorithm, network, backend, parse_set(set_),
-                            _ratio(disaggregate) if disaggregate is not None else None, prefill_strategy)
+    deployment = Deployment(RunSpec(model, topology, normal_strategy(strategy), algorithm, network, backend,
+                                    parse_set(set_)),
+                            disaggregate=_ratio(disaggregate) if disaggregate is not None else None,
+                            prefill_strategy=prefill_strategy)
     deployment.replicas()  # a split that does not fit is an error before anything is simulated
     say = _say(quiet)
     result = serve(deployment, requests, config, slo, cache=StepCache(cache), kv_backend=kv_backend,
                    executor=Executor(executor, workers, address), check_points=check_points,
-                   progress=lambda done, total: say(f"step costs: {done}/{total} simulated"))
+                   progress=progress_lines(say))
     if target is not None:
         _write_table(result.table, target)
     if out is not None:
@@ -240,17 +250,18 @@ def _search(model: Model = None, topology: Topology = None,
                 "--modes", help="colocated, disaggregated or both (comma-separated)")] = "colocated,disaggregated",
             ratios: Annotated[str | None, typer.Option(
                 "--ratios", help="prefill:decode server divisions, e.g. 1:3,2:2 (default: all)")] = None,
-            algorithm: Algorithm = "ring_direct", network: Network = "ib_cc0", backend: Backend = "fluid",
+            algorithm: Algorithm = RUN["algorithm"], network: Network = RUN["network"], backend: Backend = RUN["backend"],
             set_: SetOpt = None, trace: Trace = None,
             rate: Annotated[float | None, typer.Option(
                 "--rate", help="the first arrival rate tried (requests/s; default: half a rough capacity); Poisson "
                         "arrivals unless --trace")] = None,
             count: Annotated[int, typer.Option(
                 "--requests", min=1, help="requests per rate tried (a longer run gives a tighter capacity)")] = 4000,
-            prompt: Prompt = "lognormal:1024:0.6:8192", output: Output = "lognormal:256:0.6:2048",
-            seed: Seed = 0, budget: Budget = 8192, max_seqs: MaxSeqs = 256, chunk: Chunk = None,
-            policy: Policy = "decode-first", kv_tokens: KvTokens = None, gpu_memory_gb: GpuMemory = 64.0,
-            fraction: MemFraction = 0.9, slo_ttft: SloTtft = None, slo_tpot: SloTpot = None,
+            prompt: Prompt = DEFAULT_PROMPT, output: Output = DEFAULT_OUTPUT,
+            seed: Seed = 0, budget: Budget = SCHED["token_budget"], max_seqs: MaxSeqs = SCHED["max_seqs"],
+            chunk: Chunk = None, policy: Policy = SCHED["policy"], kv_tokens: KvTokens = None,
+            gpu_memory_gb: GpuMemory = SCHED["gpu_memory_bytes"] / 1e9, fraction: MemFraction = SCHED["memory_fraction"],
+            slo_ttft: SloTtft = None, slo_tpot: SloTpot = None,
             attainment: Annotated[float, typer.Option(
                 "--attainment", help="share of requests that must meet the SLO")] = 0.9,
             iterations: Annotated[int, typer.Option(
@@ -303,13 +314,17 @@ def _search(model: Model = None, topology: Topology = None,
     if out is not None:
         record_serving(out, result.records(), search_id=result.search_id, command=" ".join(["moesim", *sys.argv[1:]]))
     if as_json:
-        typer.echo(json.dumps(_search_record(result), sort_keys=True, default=repr))
+        typer.echo(json.dumps(_search_record(result, slo, attainment), sort_keys=True, default=repr))
         return
     typer.echo(f"{len(result.candidates)} candidates ({len(result.skipped)} combinations left out); step costs: "
                f"{result.fill.steps} steps, {result.fill.simulated} simulated ({result.fill.elapsed_s:.1f} s); "
                f"{result.elapsed_s:.1f} s in all")
     typer.echo(f"  capacity = highest sustained rate with ≥ {100 * attainment:g} % of completions within the SLO; "
                "rates over the steady-state window")
+    for reason in result.skipped[:SHOWN_SKIPPED]:
+        typer.echo(f"  left out: {reason}")
+    if len(result.skipped) > SHOWN_SKIPPED:
+        typer.echo(f"  left out: {len(result.skipped) - SHOWN_SKIPPED} more (--json lists every one)")
     for c in result.candidates:
         b = c.best.summary if c.best is not None else None
         if b is None:
@@ -318,14 +333,19 @@ def _search(model: Model = None, topology: Topology = None,
             text = (f"{'no upper bound found, ≥ ' if c.unbounded else ''}{b['offered_rate_rps']:.4g} req/s offered: "
                     f"arrivals {b['achieved_rate_rps']:.4g}, throughput {b['throughput_rps']:.4g}, goodput "
                     f"{b['goodput_rps']:.4g} req/s")
+        limit = c.limited_by(slo, attainment)
         typer.echo(f"  {c.goodput_per_gpu_rps:10.4g} per GPU  {c.deployment.label():60}  {text}"
-                   f"{' *' if c.conservative else ''}")
+                   f"{' *' if c.conservative else ''}{f'; limited by {limit}' if limit else ''}")
     if any(c.conservative for c in result.candidates):
         typer.echo("  * the runs are too short to bound this capacity: a rate that failed on --requests requests "
                    f"passed on {CONFIRM_REPEATS} times as many; more --requests may give a higher figure")
 
 
-def _search_record(result: Any) -> dict[str, Any]:
+SHOWN_SKIPPED = 10
+"""Combinations left out that serve search prints (why each was); --json lists them all."""
+
+
+def _search_record(result: Any, slo: Any, attainment: float) -> dict[str, Any]:
     rows = []
     for c in result.candidates:
         best = c.best.summary if c.best is not None else None
@@ -333,7 +353,8 @@ def _search_record(result: Any) -> dict[str, Any]:
                      "goodput_per_gpu_rps": c.goodput_per_gpu_rps, "best": best,
                      "capacity_rps": c.best.rate_rps if c.best is not None else None,
                      "upper_bound_found": c.best is not None and not c.unbounded, "conservative": c.conservative,
-                     "rates_tried": [e.rate_rps for e in c.evaluations]})
+                     "rates_tried": [e.rate_rps for e in c.evaluations],
+                     "limited_by": c.limited_by(slo, attainment)})
     return {"search_id": result.search_id, "candidates": rows, "skipped": list(result.skipped),
             "step_costs": result.fill.__dict__, "elapsed_s": result.elapsed_s, **result.settings}
 

@@ -21,7 +21,7 @@ from moesim.topology.catalog import get_cluster_spec, star_hosts
 from moesim.topology.templates import template_spec
 from moesim.workload.layout import ParallelLayout
 
-ROLES = ("both", "prefill", "decode")
+ROLES = BOTH, PREFILL, DECODE = ("both", "prefill", "decode")
 """What a replica serves: everything (colocated), only prefills, only decode steps (disaggregated)."""
 
 
@@ -29,21 +29,22 @@ ROLES = ("both", "prefill", "decode")
 class ReplicaKind:
     """Everything a replica's step costs depend on: the run of one step on the replica's own cluster."""
 
-    model: str
-    topology: str
-    """The replica's own cluster (``sub_topology``)."""
-    strategy: str
-    algorithm: str
-    network: str
-    backend: str
-    overrides: tuple[tuple[str, Any], ...] = ()
+    run: RunSpec
+    """The step runs' template: the replica's own cluster (``sub_topology``), its split, the deployment's
+    run factors and overrides."""
+
+    @property
+    def topology(self) -> str:
+        return self.run.topology
+
+    @property
+    def strategy(self) -> str:
+        return self.run.strategy
 
     def spec(self, **step: Any) -> RunSpec:
         """The RunSpec of one step (``tokens=T`` for a prefill pass; ``phase="decode", batch=B,
         context_tokens=C`` for a decode step) with the deployment's overrides."""
-        overrides = dict(self.overrides) | step
-        return RunSpec(self.model, self.topology, self.strategy, self.algorithm, self.network, self.backend,
-                       tuple(sorted(overrides.items())))
+        return dataclasses.replace(self.run, overrides=tuple(sorted((dict(self.run.overrides) | step).items())))
 
 
 @dataclass(frozen=True)
@@ -92,31 +93,60 @@ def _servers_of(strategy: str, topology: str, source: str) -> int:
     return gpus // per_server
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Deployment:
     """The deployment of one model on one cluster. ``disaggregate`` = (prefill servers, decode servers),
-    None for colocated replicas; ``prefill_strategy`` is the prefill side's split (default ``strategy``),
-    ``strategy`` the decode side's (or every replica's, colocated)."""
+    None for colocated replicas; ``prefill_strategy`` is the prefill side's split (default the run's)."""
 
-    model: str
-    topology: str
-    strategy: str
-    algorithm: str = "ring_direct"
-    network: str = "ib_cc0"
-    backend: str = "fluid"
-    overrides: tuple[tuple[str, Any], ...] = ()
+    run: RunSpec
+    """The step runs' template: the model, the whole cluster, the decode side's split (every replica's,
+    colocated), and the run factors and overrides every step shares."""
     disaggregate: tuple[int, int] | None = None
     prefill_strategy: str | None = None
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "strategy", ParallelLayout.parse(self.strategy).name)
-        if self.prefill_strategy is not None:
-            object.__setattr__(self, "prefill_strategy", ParallelLayout.parse(self.prefill_strategy).name)
-        for key, _ in self.overrides:
+    def __init__(self, run: RunSpec | str, topology: str | None = None, strategy: str | None = None, *,
+                 disaggregate: tuple[int, int] | None = None, prefill_strategy: str | None = None,
+                 **factors: Any) -> None:
+        """``Deployment(RunSpec(...), disaggregate=...)``, or the template's fields given one by one:
+        ``Deployment(model, topology, strategy, backend="flow", ...)`` (RunSpec's defaults for the rest)."""
+        if not isinstance(run, RunSpec):
+            if topology is None or strategy is None:
+                raise MoesimError("Deployment: give a RunSpec, or a model, a topology and a strategy")
+            run = RunSpec(run, topology, strategy, **factors)
+        elif topology is not None or strategy is not None or factors:
+            raise MoesimError("Deployment: a RunSpec template already holds the run's fields")
+        for key, _ in run.overrides:
             if key in ("tokens", "phase", "batch", "context_tokens", "decode_steps", "placement"):
                 raise MoesimError(f"--set {key}: set by the serving simulator for each step; leave it out")
         # checked and in canonical form (lists as tuples): the overrides key the step-cost grids
-        object.__setattr__(self, "overrides", tuple((k, check_override(k, v, "--set")) for k, v in self.overrides))
+        run = dataclasses.replace(run, strategy=ParallelLayout.parse(run.strategy).name, overrides=tuple(
+            (k, check_override(k, v, "--set")) for k, v in run.overrides))
+        given = dict(run.overrides)
+        if given.get("overlap", "none") != "none" or "micro_batches" in given:
+            raise MoesimError(f"--set {'overlap' if 'overlap' in given else 'micro_batches'}: serving does not model "
+                              "two-batch overlap: its steps go down to one prompt token and one decoding sequence, "
+                              "which do not split into micro-batches, and a step's cost is interpolated over that "
+                              "whole range; compare overlaps on single passes with moesim run --set overlap=two-batch")
+        object.__setattr__(self, "run", run)
+        object.__setattr__(self, "disaggregate", disaggregate)
+        object.__setattr__(self, "prefill_strategy", None if prefill_strategy is None
+                           else ParallelLayout.parse(prefill_strategy).name)
+
+    @property
+    def model(self) -> str:
+        return self.run.model
+
+    @property
+    def topology(self) -> str:
+        return self.run.topology
+
+    @property
+    def strategy(self) -> str:
+        return self.run.strategy
+
+    @property
+    def backend(self) -> str:
+        return self.run.backend
 
     @property
     def mode(self) -> str:
@@ -127,26 +157,26 @@ class Deployment:
         return self.prefill_strategy or self.strategy
 
     def kind(self, strategy: str, servers: int) -> ReplicaKind:
-        return ReplicaKind(self.model, sub_topology(self.topology, servers), strategy, self.algorithm,
-                           self.network, self.backend, self.overrides)
+        return ReplicaKind(dataclasses.replace(self.run, topology=sub_topology(self.topology, servers),
+                                               strategy=strategy))
 
     def replicas(self) -> tuple[Replica, ...]:
         """Every replica with its GPUs; a one-line error when the split does not fill the servers."""
         total, per_server = cluster_shape(self.topology)
         source = f"deployment {self.label()}"
         if self.disaggregate is None:
-            sides = [("both", self.strategy, 0, total)]
+            sides = [(BOTH, self.strategy, 0, total)]
         else:
             p, d = self.disaggregate
             if p < 1 or d < 1 or p + d != total:
                 raise MoesimError(f"{source}: --disaggregate {p}:{d} must split the {total} servers of "
                                   f"{self.topology} into prefill:decode servers, each at least 1")
-            sides = [("prefill", self.prefill_split, 0, p), ("decode", self.strategy, p, d)]
+            sides = [(PREFILL, self.prefill_split, 0, p), (DECODE, self.strategy, p, d)]
         out: list[Replica] = []
         for role, strategy, first, servers in sides:
             size = _servers_of(strategy, self.topology, source)
             if servers % size:
-                side = "" if role == "both" else f"{role} "
+                side = "" if role == BOTH else f"{role} "
                 raise MoesimError(f"{source}: strategy {strategy} takes {size} servers per replica, which does not "
                                   f"divide the {servers} {side}servers")
             kind = self.kind(strategy, size)
@@ -168,7 +198,7 @@ class Deployment:
         return f"{self.prefill_split} prefill ×{p} : {self.strategy} decode ×{d} servers on {self.topology}"
 
     def as_dict(self) -> dict[str, Any]:
-        record = dataclasses.asdict(self)
-        record["overrides"] = dict(self.overrides)
-        record["mode"] = self.mode
-        return record
+        """The run template's fields, then ``disaggregate``, ``prefill_strategy`` and ``mode`` (flat: the
+        serving store's columns and the result keys)."""
+        return {**dataclasses.asdict(self.run), "overrides": dict(self.run.overrides), "disaggregate":
+                self.disaggregate, "prefill_strategy": self.prefill_strategy, "mode": self.mode}

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal, DecimalException, Overflow
 from typing import Any
 
 import numpy as np
@@ -35,6 +34,7 @@ import pyarrow as pa
 from moesim.errors import input_error
 from moesim.serving.replay import ReplayResult
 from moesim.serving.requests import Requests
+from moesim.topology.units import _TIME_UNITS, _parse
 
 PERCENTILES = (50, 90, 99)
 WARMUP_FRACTION = 0.2
@@ -48,23 +48,12 @@ MIN_WINDOW_REQUESTS = 20
 SUSTAIN_TOLERANCE = 0.05
 """A run sustains its arrival rate when throughput ≥ (1 − this) × the achieved arrival rate and the mean
 TTFT grows by at most this many seconds per second over the window."""
-TIME_UNITS = {"s": 0, "ms": -3, "us": -6, "µs": -6, "ns": -9}
 
 
 def parse_duration_s(text: str | float, option: str) -> float:
-    """``1s``, ``50ms``, ``200us`` or a number of seconds, as seconds (> 0)."""
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        value = float(text)
-    else:
-        raw = str(text).strip().lower()
-        unit = next((u for u in sorted(TIME_UNITS, key=len, reverse=True) if raw.endswith(u)), "")
-        try:
-            value = float(Decimal(raw[: len(raw) - len(unit)].strip()).scaleb(TIME_UNITS[unit] if unit else 0))
-        except Overflow:
-            raise input_error(option, "duration", f"must be a finite time > 0, got {text!r}") from None
-        except (DecimalException, ValueError):
-            raise input_error(option, "duration", f"cannot read {text!r} (write e.g. 1s, 50ms)",
-                              TIME_UNITS) from None
+    """``1s``, ``50ms``, ``200us`` or a number of seconds, as seconds (> 0), read as every duration with a unit
+    is (``moesim.topology.units``); a one-line error naming ``option`` otherwise."""
+    value = _parse(text, _TIME_UNITS, "s", option, "duration")
     if not (math.isfinite(value) and value > 0):
         raise input_error(option, "duration", f"must be a finite time > 0, got {text!r}")
     return value

@@ -24,7 +24,7 @@ import numpy as np
 
 from moesim.errors import MoesimError
 from moesim.serving.costs import StepCosts
-from moesim.serving.deployment import Replica, ReplicaKind
+from moesim.serving.deployment import DECODE, PREFILL, Replica, ReplicaKind
 from moesim.serving.disagg import KvTransfers
 from moesim.serving.requests import Requests
 from moesim.serving.scheduler import ReplicaState, SchedulerConfig
@@ -52,7 +52,7 @@ class ReplayResult:
 def _check(requests: Requests, states: list[ReplicaState], config: SchedulerConfig) -> None:
     """Refuse requests no replica could ever take (they would wait forever)."""
     for s in states:
-        needs = requests.prompt_tokens + (0 if s.role == "prefill" else requests.output_tokens)
+        needs = requests.prompt_tokens + (0 if s.role == PREFILL else requests.output_tokens)
         worst = int(np.argmax(needs))
         if needs[worst] > s.capacity:
             raise MoesimError(f"request {int(requests.ids[worst])}: needs {int(needs[worst])} KV-cache tokens, a "
@@ -80,8 +80,8 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
     states = [ReplicaState(rep, costs[rep.kind], config, config.kv_capacity(rep, costs[rep.kind]), prompt, output,
                            prefilled) for rep in replicas]
     _check(requests, states, config)
-    entry = [s for s in states if s.role != "decode"]
-    decoders = [s for s in states if s.role == "decode"]
+    entry = [s for s in states if s.role != DECODE]
+    decoders = [s for s in states if s.role == DECODE]
     if decoders and transfers is None:
         raise MoesimError("a disaggregated replay needs the KV transfers' network (transfers=KvTransfers(...))")
     queued: dict[int, deque[int]] = {s.replica.index: deque() for s in decoders}
@@ -158,14 +158,14 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
         for r in done:
             finish[r] = t
             in_system -= 1
-        if s.role == "prefill":
+        if s.role == PREFILL:
             for r in first:
                 if output[r] > 1:
                     d = min(decoders, key=load)
                     decoded_on[r] = d.replica.index
                     queued[d.replica.index].append(r)
                     start_transfers(d, t)
-        elif s.role == "decode" and done:
+        elif s.role == DECODE and done:
             start_transfers(s, t)
         kick(s, t)
     if np.isnan(finish).any():  # pragma: no cover - every request is checked to fit before the loop

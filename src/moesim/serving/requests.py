@@ -14,10 +14,12 @@ import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from moesim.errors import MoesimError, input_error
+from moesim.serving.config import DEFAULT_OUTPUT, DEFAULT_PROMPT
 
 COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 MAX_TOKENS = 10**7
@@ -88,21 +90,29 @@ def _check_arrivals(arrival: np.ndarray, what: str, option: str = "requests", fi
 
 
 def _table(path: str | Path) -> dict[str, np.ndarray]:
-    """The columns of a CSV or Parquet file as numpy arrays; one-line errors naming the file."""
+    """The columns of a CSV or Parquet file, or of a pipe holding one (``--trace <(zcat t.csv.gz)``), as numpy
+    arrays; one-line errors naming the file."""
     import pyarrow as pa
 
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        raise MoesimError(f"{p}: is a directory, not a trace file (CSV or Parquet)")
+    if not p.exists():
         raise MoesimError(f"{p}: trace file not found")
     try:
-        if p.suffix.lower() == ".parquet":
+        data: Any = p
+        parquet = p.suffix.lower() == ".parquet"
+        if not p.is_file():  # a pipe (--trace <(zcat t.csv.gz)): read once, whole, as Parquet needs to seek
+            raw = p.read_bytes()
+            data, parquet = pa.BufferReader(raw), parquet or raw[:4] == b"PAR1"
+        if parquet:
             import pyarrow.parquet as pq
 
-            table = pq.read_table(p)
+            table = pq.read_table(data)
         else:
             import pyarrow.csv as pcsv
 
-            table = pcsv.read_csv(p)
+            table = pcsv.read_csv(data)
     except (pa.ArrowInvalid, OSError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise MoesimError(f"{p}: cannot read the trace ({first})") from None
@@ -232,10 +242,6 @@ def poisson(rate_rps: float, count: int, prompt: LengthDist, output: LengthDist,
     outputs = output.sample(rng, count)
     return Requests(arrival, prompts, outputs, np.arange(count, dtype=np.int64),
                     f"poisson {rate_rps:g}/s, prompt {prompt.text}, output {output.text}, seed {seed}")
-
-
-DEFAULT_PROMPT = "lognormal:1024:0.6:8192"
-DEFAULT_OUTPUT = "lognormal:256:0.6:2048"
 
 
 def make_requests(trace: str | Path | None = None, rate_rps: float | None = None, count: int = 1000,

@@ -23,67 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from moesim.errors import MoesimError, input_error
-from moesim.models.residency import DEFAULT_CAPACITY_BYTES, model_residency
+from moesim.serving.config import SchedulerConfig
 from moesim.serving.costs import StepCosts
-from moesim.serving.deployment import Replica
+from moesim.serving.deployment import DECODE, PREFILL, Replica
 from moesim.serving.policies import POLICIES
-
-MAX_STEP_TOKENS = 10**7
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    """The scheduler's knobs (module docstring). ``kv_tokens`` sets every replica's KV capacity in tokens;
-    unset, it is ``memory_fraction`` × ``gpu_memory_bytes`` minus the weights per GPU, over the KV bytes
-    of one token per GPU."""
-
-    token_budget: int = 8192
-    max_seqs: int = 256
-    chunk_tokens: int | None = None
-    policy: str = "decode-first"
-    kv_tokens: int | None = None
-    gpu_memory_bytes: float = float(DEFAULT_CAPACITY_BYTES)
-    memory_fraction: float = 0.9
-
-    def __post_init__(self) -> None:
-        src = "scheduler"
-        for name in ("token_budget", "max_seqs", "chunk_tokens", "kv_tokens"):
-            value = getattr(self, name)
-            if value is None and name in ("chunk_tokens", "kv_tokens"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_STEP_TOKENS:
-                raise input_error(src, name, f"must be an integer in [1, {MAX_STEP_TOKENS}], got {value!r}")
-        if self.max_seqs > self.token_budget:
-            raise input_error(src, "max_seqs", f"{self.max_seqs} sequences need a token budget of at least as many "
-                              f"tokens (token_budget {self.token_budget})")
-        if self.policy not in POLICIES.names():
-            raise input_error(src, "policy", f"unknown policy {self.policy!r}", POLICIES.names())
-        if not (isinstance(self.gpu_memory_bytes, int | float) and 0 < self.gpu_memory_bytes < math.inf):
-            raise input_error(src, "gpu_memory_bytes", f"must be a finite number > 0, got {self.gpu_memory_bytes!r}")
-        if not (isinstance(self.memory_fraction, int | float) and 0 < self.memory_fraction <= 1):
-            raise input_error(src, "memory_fraction", f"must be in (0, 1], got {self.memory_fraction!r}")
-
-    @property
-    def chunked(self) -> bool:
-        return self.chunk_tokens is not None
-
-    def kv_capacity(self, replica: Replica, costs: StepCosts) -> int:
-        """KV-cache tokens one replica holds."""
-        if self.kv_tokens is not None:
-            return self.kv_tokens
-        model = costs.model
-        if model.checkpoint_size_bytes is None:
-            raise input_error(f"model {model.key}", "checkpoint_size_bytes", "unknown, so the memory left for the "
-                              "KV cache is too; give the cache size (--kv-tokens)")
-        weights = model_residency(model, ranks=len(replica.gpus)).per_rank_bytes
-        free = self.memory_fraction * self.gpu_memory_bytes - weights
-        tokens = int(free // costs.kv_bytes_per_token)
-        if tokens < 1:
-            raise MoesimError(f"replica {replica.kind.strategy} on {replica.kind.topology}: the weights "
-                              f"({weights / 1e9:.1f} GB per GPU) leave no room for a KV cache in "
-                              f"{self.memory_fraction:g} × {self.gpu_memory_bytes / 1e9:g} GB")
-        return tokens
 
 
 @dataclass(frozen=True)
@@ -130,7 +73,7 @@ class ReplicaState:
     # ------------------------------------------------------------------ bookkeeping
     def kv_need(self, r: int) -> int:
         """KV tokens reserved for request ``r`` here: its prompt on a prefill replica, else prompt + output."""
-        return int(self.prompt[r]) + (0 if self.role == "prefill" else int(self.output[r]))
+        return int(self.prompt[r]) + (0 if self.role == PREFILL else int(self.output[r]))
 
     @property
     def outstanding(self) -> int:
@@ -151,7 +94,7 @@ class ReplicaState:
         """Prefill chunks within ``budget`` tokens: the prompts already started, then waiting requests admitted
         in arrival order while they fit (admission time into ``scheduled_s``); none on a decode replica."""
         chunks: list[tuple[int, int]] = []
-        if self.role == "decode":
+        if self.role == DECODE:
             return chunks
         for r in self.prefilling:  # prompts already started, in admission order
             if budget <= 0:
@@ -224,7 +167,7 @@ class ReplicaState:
             finished = set(first)
             self.prefilling = [r for r in self.prefilling if r not in finished]
         for r in first:
-            if self.output[r] == 1 or self.role == "prefill":
+            if self.output[r] == 1 or self.role == PREFILL:
                 self.running -= 1
                 if self.output[r] == 1:
                     self.release(r)

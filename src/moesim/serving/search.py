@@ -34,16 +34,28 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from moesim.errors import MoesimError, input_error
-from moesim.serving.costs import FillReport, Grid, StepCache, StepCosts
-from moesim.serving.deployment import Deployment, ReplicaKind, cluster_shape, sub_topology
+from moesim.serving.config import default_of
+from moesim.serving.costs import FillReport, Grid, StepCache, StepCosts, progress_lines
+from moesim.serving.deployment import (
+    BOTH,
+    DECODE,
+    PREFILL,
+    ROLES,
+    Deployment,
+    ReplicaKind,
+    cluster_shape,
+    sub_topology,
+)
 from moesim.serving.disagg import check_kv_backend
 from moesim.serving.metrics import Slo
 from moesim.serving.requests import Requests
 from moesim.serving.scheduler import SchedulerConfig
 from moesim.serving.simulate import Executor, evaluate, grids, step_costs
+from moesim.system.spec import RunSpec
 from moesim.version import __version__
 from moesim.workload.layout import ParallelLayout
 
@@ -70,25 +82,26 @@ class SearchSpace:
     servers: tuple[int, ...] = ()
     modes: tuple[str, ...] = ("colocated",)
     ratios: tuple[tuple[int, int], ...] | None = None
-    algorithm: str = "ring_direct"
-    network: str = "ib_cc0"
-    backend: str = "fluid"
+    algorithm: str = default_of(RunSpec, "algorithm")
+    network: str = default_of(RunSpec, "network")
+    backend: str = default_of(RunSpec, "backend")
     overrides: tuple[tuple[str, Any], ...] = ()
 
     def candidates(self) -> tuple[list[Deployment], list[str]]:
         """Every candidate that fits, and one line per combination left out (and why)."""
         out: list[Deployment] = []
         skipped: list[str] = []
-        base: dict[str, Any] = dict(model=self.model, algorithm=self.algorithm, network=self.network,
-                                    backend=self.backend, overrides=self.overrides)
+        def run(topology: str, strategy: str) -> RunSpec:
+            return RunSpec(self.model, topology, strategy, self.algorithm, self.network, self.backend, self.overrides)
+
         for n in self.servers or (cluster_shape(self.topology)[0],):
             topology = sub_topology(self.topology, n)
             tries: list[Deployment] = []
             if "colocated" in self.modes:
-                tries += [Deployment(topology=topology, strategy=s, **base) for s in self.strategies]
+                tries += [Deployment(run(topology, s)) for s in self.strategies]
             if "disaggregated" in self.modes:
                 ratios = self.ratios if self.ratios is not None else tuple((p, n - p) for p in range(1, n))
-                tries += [Deployment(topology=topology, strategy=sd, prefill_strategy=sp, disaggregate=r, **base)
+                tries += [Deployment(run(topology, sd), prefill_strategy=sp, disaggregate=r)
                           for r in ratios if sum(r) == n for sp in self.strategies for sd in self.strategies]
                 skipped += [f"--ratios {p}:{d}: {p + d} servers, {topology} has {n}" for p, d in ratios if p + d != n]
             for d in tries:
@@ -134,6 +147,26 @@ class Candidate:
     conservative: bool = False
     """A rate that failed on the requests passed on the longer run: the runs are too short to bound the
     capacity tightly (more requests may give a higher figure); ``best`` is that longer run."""
+
+    def limited_by(self, slo: Slo, attainment: float) -> str | None:
+        """What stops the capacity from being higher, at the lowest failing rate above it: ``throughput`` (the
+        deployment does not sustain the rate), or the SLO limit fewer requests meet (``TTFT``, ``TPOT``), with
+        the shares; None when no rate tried failed."""
+        floor = self.best.rate_rps if self.best is not None else 0.0
+        failed = [e for e in self.evaluations if e.rate_rps > floor and not e.passes(attainment)]
+        if not failed:
+            return None
+        e = min(failed, key=lambda e: (e.rate_rps, e.confirmation))
+        at = f"at {e.rate_rps:.4g} req/s"
+        if not e.summary["sustained"]:
+            return f"throughput (not sustained {at})"
+        ttft = e.table.column("ttft_s").to_numpy(zero_copy_only=False)
+        tpot = e.table.column("tpot_s").to_numpy(zero_copy_only=False)
+        shares = {name: float(np.mean(Slo(**{f"{name.lower()}_s": limit}).met(ttft, tpot)))
+                  for name, limit in (("TTFT", slo.ttft_s), ("TPOT", slo.tpot_s)) if limit is not None}
+        name = min(shares, key=lambda k: shares[k])
+        met = ", ".join(f"{k} {100 * v:.0f} %" for k, v in shares.items())
+        return f"{name} ({met} of requests met {at})"
 
     @property
     def goodput_per_gpu_rps(self) -> float:
@@ -184,16 +217,16 @@ def rough_capacity_rps(deployment: Deployment, base: Requests, config: Scheduler
     second with full steps (a full token budget of prefill, ``max_seqs`` decoding sequences) and no waiting."""
     prompt, out = float(base.prompt_tokens.mean()), float(base.output_tokens.mean())
     context = prompt + out / 2
-    sides = {"both": 0.0, "prefill": 0.0, "decode": 0.0}
+    sides = dict.fromkeys(ROLES, 0.0)
     for rep in deployment.replicas():
         c = costs[rep.kind]
         seconds = 0.0
-        if rep.role != "decode":
+        if rep.role != DECODE:
             seconds += prompt * c.interpolated("prefill", config.token_budget, 0) / config.token_budget
-        if rep.role != "prefill":
+        if rep.role != PREFILL:
             seconds += out * c.interpolated("decode", config.max_seqs, int(context)) / config.max_seqs
         sides[rep.role] += 1.0 / seconds
-    return sides["both"] if deployment.disaggregate is None else min(sides["prefill"], sides["decode"])
+    return sides[BOTH] if deployment.disaggregate is None else min(sides[PREFILL], sides[DECODE])
 
 
 def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, slo: Slo,
@@ -297,8 +330,7 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
             kind_grids[kind] = kind_grids[kind].union(g) if kind in kind_grids else g
     say = progress or (lambda _line: None)
     say(f"serve search: {len(candidates)} candidates, {len(kind_grids)} replica kinds to cost")
-    costs, report = step_costs(kind_grids, cache or StepCache(), executor,
-                               lambda done, total: say(f"step costs: {done}/{total} simulated"))
+    costs, report = step_costs(kind_grids, cache or StepCache(), executor, progress_lines(say))
     results = []
     for d in candidates:
         c = capacity(d, base, config, slo, costs, attainment, start_rps, iterations, kv_backend, longer)

@@ -12,6 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from moesim.errors import input_error
+from moesim.experiments.executors import EXECUTORS
 from moesim.serving.costs import (
     FillReport,
     Grid,
@@ -23,7 +25,7 @@ from moesim.serving.costs import (
     fill,
     step_spec,
 )
-from moesim.serving.deployment import Deployment, ReplicaKind
+from moesim.serving.deployment import DECODE, PREFILL, Deployment, ReplicaKind
 from moesim.serving.disagg import KV_BACKEND, KvTransfers, check_kv_backend
 from moesim.serving.metrics import Slo, aggregates, request_table
 from moesim.serving.replay import replay
@@ -40,6 +42,11 @@ class Executor:
     workers: int | None = 1
     address: str | None = None
 
+    def __post_init__(self) -> None:
+        """Checked when made, before the cache is read: a wrong name is an error even when every step is cached."""
+        if self.name not in EXECUTORS.names():
+            raise input_error("--executor", "executor", f"unknown executor {self.name!r}", EXECUTORS.names())
+
 
 def grids(deployment: Deployment, requests: Iterable[Requests], config: SchedulerConfig) -> dict[ReplicaKind, Grid]:
     """The step grid of each replica kind: prefill passes up to the token budget where replicas prefill,
@@ -47,8 +54,8 @@ def grids(deployment: Deployment, requests: Iterable[Requests], config: Schedule
     longest = max(int((r.prompt_tokens + r.output_tokens).max()) for r in requests)
     out: dict[ReplicaKind, Grid] = {}
     for rep in deployment.replicas():
-        g = Grid(prefill_tokens=batch_axis(config.token_budget)) if rep.role != "decode" else Grid()
-        if rep.role != "prefill":
+        g = Grid(prefill_tokens=batch_axis(config.token_budget)) if rep.role != DECODE else Grid()
+        if rep.role != PREFILL:
             g = g.union(Grid(decode_batch=batch_axis(config.max_seqs), decode_context=context_axis(longest)))
         out[rep.kind] = out[rep.kind].union(g) if rep.kind in out else g
     return out
@@ -131,7 +138,7 @@ def evaluate(deployment: Deployment, requests: Requests, config: SchedulerConfig
     the rate the arrivals were drawn at, if known)."""
     transfers = None
     if deployment.disaggregate is not None:
-        transfers = KvTransfers(deployment.topology, deployment.network, kv_backend, deployment.overrides)
+        transfers = KvTransfers(deployment.topology, deployment.run.network, kv_backend, deployment.run.overrides)
     result = replay(requests, deployment.replicas(), costs, config, transfers)
     table = request_table(requests, result, slo)
     return table, aggregates(table, result, slo, deployment.num_gpus, offered_rate_rps)

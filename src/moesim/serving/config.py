@@ -1,0 +1,82 @@
+"""The scheduler's knobs (``SchedulerConfig``), declared once as ``moesim.schema`` fields: the library, the
+Python API and ``moesim serve`` take their defaults from here. Kept apart from ``scheduler`` so that reading
+them loads nothing heavy (the CLI builds its options from them at import)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from moesim.errors import MoesimError, input_error
+from moesim.models.residency import DEFAULT_CAPACITY_BYTES
+from moesim.schema import MAX_COUNT, check_fields, param
+
+if TYPE_CHECKING:
+    from moesim.serving.costs import StepCosts
+    from moesim.serving.deployment import Replica
+
+MAX_STEP_TOKENS = 10**7
+DEFAULT_PROMPT = "lognormal:1024:0.6:8192"
+"""Prompt lengths of generated requests (``moesim.serving.requests.parse_length``)."""
+DEFAULT_OUTPUT = "lognormal:256:0.6:2048"
+"""Output lengths of generated requests."""
+
+
+def default_of(cls: type, name: str) -> Any:
+    """The declared default of the dataclass field ``name`` of ``cls`` (e.g. ``RunSpec``'s ``backend``)."""
+    return cls.__dataclass_fields__[name].default  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """The scheduler's knobs (module docstring). ``kv_tokens`` sets every replica's KV capacity in tokens;
+    unset, it is ``memory_fraction`` × ``gpu_memory_bytes`` minus the weights per GPU, over the KV bytes
+    of one token per GPU."""
+
+    token_budget: int = param(8192, low=1, high=MAX_STEP_TOKENS)
+    """Tokens one step may hold (prefill + decode)."""
+    max_seqs: int = param(256, low=1, high=MAX_STEP_TOKENS)
+    """Requests running at once on a replica."""
+    chunk_tokens: int | None = param(None, low=1, high=MAX_STEP_TOKENS)
+    """Chunked prefill: a prompt's tokens per step at most (None: whole prompts)."""
+    policy: str = param("decode-first", note="a scheduling policy of moesim.serving.policies (moesim plugins)")
+    """Which of decode steps and prefill chunks goes first (``moesim.serving.policies``)."""
+    kv_tokens: int | None = param(None, low=1, high=MAX_STEP_TOKENS)
+    """KV-cache tokens per replica (None: the memory left after the weights)."""
+    gpu_memory_bytes: float = param(float(DEFAULT_CAPACITY_BYTES), low=0, low_open=True, high=MAX_COUNT)
+    """Accelerator memory per GPU."""
+    memory_fraction: float = param(0.9, low=0, low_open=True, high=1)
+    """Share of the memory for weights and KV cache."""
+
+    def __post_init__(self) -> None:
+        check_fields(self, "scheduler")
+        from moesim.serving.policies import POLICIES  # loads the policies (and numpy): not at import
+
+        if self.policy not in POLICIES.names():
+            raise input_error("scheduler", "policy", f"unknown policy {self.policy!r}", POLICIES.names())
+        if self.max_seqs > self.token_budget:
+            raise input_error("scheduler", "max_seqs", f"{self.max_seqs} sequences need a token budget of at least "
+                              f"as many tokens (token_budget {self.token_budget})")
+
+    @property
+    def chunked(self) -> bool:
+        return self.chunk_tokens is not None
+
+    def kv_capacity(self, replica: Replica, costs: StepCosts) -> int:
+        """KV-cache tokens one replica holds."""
+        if self.kv_tokens is not None:
+            return self.kv_tokens
+        from moesim.models.residency import model_residency
+
+        model = costs.model
+        if model.checkpoint_size_bytes is None:
+            raise input_error(f"model {model.key}", "checkpoint_size_bytes", "unknown, so the memory left for the "
+                              "KV cache is too; give the cache size (--kv-tokens)")
+        weights = model_residency(model, ranks=len(replica.gpus)).per_rank_bytes
+        free = self.memory_fraction * self.gpu_memory_bytes - weights
+        tokens = int(free // costs.kv_bytes_per_token)
+        if tokens < 1:
+            raise MoesimError(f"replica {replica.kind.strategy} on {replica.kind.topology}: the weights "
+                              f"({weights / 1e9:.1f} GB per GPU) leave no room for a KV cache in "
+                              f"{self.memory_fraction:g} × {self.gpu_memory_bytes / 1e9:g} GB")
+        return tokens
