@@ -232,6 +232,7 @@ def test_sweep_stores_each_runs_breakdown(swept: Path) -> None:
         assert table.column_names == ["run_id", *BREAKDOWN_COLUMNS] and set(table.column("run_id").to_pylist()) == {run_id}
 
 
+@pytest.mark.slow
 def test_load_results_with_failed_runs_gives_every_column(tmp_path: Path) -> None:
     # a packet run that passes every up-front check but cannot finish (no window, no PFC headroom, a small
     # buffer: the incast drops packets and the reference model never retransmits), beside one that succeeds

@@ -112,6 +112,7 @@ def test_a_topology_nic_without_a_link_is_refused(tmp_path: Path) -> None:
     one_line_error(["topology", "show", str(path)], "field 'server.nics[2]'", "NIC 'nic9' has no link")
 
 
+@pytest.mark.slow
 def test_a_fifo_as_an_input_file_is_refused_not_waited_on(tmp_path: Path) -> None:
     fifo = tmp_path / "topology.yaml"
     os.mkfifo(fifo)

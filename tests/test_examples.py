@@ -33,6 +33,7 @@ def test_the_notebook_is_stored_without_outputs() -> None:
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
+@pytest.mark.slow
 def test_the_quickstart_notebook_executes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Executed in a copy of examples/ (it writes results/quickstart/ beside itself) by a real kernel that
     imports this source tree, as do the sweep's worker processes."""

@@ -66,6 +66,7 @@ def test_report_shows_a_section_only_for_its_runs(tmp_path: Path) -> None:
 
 
 @needs_chromium
+@pytest.mark.slow
 def test_modern_smoke_sweep_report_renders_in_chromium(tmp_path: Path) -> None:
     """``moesim sweep modern --preset smoke`` end to end on the default backend, then its report in a browser."""
     out = tmp_path / "modern"

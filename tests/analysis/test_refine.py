@@ -35,6 +35,8 @@ from moesim.experiments.store_schema import COMMAND_KEY
 from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
 
+pytestmark = pytest.mark.slow  # the quick tier (-m 'not slow') leaves this module out: its fixtures take minutes
+
 MATRIX = """\
 name: tiny-refine
 factors:

@@ -196,6 +196,7 @@ def test_report_figures_are_150_dpi(built):
     assert all(min(Image.open(io.BytesIO(base64.b64decode(b))).info["dpi"]) >= 150 for b in embedded)
 
 
+@pytest.mark.slow
 def test_report_is_deterministic(built, tmp_path):
     store, files = built
     again = build_report(store, tmp_path / "again")
@@ -206,6 +207,7 @@ def test_report_is_deterministic(built, tmp_path):
         assert (tmp_path / "again" / "tables" / p.name).read_bytes() == p.read_bytes()
 
 
+@pytest.mark.slow
 def test_cli_report_and_errors(tmp_path):
     rows = [{**r, "model": "deepseek-v4-flash" if r["model"] == "A" else r["model"]} for r in small_rows()]
     store = write_store(tmp_path / "tiny", rows)

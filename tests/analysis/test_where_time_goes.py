@@ -62,6 +62,7 @@ def test_slowest_runs_without_a_stored_breakdown_are_skipped(tmp_path):
     assert slowest_splits(table.drop_columns(["run_id"]), tmp_path, ["model"]) == []
 
 
+@pytest.mark.slow
 def test_report_of_a_seeded_sweep_shows_the_slowest_runs_not_medians(tmp_path):
     """With start-jitter seeds the statistics use each configuration's median; the figure shows runs."""
     import moesim

@@ -42,6 +42,7 @@ def test_dry_run_counts_impossible_runs_without_running(monkeypatch, capsys) -> 
     assert not Path("unused").exists()
 
 
+@pytest.mark.slow
 def test_sweep_run_then_results(monkeypatch, capsys, small_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, stdout, _ = run_cli(monkeypatch, capsys, "sweep", "run", str(small_dir / "small.yaml"), "--out", str(out),
@@ -103,6 +104,7 @@ def test_results_of_a_folder_without_a_store(monkeypatch, capsys, tmp_path: Path
     assert code == 2 and "--export and --to go together" in err
 
 
+@pytest.mark.slow
 def test_failed_runs_are_listed_and_exit_1(monkeypatch, capsys, small_dir: Path, tmp_path: Path) -> None:
     # headroom 0 with no window and a small buffer drops packets in the incast: that run cannot finish
     code, stdout, _ = run_cli(monkeypatch, capsys, "sweep", "run", str(small_dir / "small.yaml"), "--out",

@@ -112,6 +112,7 @@ def test_a_run_on_a_terminal_shows_a_live_line_that_fits_80_columns_then_erases_
     assert shown.endswith("\x1b[1A\x1b[2K")  # the line is erased: nothing is left behind
 
 
+@pytest.mark.slow
 def test_a_sweep_off_a_terminal_prints_a_header_and_status_lines(tmp_path: Path) -> None:
     (tmp_path / "m.yaml").write_text(SWEEP_MATRIX)
     res = child("sweep", "run", str(tmp_path / "m.yaml"), "--out", str(tmp_path / "out"), "--workers", "1")

@@ -33,6 +33,8 @@ from moesim.experiments.inputs import run_id_of
 from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
 
+pytestmark = pytest.mark.slow  # the quick tier (-m 'not slow') leaves this module out: its fixtures take minutes
+
 
 def test_sweep_with_two_workers_equals_each_run_alone(small_specs: list, alone_results: dict,
                                                       reference_store: Path) -> None:

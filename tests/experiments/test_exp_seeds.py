@@ -8,9 +8,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from exp_helpers import moesim_cmd, sigint_default, store_rows
 
 
+@pytest.mark.slow
 def test_run_with_seeds_returns_every_result_and_their_spread(small_dir: Path) -> None:
     cmd = moesim_cmd("run", "--model", str(small_dir / "tiny.yaml"), "--topology", "4", "--strategy", "TP16EP2",
                      "--network", "roce_hpcc", "--seeds", "3", "--json")
@@ -43,6 +45,7 @@ def _sweep(small_dir: Path, out: Path) -> list[str]:
                       "--networks", "roce_hpcc", "--workers", "1", "--progress", "plain")
 
 
+@pytest.mark.slow
 def test_sweep_with_seeds_stores_each_seed_and_resumes_after_an_interruption(small_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "seeds"
     proc = subprocess.Popen(_sweep(small_dir, out), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -70,6 +73,7 @@ def test_sweep_with_seeds_stores_each_seed_and_resumes_after_an_interruption(sma
     assert len(configs) == 12 and all(sorted(s) == ["1", "2"] for s in configs.values())
 
 
+@pytest.mark.slow
 def test_report_of_a_seeded_sweep(small_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "seeded"
     sweep = subprocess.run(_sweep(small_dir, out), capture_output=True, text=True, timeout=900)

@@ -25,6 +25,8 @@ from moesim.analysis.results import as_table, load_results
 from moesim.analysis.study import analyse
 from moesim.experiments import run_sweep, study_matrix
 
+pytestmark = pytest.mark.slow  # the quick tier (-m 'not slow') leaves this module out: its fixtures take minutes
+
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("accuracy_bench", ROOT / "benchmarks" / "accuracy.py")
 assert _spec is not None and _spec.loader is not None

@@ -63,6 +63,7 @@ def exported(tmp_path_factory) -> tuple[RunSpec, Path]:
     return spec, out
 
 
+@pytest.mark.slow
 def test_exported_directory_reproduces_moesim_run_bit_for_bit(exported):
     spec, out = exported
     expected = simulate_run(spec).ranks
@@ -176,6 +177,7 @@ def _one_line_error(res: subprocess.CompletedProcess[str], *words: str) -> None:
         assert word in res.stderr, res.stderr
 
 
+@pytest.mark.slow
 def test_bad_inputs_give_one_line_and_exit_code_2(exported, tmp_path):
     _, out = exported
     system = tmp_path / "system.json"
@@ -222,6 +224,7 @@ def test_analytical_yaml_refuses_other_topologies(tmp_path):
         topology_from_analytical(path)
 
 
+@pytest.mark.slow
 def test_hosts_do_not_relay_traffic_so_an_nvlink_server_round_trips_too(tmp_path):
     """On hgx-h100:4 a GPU has an NVLink and a PCIe port: shortest paths through another GPU exist, but NS-3
     hosts do not forward, and neither do moesim's GPUs, so the export still gives `moesim run`'s times."""

@@ -56,6 +56,7 @@ def test_fast_forwarded_layers_are_copied_as_full_simulation_runs_them(case):
 
 
 @pytest.mark.parametrize("case", [EXACT[1], ("deepseek-v4-flash", "3", "TP4EP8", "ring_direct")])
+@pytest.mark.slow
 def test_rows_add_up_to_the_engine_figures(case):
     p = _prepared(*case)
     sim = simulate_prepared(p, breakdown="layers")

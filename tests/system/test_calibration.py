@@ -48,6 +48,7 @@ def test_strategy_order_and_ring_before_dbt_on_topology_1():
     assert wall("1", "TP8EP4", "ring_direct") < wall("1", "TP8EP4", "dbt_direct")
 
 
+@pytest.mark.slow
 def test_topology_6_fastest_at_tp2ep16_but_in_the_slow_group_at_tp16ep2():
     tp2 = {t: wall(t, "TP2EP16") for t in ("1", "2", "5", "6")}
     assert min(tp2, key=tp2.get) == "6"

@@ -67,6 +67,7 @@ def moesim(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow
 def test_run_flags_map_to_the_decode_overrides():
     res = moesim("--phase", "decode", "--batch", "4", "--context", "100", "--steps", "2", "--json")
     assert res.returncode == 0, res.stderr

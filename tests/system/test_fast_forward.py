@@ -60,6 +60,7 @@ def run(spec: RunSpec, ff: bool) -> tuple[Ran, list]:
 
 
 @pytest.mark.parametrize("model,topology,strategy,algorithm", CASES)
+@pytest.mark.slow
 def test_exact_fast_forward_matches_full_simulation(model, topology, strategy, algorithm):
     spec = RunSpec(model, topology, strategy, algorithm, "ib_cc0", "flow")
     fast, fast_ranks = run(spec, True)
@@ -70,6 +71,7 @@ def test_exact_fast_forward_matches_full_simulation(model, topology, strategy, a
             assert abs(x - y) <= 1e-9 * y
 
 
+@pytest.mark.slow
 def test_approximate_fast_forward_stays_within_two_percent():
     """A run whose layers never repeat exactly (topology 5, TP8EP4: the ranks' offsets keep wandering)
     is extrapolated from stationary periods; docs/system.md gives the study-wide error."""
@@ -104,6 +106,7 @@ def test_noisy_periods_are_averaged_once_their_mean_is_known_within_the_toleranc
     assert noisy_mean([9.5 + i / 15 for i in range(16)], 0.05) is None
 
 
+@pytest.mark.slow
 def test_a_run_whose_periods_never_settle_jumps_on_their_mean():
     """V4 Flash, topology 4, TP16EP2, ring, ib_cc0 on the fluid backend: the ranks' offsets wander for
     the whole run (periods 12.0–14.6 ms, never stationary), so only the noisy-period rule
@@ -131,6 +134,7 @@ def test_a_run_that_settles_into_a_three_layer_cycle_jumps_it():
     assert abs(fast_wall - full_wall) <= 1e-3 * full_wall
 
 
+@pytest.mark.slow
 def test_packet_backend_jumps_from_idle_network_snapshots():
     """The packet backend cannot describe packets in flight: snapshots wait for an idle network. Its
     times are whole nanoseconds, so layer periods alternate 481,118 / 481,120 ns and the jump is
@@ -144,6 +148,7 @@ def test_packet_backend_jumps_from_idle_network_snapshots():
         assert abs(a.wall_s - b.wall_s) <= 40e-9
 
 
+@pytest.mark.slow
 def test_a_run_that_returns_to_a_state_only_up_to_tie_order_matches_full_simulation():
     """deepseek-v4-pro, topology 5, TP16EP2, ring, ib_hpcc: from layer 33 the state repeats every two
     layers except for the order in which simultaneous compute completions are taken (it rotates), and

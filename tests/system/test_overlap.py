@@ -217,6 +217,7 @@ def test_hierarchical_on_one_server_is_direct_and_runs_select_it_by_override():
 # ---------------------------------------------------------------------------------------------- runs
 
 
+@pytest.mark.slow
 def test_export_of_a_two_batch_run_reads_back_and_runs_as_moesim_runs_it(tmp_path):
     """The overlap is only dependencies, so the ASTRA-sim export carries it: the ET files read back as the
     generated graphs, and `moesim astra run` of the directory gives the run's per-rank times."""

@@ -71,6 +71,7 @@ def test_every_parameter_has_a_unit_or_a_type_and_a_range() -> None:
     assert OVERRIDES["tokens"].allowed.high == MAX_TOKENS
 
 
+@pytest.mark.slow
 def test_the_command_line_refuses_with_exit_code_2() -> None:
     for item in ("tokens=abc", "tokens=1.5", "tokens=99999999999999999999999", "buffer_bytes=abc"):
         res = subprocess.run([sys.executable, "-m", "moesim.cli", "run", "--model", "deepseek-v4-flash", "--topology",

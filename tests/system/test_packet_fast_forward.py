@@ -6,6 +6,8 @@ run; an approximate jump extrapolates, so agreement is to the tolerance the docs
 
 from __future__ import annotations
 
+import pytest
+
 from moesim.network.packet.backend import PacketBackend
 from moesim.network.packet.layout import G_RNG_DRAWS
 from moesim.network.params import KMIN_KB
@@ -23,6 +25,7 @@ class _Counting(PacketBackend):
         super().shift_time(delta_s)
 
 
+@pytest.mark.slow
 def test_a_jump_with_packets_in_flight_matches_full_simulation():
     spec = RunSpec("deepseek-v4-flash", "2", "TP8EP4", "dbt_direct", "roce_hpcc", "packet", (("tokens", 256),))
     prepared = prepare(spec)

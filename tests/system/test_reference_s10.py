@@ -20,6 +20,7 @@ from moesim.system.engine import Simulation
 
 MODEL = Path(__file__).resolve().parents[2] / "src" / "moesim" / "models" / "data" / "deepseek-v4-flash.yaml"
 REFERENCE_FIRST_NS, REFERENCE_LAST_NS = 2_054_358, 2_059_396
+pytestmark = pytest.mark.slow  # two study-workload simulations, one at packet level
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ def moesim(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "moesim.cli", *args], capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow
 def test_same_run_twice_gives_identical_json():
     a, b = moesim("run", *ARGS, "--json"), moesim("run", *ARGS, "--json")
     assert a.returncode == 0, a.stderr

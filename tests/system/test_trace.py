@@ -87,6 +87,7 @@ def _busy_us(events, thread):
 
 
 @pytest.mark.parametrize("which", ["full", "fast"])
+@pytest.mark.slow
 def test_trace_structure_and_totals_match_the_run(which, request):
     result, breakdown = request.getfixturevalue(which)
     trace = chrome_trace(result, breakdown)
@@ -175,6 +176,7 @@ def test_cli_trace_errors_are_one_line(tmp_path, extra, needle):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_slices_nest_on_every_track_with_overlapping_micro_batches():
     """Two-batch overlap runs compute beside communication and several chunks at once: every track still
     holds slices that nest (here: never overlap), with fast-forward on and off."""
