@@ -20,7 +20,7 @@ from moesim.network.params import NetworkParams, network_mode
 from moesim.schema import MAX_DURATION_S, Constraint, Param
 from moesim.system import ensemble, fast_forward
 from moesim.system.breakdown import LEVELS, Breakdown, Recorder
-from moesim.system.collectives import COLLECTIVES
+from moesim.system.collectives import COLLECTIVES, expert_all_to_all_algorithms
 from moesim.system.collectives.base import resolve
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
@@ -38,8 +38,9 @@ from moesim.workload.options import TOKENS, WorkloadOptions
 LINK_BANDWIDTH_KEYS = {f"{kind}_bandwidth_bps": kind for kind in LINK_KINDS}
 """Topology overrides: every link of one kind gets this bandwidth (e.g. ``fabric_bandwidth_bps``)."""
 
-ALL_TO_ALL_ALGORITHMS = ("direct", "hierarchical")
-"""What the ``all_to_all_algorithm`` override may pick (``moesim.system.collectives``)."""
+ALL_TO_ALL_ALGORITHMS = expert_all_to_all_algorithms()
+"""What the ``all_to_all_algorithm`` override may pick: the registered collective algorithms marked
+``expert_all_to_all`` (``moesim.system.collectives``)."""
 
 MAX_TOKENS = TOKENS.allowed.high
 """The largest token count a run accepts: every message size stays an exact float64 below it."""
