@@ -52,12 +52,15 @@ def test_bad_input_is_one_line_and_exit_code_2(args, needle):
 def test_run_and_export_take_their_defaults_and_algorithms_from_the_run_spec():
     """``--algorithm``, ``--network``, ``--backend`` default to RunSpec's field defaults, and the help of
     ``--algorithm`` names every combination of ALGORITHMS with its two implementations."""
-    from moesim.cli import _command
+    import typer
+
+    from moesim.cli import app
     from moesim.system.spec import ALGORITHMS, RunSpec
 
     spec = RunSpec("m", "t", "s")
+    root = typer.main.get_command(app)
     for command in ("run", "export"):
-        options = {p.name: p for p in _command().commands[command].params}
+        options = {p.name: p for p in root.commands[command].params}
         for field in ("algorithm", "network", "backend")[: 3 if command == "run" else 2]:
             assert options[field].default == getattr(spec, field)
         for name, (tp, ep) in ALGORITHMS.items():

@@ -25,7 +25,7 @@ from moesim.system.collectives.base import resolve
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
-from moesim.topology.catalog import get_topology, topology_gpu_count
+from moesim.topology.catalog import TopologyRef, parse_topology
 from moesim.topology.model import Topology
 from moesim.topology.placement import DEFAULT_PLACEMENT, PLACEMENT_RULES, Placement, resolve_placement
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
@@ -119,7 +119,10 @@ class PreparedRun:
     model: ModelSpec
     layout: ParallelLayout
     params: NetworkParams
+    topology_ref: TopologyRef
+    """The topology as the spec names it, looked up once (template, servers, fabric; ``with_servers``)."""
     topology: Topology
+    """The built topology, with the link bandwidth overrides."""
     settings: SystemSettings
     backend_cls: type[NetworkBackend]
     tokens: int
@@ -166,9 +169,10 @@ def prepare(spec: RunSpec) -> PreparedRun:
     layout = ParallelLayout.parse(spec.strategy)
     params = network_mode(spec.network).with_overrides(net_over)
     # TP × EP against the GPU count of the spec, before paying for building a large topology
-    layout.validate(num_ranks=topology_gpu_count(spec.topology), routed_experts=model.routed_experts,
+    topology_ref = parse_topology(spec.topology)
+    layout.validate(num_ranks=topology_ref.num_gpus, routed_experts=model.routed_experts,
                     source=f"run {spec.model}/{spec.topology}")
-    topology = get_topology(spec.topology, nic_switch_delay_s=params.transport.nic_switch_delay_s)
+    topology = topology_ref.resolve(params.transport.nic_switch_delay_s)
     if link_bw:
         topology = topology.with_link_bandwidths(link_bw)
     tokens = int(wl_over.pop("tokens", 4096))
@@ -190,8 +194,9 @@ def prepare(spec: RunSpec) -> PreparedRun:
     settings = dataclasses.replace(settings, **sys_over)
     placement = resolve_placement(placement_value, topology, layout.tp, layout.ep, source)
     imbalance = routing_imbalance(model, layout, tokens, options)  # reads a routing table / placement file
-    return PreparedRun(spec, model, layout, params, topology, settings, backend_cls, tokens, options, placement,
-                       imbalance)
+    return PreparedRun(spec=spec, model=model, layout=layout, params=params, topology_ref=topology_ref,
+                       topology=topology, settings=settings, backend_cls=backend_cls, tokens=tokens,
+                       workload_options=options, placement=placement, ep_imbalance=imbalance)
 
 
 def _check_size(source: str, rank_layers: int) -> None:
