@@ -13,6 +13,7 @@ from moesim.network.base import Flow
 from moesim.network.flow import FlowBackend
 from moesim.network.params import REFERENCE_PRESETS
 from moesim.system.engine import Simulation, SystemSettings
+from moesim.system.snapshot import restore, snapshot
 from moesim.system.state import FlowOrigin
 from moesim.workload.graph import CollectiveType as C
 from moesim.workload.graph import Node, NodeKind, RankGraph, Workload
@@ -93,9 +94,9 @@ def test_restoring_a_snapshot_after_every_step_changes_nothing(dims, splits):
     steps = []
 
     def round_trip() -> None:
-        state = sim.snapshot()
-        sim.restore(state)
-        assert sim.snapshot() == state
+        state = snapshot(sim)
+        restore(sim, state)
+        assert snapshot(sim) == state
         steps.append(len(state.flows))
 
     sim.hooks.step_finished.append(round_trip)
@@ -113,8 +114,8 @@ def test_moving_the_state_later_moves_every_later_time_by_as_much():
 
     def move_once() -> None:
         if not moved and sim.now >= half_s:
-            moved.append(len(sim.snapshot().flows))
-            sim.restore(sim.snapshot(), shift_s)
+            moved.append(len(snapshot(sim).flows))
+            restore(sim, snapshot(sim), shift_s)
             sim.backend.shift_time(shift_s)
 
     sim.hooks.step_finished.append(move_once)
