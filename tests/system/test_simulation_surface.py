@@ -125,3 +125,18 @@ def test_moving_the_state_later_moves_every_later_time_by_as_much():
         assert abs(a.wall_s - (b.wall_s + shift_s)) <= 1e-12
         assert a.gpu_s == b.gpu_s
         assert abs(a.comm_s - b.comm_s) <= 1e-12
+
+
+def test_the_engine_knows_nothing_of_snapshots_or_fast_forward():
+    """Snapshot and restore (``snapshot.py``) and layer fast-forward are built on the engine, never in it."""
+    import ast
+    from pathlib import Path
+
+    import moesim.system.engine as engine
+
+    tree = ast.parse(Path(engine.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {"moesim.system.snapshot", "moesim.system.fast_forward"} & imported
+    assert "moesim.system.runtime" in imported
+    assert not hasattr(Simulation, "snapshot") and not hasattr(Simulation, "restore")

@@ -90,6 +90,7 @@ class Simulation:
         self.instances: dict[tuple[tuple[int, ...], int], CollectiveRun] = {}
         self.flows: dict[int, tuple[CollectiveRun, int, int]] = {}
         self.next_flow_id = 0
+        """The id the next flow gets."""
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self.now = 0.0
         self.hooks = Hooks()
@@ -287,6 +288,8 @@ class Simulation:
         return pos if inst.phases is None else inst.phases.member(k, pos)
 
     def plan_of(self, inst: CollectiveRun, k: int) -> Plan:
+        """The plan of chunk key ``k`` of ``inst`` (cached; a function of the collective, so ``snapshot.restore``
+        rebuilds it)."""
         if inst.phases is not None:
             ph = inst.phases.phases[inst.phases.decode(k)[1]]
             tree = inst.phases.tree_index(k, inst.trees)
