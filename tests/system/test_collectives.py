@@ -121,3 +121,18 @@ def test_astra_receives_chain_a_ring_members_steps_and_count_arrivals_per_pair()
     assert sorted(groups) == sorted(tuple(k * n + i for k in range(2 * (n - 1))) for i in range(n))
     assert all(astra.transfers[g[0]].src == astra.transfers[j].src for g in groups for j in g)
     assert plan_for("direct", C.ALL_TO_ALL, n, 4096, StepTiming()).pair_slots is None  # one message per pair
+
+
+def test_the_ep_all_to_all_choices_are_the_algorithms_marked_for_it():
+    """``all_to_all_algorithm`` offers the registered algorithms marked ``expert_all_to_all`` (direct and the
+    per-server hierarchical one), each able to run ALL_TO_ALL; ring runs one but is not offered; marking an
+    algorithm that cannot run ALL_TO_ALL is refused at registration."""
+    from moesim.system.collectives.base import Algorithm, expert_all_to_all_algorithms
+    from moesim.system.run import ALL_TO_ALL_ALGORITHMS, OVERRIDES
+
+    assert ALL_TO_ALL_ALGORITHMS == expert_all_to_all_algorithms() == ("direct", "hierarchical")
+    assert OVERRIDES["all_to_all_algorithm"].allowed.choices == ALL_TO_ALL_ALGORITHMS
+    assert all(C.ALL_TO_ALL in COLLECTIVES.get(n).supports for n in ALL_TO_ALL_ALGORITHMS)
+    assert C.ALL_TO_ALL in COLLECTIVES.get("ring").supports and "ring" not in ALL_TO_ALL_ALGORITHMS
+    with pytest.raises(MoesimError, match="expert_all_to_all"):
+        Algorithm(frozenset({C.ALL_REDUCE}), COLLECTIVES.get("ring").plan, expert_all_to_all=True)

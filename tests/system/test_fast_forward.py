@@ -15,6 +15,7 @@ from moesim.system import fast_forward
 from moesim.system.engine import Simulation
 from moesim.system.fast_forward import LayerFastForward, noisy_mean, stationary_mean
 from moesim.system.run import prepare
+from moesim.system.snapshot import snapshot
 from moesim.system.spec import RunSpec
 
 CASES = [
@@ -172,4 +173,4 @@ def test_runs_over_several_dimensions_fast_forward_exactly(algorithm, backend):
     assert fast.mode == "exact" and fast.layers > 10
     for a, b in zip(fast_ranks, full_ranks, strict=True):
         assert abs(a.wall_s - b.wall_s) <= 1e-9 * b.wall_s and abs(a.comm_s - b.comm_s) <= 1e-9 * b.comm_s
-    assert [r.trees for r in fast.sim.snapshot().ranks] == [r.trees for r in full.sim.snapshot().ranks]
+    assert [r.trees for r in snapshot(fast.sim).ranks] == [r.trees for r in snapshot(full.sim).ranks]

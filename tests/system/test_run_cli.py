@@ -34,6 +34,10 @@ def test_same_run_twice_gives_identical_json():
     (["--model", "deepseek-v4-flash", "--topology", "1", "--strategy", "TP4EP4"], "does not match 32"),
     (["--model", "mixtral-8x7b", "--topology", "1", "--strategy", "TP2EP16"], "does not divide"),
     (["--model", "deepseek-v4-flash", "--topology", "1", "--strategy", "TP2EP16", "--network", "wifi"], "allowed"),
+    (["--model", "deepseek-v4-flash", "--topology", "1", "--strategy", "TP2EP16", "--backend", "ns3"],
+     "allowed: analytical, flow, fluid, packet"),
+    (["--model", "deepseek-v4-flash", "--topology", "1", "--strategy", "TP2EP16", "--algorithm", "ring"],
+     "allowed: ring_direct, dbt_direct"),
     (["--model", "deepseek-v4-flash", "--topology", "1", "--strategy", "TP2EP16", "--set", "warp=9"], "warp"),
     (["--model", "deepseek-v4-flash", "--topology", "1", "--strategy", "TP2EP16", "--set", "fabric_bandwidth_bps=-5"],
      "fabric_bandwidth_bps"),
@@ -44,3 +48,21 @@ def test_bad_input_is_one_line_and_exit_code_2(args, needle):
     res = moesim("run", *args)
     assert res.returncode == 2
     assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_run_and_export_take_their_defaults_and_algorithms_from_the_run_spec():
+    """``--algorithm``, ``--network``, ``--backend`` default to RunSpec's field defaults, and the help of
+    ``--algorithm`` names every combination of ALGORITHMS with its two implementations."""
+    import typer
+
+    from moesim.cli import app
+    from moesim.system.spec import ALGORITHMS, RunSpec
+
+    spec = RunSpec("m", "t", "s")
+    root = typer.main.get_command(app)
+    for command in ("run", "export"):
+        options = {p.name: p for p in root.commands[command].params}
+        for field in ("algorithm", "network", "backend")[: 3 if command == "run" else 2]:
+            assert options[field].default == getattr(spec, field)
+        for name, (tp, ep) in ALGORITHMS.items():
+            assert f"{name} (TP all-reduce {tp}, EP all-to-all {ep})" in options["algorithm"].help

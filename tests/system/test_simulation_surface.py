@@ -13,6 +13,7 @@ from moesim.network.base import Flow
 from moesim.network.flow import FlowBackend
 from moesim.network.params import REFERENCE_PRESETS
 from moesim.system.engine import Simulation, SystemSettings
+from moesim.system.snapshot import restore, snapshot
 from moesim.system.state import FlowOrigin
 from moesim.workload.graph import CollectiveType as C
 from moesim.workload.graph import Node, NodeKind, RankGraph, Workload
@@ -93,9 +94,9 @@ def test_restoring_a_snapshot_after_every_step_changes_nothing(dims, splits):
     steps = []
 
     def round_trip() -> None:
-        state = sim.snapshot()
-        sim.restore(state)
-        assert sim.snapshot() == state
+        state = snapshot(sim)
+        restore(sim, state)
+        assert snapshot(sim) == state
         steps.append(len(state.flows))
 
     sim.hooks.step_finished.append(round_trip)
@@ -113,8 +114,8 @@ def test_moving_the_state_later_moves_every_later_time_by_as_much():
 
     def move_once() -> None:
         if not moved and sim.now >= half_s:
-            moved.append(len(sim.snapshot().flows))
-            sim.restore(sim.snapshot(), shift_s)
+            moved.append(len(snapshot(sim).flows))
+            restore(sim, snapshot(sim), shift_s)
             sim.backend.shift_time(shift_s)
 
     sim.hooks.step_finished.append(move_once)
@@ -124,3 +125,18 @@ def test_moving_the_state_later_moves_every_later_time_by_as_much():
         assert abs(a.wall_s - (b.wall_s + shift_s)) <= 1e-12
         assert a.gpu_s == b.gpu_s
         assert abs(a.comm_s - b.comm_s) <= 1e-12
+
+
+def test_the_engine_knows_nothing_of_snapshots_or_fast_forward():
+    """Snapshot and restore (``snapshot.py``) and layer fast-forward are built on the engine, never in it."""
+    import ast
+    from pathlib import Path
+
+    import moesim.system.engine as engine
+
+    tree = ast.parse(Path(engine.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {"moesim.system.snapshot", "moesim.system.fast_forward"} & imported
+    assert "moesim.system.runtime" in imported
+    assert not hasattr(Simulation, "snapshot") and not hasattr(Simulation, "restore")

@@ -10,6 +10,7 @@ import typer
 
 from moesim.commands import completion as complete
 from moesim.errors import MoesimError
+from moesim.system.spec import algorithm_help, spec_default
 
 DEFAULT_JITTER_S = 1e-8
 """Start jitter of ``--seeds`` (10 ns); moesim.analysis.seeds.DEFAULT_JITTER_S, without importing it here."""
@@ -70,6 +71,13 @@ def with_flags(overrides: tuple[tuple[str, Any], ...], **flags: Any) -> tuple[tu
         out[name] = value
     return tuple(sorted(out.items()))
 
+
+ALGORITHM_HELP = algorithm_help()
+"""``--algorithm``: the combinations of moesim.system.spec.ALGORITHMS; the default is RunSpec's."""
+NETWORK_HELP = "network mode (docs/network.md; an unknown name, or tab completion, lists them)"
+BACKEND_HELP = "network backend (moesim plugins backends lists them, each with what it models)"
+"""``--network``, ``--backend``: their names live in registries of moesim.network, which ``moesim run -h``
+does not import (it loads the simulator); a run checks the name against them and lists the allowed ones."""
 
 PLACEMENT_HELP = ("rank → GPU: contiguous (default), ep-within-server, round-robin-nic, a comma-separated GPU "
                   "list or a YAML/JSON file (docs/topology.md, Placement)")
@@ -151,12 +159,10 @@ def register(app: typer.Typer) -> None:
         topology: str = typer.Option(..., "--topology", help="study topology 1..6, a server template (hgx-h100:4, mi300x:4:ls3, gb200-nvl72) or a topology YAML path",
                                      autocompletion=complete.topologies),
         strategy: str = typer.Option(..., "--strategy", help="TP<n>EP<m>, e.g. TP2EP16"),
-        algorithm: str = typer.Option("ring_direct", "--algorithm", help="ring_direct | dbt_direct"),
-        network: str = typer.Option("ib_cc0", "--network", help="ib_cc0 | ib_hpcc | roce_hpcc | roce_dcqcn",
+        algorithm: str = typer.Option(spec_default("algorithm"), "--algorithm", help=ALGORITHM_HELP),
+        network: str = typer.Option(spec_default("network"), "--network", help=NETWORK_HELP,
                                     autocompletion=complete.networks),
-        backend: str = typer.Option("fluid", "--backend",
-                                    help="network backend: fluid (default, congestion-aware), packet (exact, slow), "
-                                         "flow (fast, blind to congestion control), analytical",
+        backend: str = typer.Option(spec_default("backend"), "--backend", help=BACKEND_HELP,
                                     autocompletion=complete.backends),
         set_: list[str] = typer.Option(None, "--set", help="parameter override key=value (repeatable)",
                                        autocompletion=complete.set_keys),
@@ -271,8 +277,8 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option(..., "--model"),
         topology: str = typer.Option(..., "--topology", help="study topology 1..6, a server template (hgx-h100:4, mi300x:4:ls3, gb200-nvl72) or a topology YAML path"),
         strategy: str = typer.Option(..., "--strategy"),
-        algorithm: str = typer.Option("ring_direct", "--algorithm"),
-        network: str = typer.Option("ib_cc0", "--network"),
+        algorithm: str = typer.Option(spec_default("algorithm"), "--algorithm", help=ALGORITHM_HELP),
+        network: str = typer.Option(spec_default("network"), "--network", help=NETWORK_HELP),
         set_: list[str] = typer.Option(None, "--set", help="parameter override key=value (repeatable)"),
         placement: str = typer.Option(None, "--placement", help=PLACEMENT_HELP),
         out: str = typer.Option(..., "--out", help="output directory"),

@@ -8,15 +8,15 @@ by its algorithm into point-to-point transfers that become network flows. A coll
 logical dimensions runs each chunk as phases, one dimension at a time (``phases.py``).
 
 Besides ``run``, a ``Simulation`` offers what tools built on it need: ``hooks`` (callbacks when a node
-or flow starts or finishes, and after every step), ``snapshot`` (its state as plain values) and
-``restore`` (install a state, moved in time). Layer fast-forward (``fast_forward.py``) is built on these
-and attached by whoever composes a run (``run.py``); the engine knows nothing of it.
+or flow starts or finishes, and after every step) and its run-time records (``runtime.py``), which
+``snapshot.py`` takes as plain values and installs back, moved in time. Layer fast-forward
+(``fast_forward.py``) is built on these and attached by whoever composes a run (``run.py``); the engine
+knows nothing of either.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,84 +37,15 @@ from moesim.system.phases import (
     refine_dims,
     spans_dimensions,
 )
+from moesim.system.runtime import ChunkRun, CollectiveRun, RankRun
 from moesim.system.settings import SystemSettings
 from moesim.system.spec import RankTimes
-from moesim.system.state import (
-    CollectiveState,
-    EventKind,
-    FlowOrigin,
-    InFlight,
-    PendingEvent,
-    RankState,
-    SimState,
-)
+from moesim.system.state import EventKind, FlowOrigin
 from moesim.topology.model import Topology
 from moesim.workload.costs import roofline_time_s
 from moesim.workload.graph import CollectiveType, Node, NodeKind, Workload
 
 __all__ = ["Hooks", "Simulation", "SystemSettings"]
-
-
-@dataclass
-class _Chunk:
-    """Run-time state of one chunk of one collective instance."""
-
-    plan: Plan
-    deps_left: list[int]
-    exit_left: list[int]
-    arrived: list[int]
-    """With ASTRA-sim's receives, per (source, destination) pair of the plan (``Plan.pair_slots``): messages
-    arrived so far; empty when every arrival is its own transfer's."""
-
-
-@dataclass
-class _Instance:
-    """One collective executed by a group of ranks (matched by group and per-group sequence number)."""
-
-    members: tuple[int, ...]
-    seq: int
-    ctype: CollectiveType
-    size_bytes: int
-    impl: str
-    chunk_bytes: list[int]
-    chunks: dict[int, _Chunk] = field(default_factory=dict)
-    next_chunk: list[int] = field(default_factory=list)
-    exited: list[int] = field(default_factory=list)
-    issue_time: dict[int, float] = field(default_factory=dict)
-    node_of: dict[int, int] = field(default_factory=dict)
-    finished: int = 0
-    flows_started: int = 0
-    phases: Phases | None = None
-    """Over several dimensions: every chunk's phases; None: one flat phase over the members (chunk key c)."""
-    queues: StreamQueues | None = None
-    trees: dict[Any, int] = field(default_factory=dict)
-    """The Double Binary Tree counter of each dimension key when the collective was created."""
-    pair_bytes: tuple[int, ...] = ()  # a skewed all-to-all: bytes per (sender, receiver) member pair
-
-
-class _Rank:
-    """Execution state of one rank's graph."""
-
-    def __init__(self, nodes: tuple[Node, ...]) -> None:
-        self.nodes = nodes
-        self.index = {n.id: i for i, n in enumerate(nodes)}
-        self.deps_left = [len(n.deps) for n in nodes]
-        self.dependants: list[list[int]] = [[] for _ in nodes]
-        for i, n in enumerate(nodes):
-            for d in n.deps:
-                if d not in self.index:
-                    raise MoesimError(f"node {n.id} depends on node {d}, which does not exist in the same rank")
-                self.dependants[self.index[d]].append(i)
-        self.ready: list[int] = [i for i, c in enumerate(self.deps_left) if c == 0]
-        self.done = [False] * len(nodes)
-        self.completed = 0
-        self.gpu_busy: int | None = None  # index of the compute node in flight
-        self.comm_busy = False
-        self.gpu_s = 0.0
-        self.comm_s = 0.0
-        self.wall_s = 0.0
-        self.group_seq: dict[tuple[int, ...], int] = defaultdict(int)
-        self.trees: dict[Any, int] = defaultdict(int)  # per dimension: DBT trees drawn so far
 
 
 @dataclass
@@ -155,10 +86,11 @@ class Simulation:
         self.total_nodes = math.prod(workload.logical_dims) if workload.logical_dims else workload.num_ranks
         self.events: EventQueue[EventKind] = EventQueue()
         self._handlers = (self._dispatch, self._compute_done, self._stream_exit, self._start_transfer)  # by EventKind
-        self.ranks = [_Rank(g.nodes) for g in workload.graphs]
-        self.instances: dict[tuple[tuple[int, ...], int], _Instance] = {}
-        self.flows: dict[int, tuple[_Instance, int, int]] = {}
-        self._next_flow = 0
+        self.ranks = [RankRun(g.nodes) for g in workload.graphs]
+        self.instances: dict[tuple[tuple[int, ...], int], CollectiveRun] = {}
+        self.flows: dict[int, tuple[CollectiveRun, int, int]] = {}
+        self.next_flow_id = 0
+        """The id the next flow gets."""
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self.now = 0.0
         self.hooks = Hooks()
@@ -207,69 +139,6 @@ class Simulation:
         if jitter <= 0.0:
             return [0.0] * n
         return (np.random.default_rng(self.settings.jitter_seed).random(n) * jitter).tolist()
-
-    # ----------------------------------------------------------------- state
-    def snapshot(self) -> SimState:
-        """The whole state as plain values (``state.py`` says what is derived; the backend's is its own)."""
-        live = list(self.instances.values())
-        position = {id(inst): k for k, inst in enumerate(live)}
-        queued = self.events.items()
-        for inst in [a[0] for _, _, _, kind, a in queued if kind.on_collective] + [f[0] for f in self.flows.values()]:
-            if id(inst) not in position:  # every member finished: still referenced, no longer matched
-                position[id(inst)] = len(live)
-                live.append(inst)
-        ranks = tuple(RankState(tuple(st.done), tuple(st.deps_left), tuple(st.ready), st.completed, st.gpu_busy,
-                                st.comm_busy, st.gpu_s, st.comm_s, st.wall_s, tuple(st.group_seq.items()),
-                                tuple(st.trees.items())) for st in self.ranks)
-        collectives = tuple(CollectiveState(
-            inst.members, inst.seq, inst.ctype, inst.size_bytes, inst.impl, tuple(inst.chunk_bytes),
-            tuple(inst.node_of.items()), tuple(inst.issue_time.items()), tuple(inst.next_chunk), tuple(inst.exited),
-            inst.finished, inst.flows_started,
-            tuple((c, tuple(ch.deps_left), tuple(ch.exit_left), tuple(ch.arrived)) for c, ch in inst.chunks.items()),
-            retired=k >= len(self.instances), pair_bytes=inst.pair_bytes, trees=tuple(inst.trees.items()),
-            phased=inst.phases is not None,
-            waiting=() if inst.queues is None else tuple((q, tuple(w)) for q, w in inst.queues.waiting.items()),
-            running=() if inst.queues is None else tuple(inst.queues.running.items()))
-            for k, inst in enumerate(live))
-        events = tuple(PendingEvent(t, prio, seq, kind, (position[id(a[0])], *a[1:]) if kind.on_collective else a)
-                       for t, prio, seq, kind, a in queued)
-        flows = tuple(InFlight(fid, position[id(inst)], c, j) for fid, (inst, c, j) in self.flows.items())
-        return SimState(self.now, ranks, collectives, events, flows, self._next_flow, self.events.next_seq)
-
-    def restore(self, state: SimState, shift_s: float = 0.0) -> None:
-        """Install ``state`` (a snapshot, possibly edited) with every absolute time moved ``shift_s``
-        later. The backend is not touched: its flows in flight must match ``state.flows``."""
-        for st, rs in zip(self.ranks, state.ranks, strict=True):
-            st.done, st.deps_left, st.ready = list(rs.done), list(rs.deps_left), list(rs.ready)
-            st.completed, st.gpu_busy, st.comm_busy = rs.completed, rs.gpu_node, rs.comm_busy
-            st.gpu_s, st.comm_s, st.wall_s = rs.gpu_s, rs.comm_s, rs.wall_s + shift_s
-            st.group_seq = defaultdict(int, rs.group_seq)
-            st.trees = defaultdict(int, rs.trees)
-        live = []
-        for cs in state.collectives:
-            inst = _Instance(cs.members, cs.seq, cs.ctype, cs.size_bytes, cs.impl, list(cs.chunk_bytes),
-                             next_chunk=list(cs.next_chunk), exited=list(cs.exited),
-                             issue_time={m: t + shift_s for m, t in cs.issue_s}, node_of=dict(cs.node_of),
-                             finished=cs.finished, flows_started=cs.flows_started, pair_bytes=cs.pair_bytes,
-                             trees=dict(cs.trees))
-            if cs.phased:
-                m, i = cs.node_of[0]
-                inst.phases = self._phases(self.ranks[cs.members[m]].nodes[i], cs.members, list(cs.chunk_bytes))
-                inst.queues = StreamQueues(self.settings.active_chunks, {q: deque(w) for q, w in cs.waiting},
-                                           dict(cs.running))
-            inst.chunks = {c: _Chunk(self._plan(inst, c), list(deps), list(exits), list(arrived))
-                           for c, deps, exits, arrived in cs.chunks}
-            live.append(inst)
-        self.instances = {(inst.members, inst.seq): inst
-                          for inst, cs in zip(live, state.collectives, strict=True) if not cs.retired}
-        self.flows = {f.flow_id: (live[f.collective], f.chunk, f.transfer) for f in state.flows}
-        items = [
-            (e.time_s + shift_s, e.priority, e.seq, e.kind,
-             (live[e.args[0]], *e.args[1:]) if e.kind.on_collective else e.args)
-            for e in state.events]
-        self.events.replace(items, state.next_event_seq)
-        self._next_flow = state.next_flow
-        self.now = state.now_s + shift_s
 
     # ----------------------------------------------------------------- graph execution
     def _dispatch(self, r: int) -> None:
@@ -370,7 +239,7 @@ class Simulation:
         """The logical dimensions (of more than one rank) a global-group collective spans."""
         return active_dims(self.workload.logical_dims, node.involved_dims)
 
-    def _new_instance(self, r: int, node: Node, members: tuple[int, ...], seq: int) -> _Instance:
+    def _new_instance(self, r: int, node: Node, members: tuple[int, ...], seq: int) -> CollectiveRun:
         assert node.collective is not None
         ctype, settings = node.collective, self.settings
         sizes = chunk_sizes(ctype, node.size_bytes, settings.dataset_splits, self.total_nodes)
@@ -381,44 +250,46 @@ class Simulation:
                                   "is not supported (it runs over one dimension)")
             sizes = [0] * settings.dataset_splits
         if len(dims) > 1:
-            phases = self._phases(node, members, sizes)
-            return _Instance(members, seq, ctype, node.size_bytes, phases.phases[0].impl, sizes,
+            phases = self.phases_of(node, members, sizes)
+            return CollectiveRun(members, seq, ctype, node.size_bytes, phases.phases[0].impl, sizes,
                              next_chunk=[0] * len(members), exited=[0] * len(members), phases=phases,
                              queues=StreamQueues(settings.active_chunks),
                              trees={d: self.ranks[r].trees[d] for d in dims})
         subgroup = node.group != 0 and len(members) < self.total_nodes
         impl = settings.implementation(ctype, node.involved_dims, subgroup)
-        inst = _Instance(members, seq, ctype, node.size_bytes, impl, sizes,
+        inst = CollectiveRun(members, seq, ctype, node.size_bytes, impl, sizes,
                          next_chunk=[0] * len(members), exited=[0] * len(members), pair_bytes=node.pair_bytes)
         key = self._flat_key(inst, node)
         inst.trees = {key: self.ranks[r].trees[key]}
         return inst
 
-    def _phases(self, node: Node, members: tuple[int, ...], sizes: list[int]) -> Phases:
+    def phases_of(self, node: Node, members: tuple[int, ...], sizes: list[int]) -> Phases:
         """The phases of a global-group collective over several dimensions (a function of its node)."""
         assert node.collective is not None
         impls = {t: self.settings.implementations(t) for t in CollectiveType}
         return Phases(build_phases(node.collective, members, self.workload.logical_dims, self._active_dims(node), impls,
                                    self.settings.collective_optimization, sizes[0] if sizes else 0), len(members))
 
-    def _flat_key(self, inst: _Instance, node: Node) -> Any:
+    def _flat_key(self, inst: CollectiveRun, node: Node) -> Any:
         """The dimension whose tree counter a one-phase collective draws on (a sub-group: its own)."""
         if node.group != 0:
             return inst.members
         return (self._active_dims(node) or [0])[0]
 
-    def _trees_drawn(self, inst: _Instance, node: Node) -> dict[Any, int]:
+    def _trees_drawn(self, inst: CollectiveRun, node: Node) -> dict[Any, int]:
         """How many trees each dimension's counter advances for this collective (one per chunk and DBT phase)."""
         chunks = len(inst.chunk_bytes)
         if inst.phases is None:
             return {self._flat_key(inst, node): chunks} if draws_trees(inst.impl) else {}
         return {d: chunks * t for d, t in inst.phases.trees_per_chunk().items()}
 
-    def _member(self, inst: _Instance, k: int, pos: int) -> int:
+    def _member(self, inst: CollectiveRun, k: int, pos: int) -> int:
         """The member at plan position ``pos`` of chunk key ``k``."""
         return pos if inst.phases is None else inst.phases.member(k, pos)
 
-    def _plan(self, inst: _Instance, k: int) -> Plan:
+    def plan_of(self, inst: CollectiveRun, k: int) -> Plan:
+        """The plan of chunk key ``k`` of ``inst`` (cached; a function of the collective, so ``snapshot.restore``
+        rebuilds it)."""
         if inst.phases is not None:
             ph = inst.phases.phases[inst.phases.decode(k)[1]]
             tree = inst.phases.tree_index(k, inst.trees)
@@ -447,23 +318,23 @@ class Simulation:
             self._plans[key] = plan
         return plan
 
-    def _chunk(self, inst: _Instance, c: int) -> _Chunk:
+    def _chunk(self, inst: CollectiveRun, c: int) -> ChunkRun:
         ch = inst.chunks.get(c)
         if ch is None:
-            plan = self._plan(inst, c)
+            plan = self.plan_of(inst, c)
             slots = plan.pair_slots if self.settings.astra_receives else None
-            ch = _Chunk(plan, [len(t.after) + (len(t.after_sent) or 1) for t in plan.transfers],
+            ch = ChunkRun(plan, [len(t.after) + (len(t.after_sent) or 1) for t in plan.transfers],
                         [len(a) + (len(plan.exit_sent(m)) or 1) for m, a in enumerate(plan.exit_after)],
                         [0] * len(slots[1]) if slots else [])
             inst.chunks[c] = ch
         return ch
 
-    def _start_stream(self, inst: _Instance, m: int) -> None:
+    def _start_stream(self, inst: CollectiveRun, m: int) -> None:
         c = inst.next_chunk[m]
         inst.next_chunk[m] += 1
         self._run_stream(inst, c, m)
 
-    def _run_stream(self, inst: _Instance, k: int, pos: int) -> None:
+    def _run_stream(self, inst: CollectiveRun, k: int, pos: int) -> None:
         """The member at ``pos`` starts its part of chunk key ``k``."""
         ch = self._chunk(inst, k)
         for j in ch.plan.on_start[pos]:
@@ -471,29 +342,29 @@ class Simulation:
         if not ch.plan.exit_sent(pos):
             self._release_exit(inst, k, ch, pos)
 
-    def _admit(self, inst: _Instance, m: int, dim: int) -> None:
+    def _admit(self, inst: CollectiveRun, m: int, dim: int) -> None:
         """Start the phases member ``m``'s queue of dimension ``dim`` admits."""
         assert inst.queues is not None and inst.phases is not None
         for c, p in inst.queues.admit(m, dim):
             g, pos = inst.phases.phases[p].where[m]
             self._run_stream(inst, inst.phases.key(c, p, g), pos)
 
-    def _release_transfer(self, inst: _Instance, c: int, ch: _Chunk, j: int) -> None:
+    def _release_transfer(self, inst: CollectiveRun, c: int, ch: ChunkRun, j: int) -> None:
         ch.deps_left[j] -= 1
         if ch.deps_left[j] == 0:
             self.events.schedule(self.now + ch.plan.transfers[j].delay_s, EventKind.TRANSFER_START, inst, c, j)
 
-    def _release_exit(self, inst: _Instance, c: int, ch: _Chunk, m: int) -> None:
+    def _release_exit(self, inst: CollectiveRun, c: int, ch: ChunkRun, m: int) -> None:
         ch.exit_left[m] -= 1
         if ch.exit_left[m] == 0:
             self.events.schedule(self.now + ch.plan.exit_delay_s[m], EventKind.STREAM_EXIT, inst, c, m)
 
-    def _start_transfer(self, inst: _Instance, c: int, j: int) -> None:
+    def _start_transfer(self, inst: CollectiveRun, c: int, j: int) -> None:
         t = inst.chunks[c].plan.transfers[j]
         src = self.placement[inst.members[self._member(inst, c, t.src)]]
         dst = self.placement[inst.members[self._member(inst, c, t.dst)]]
-        fid = self._next_flow
-        self._next_flow += 1
+        fid = self.next_flow_id
+        self.next_flow_id += 1
         self.flows[fid] = (inst, c, j)
         inst.flows_started += 1
         cc = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
@@ -509,7 +380,7 @@ class Simulation:
         for m in ch.plan.sent_exit_waiters[j]:
             self._release_exit(inst, c, ch, m)
 
-    def _origin(self, inst: _Instance, k: int, j: int) -> FlowOrigin:
+    def _origin(self, inst: CollectiveRun, k: int, j: int) -> FlowOrigin:
         """What transfer ``j`` of chunk key ``k`` belongs to, for the flow hooks."""
         t = inst.chunks[k].plan.transfers[j]
         chunk, phase = (k, 0) if inst.phases is None else inst.phases.decode(k)[:2]
@@ -534,7 +405,7 @@ class Simulation:
         for m in ch.plan.exit_waiters[j]:
             self._release_exit(inst, c, ch, m)
 
-    def _stream_exit(self, inst: _Instance, c: int, m: int) -> None:
+    def _stream_exit(self, inst: CollectiveRun, c: int, m: int) -> None:
         if inst.queues is not None:
             self._phase_exit(inst, c, m)
             return
@@ -544,7 +415,7 @@ class Simulation:
         elif inst.exited[m] == len(inst.chunk_bytes):
             self._member_finished(inst, m)
 
-    def _phase_exit(self, inst: _Instance, k: int, pos: int) -> None:
+    def _phase_exit(self, inst: CollectiveRun, k: int, pos: int) -> None:
         """A member ends a phase: it leaves that dimension's queue and joins the next phase's."""
         assert inst.queues is not None and inst.phases is not None
         c, p, _ = inst.phases.decode(k)
@@ -561,7 +432,7 @@ class Simulation:
         if inst.exited[m] == len(inst.chunk_bytes):
             self._member_finished(inst, m)
 
-    def _member_finished(self, inst: _Instance, m: int) -> None:
+    def _member_finished(self, inst: CollectiveRun, m: int) -> None:
         r = inst.members[m]
         st = self.ranks[r]
         st.comm_busy = False

@@ -1,7 +1,7 @@
 """Layer fast-forward: detect a state that repeats one layer later and jump over the identical layers ahead.
 
 Built on the simulation's public surface only: hooks say when rank 0 starts a layer and when a step
-ends; ``Simulation.snapshot`` gives the state, ``Simulation.restore`` installs the jumped one, and the
+ends; ``snapshot.snapshot`` gives the state, ``snapshot.restore`` installs the jumped one, and the
 backend describes (``flow_state``) and moves (``shift_time``) its flows in flight (its ``FastForward``
 protocol). Whoever composes a run attaches it (``attach``). docs/system.md describes the method and its
 measured accuracy.
@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from moesim.system.snapshot import restore, snapshot
 from moesim.system.state import EventKind, SimState
 from moesim.workload.costs import roofline_time_s
 from moesim.workload.graph import NodeKind
@@ -173,7 +174,7 @@ class LayerFastForward:
             return  # the backend cannot describe its flows in flight: wait until the network is idle
         complete = not flow_state or backend.flow_state_is_complete
         self.due = not complete
-        state = sim.snapshot()
+        state = snapshot(sim)
         snap = self._relative(state, flow_state)
         approximate_done, self.summarised = self.summarised, True
         if snap is None:
@@ -364,8 +365,8 @@ class LayerFastForward:
             trees=tuple((k, t + m * drawn[c.members[0]].get(k, 0)) for k, t in c.trees)) for c in state.collectives)
         events = tuple(dataclasses.replace(e, args=(e.args[0], e.args[1] + stride[e.args[0]]))
                        if e.kind is EventKind.COMPUTE_DONE else e for e in state.events)
-        sim.restore(dataclasses.replace(state, ranks=tuple(ranks), collectives=collectives, events=events,
-                                        next_flow=state.next_flow + m * flows_per_period), shift)
+        restore(sim, dataclasses.replace(state, ranks=tuple(ranks), collectives=collectives, events=events,
+                                         next_flow=state.next_flow + m * flows_per_period), shift)
         sim.backend.shift_time(shift)
         self.layers_skipped += m
         self.jumps.append(Jump(state.now_s, layers, m, shift, tuple(stride)))

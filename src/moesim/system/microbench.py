@@ -23,7 +23,7 @@ from moesim.system.collectives.base import COLLECTIVES, resolve
 from moesim.system.engine import SystemSettings
 from moesim.system.phases import fast_tier_caveat
 from moesim.system.run import simulate, split_overrides
-from moesim.topology.catalog import get_topology, topology_gpu_count
+from moesim.topology.catalog import parse_topology
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 
 COLLECTIVE_TYPES = {
@@ -115,7 +115,8 @@ def prepare_collective(spec: CollectiveSpec) -> PreparedBench:
                           "benchmark has no workload options (use -b/-e/-f for sizes)")
     # a benchmark reproduces the reference stack: ns-3's NIC bookkeeping unless --set says otherwise
     params = network_mode(spec.network).with_overrides({"nic_model": "ns3", **net_over})
-    gpus = topology_gpu_count(spec.topology)
+    topology_ref = parse_topology(spec.topology)
+    gpus = topology_ref.num_gpus
     if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in spec.dims):
         raise MoesimError(f"{source}: field 'dims': {list(spec.dims)} is not allowed (positive integers)")
     if spec.dims and spec.ranks and spec.ranks != math.prod(spec.dims):
@@ -126,7 +127,7 @@ def prepare_collective(spec: CollectiveSpec) -> PreparedBench:
         field = "dims" if spec.dims else "ranks"
         raise MoesimError(f"{source}: field '{field}': {ranks} ranks are not allowed (topology {spec.topology} "
                           f"has {gpus} GPUs; allowed 2..{gpus})")
-    topology = get_topology(spec.topology, nic_switch_delay_s=params.transport.nic_switch_delay_s)
+    topology = topology_ref.resolve(params.transport.nic_switch_delay_s)
     if link_bw:
         topology = topology.with_link_bandwidths(link_bw)
     settings = SystemSettings(roofline=False, all_reduce=impls, all_gather=impls, reduce_scatter=impls,

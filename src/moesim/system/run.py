@@ -20,12 +20,12 @@ from moesim.network.params import NetworkParams, network_mode
 from moesim.schema import MAX_DURATION_S, Constraint, Param
 from moesim.system import ensemble, fast_forward
 from moesim.system.breakdown import LEVELS, Breakdown, Recorder
-from moesim.system.collectives import COLLECTIVES
+from moesim.system.collectives import COLLECTIVES, expert_all_to_all_algorithms
 from moesim.system.collectives.base import resolve
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
-from moesim.topology.catalog import get_topology, topology_gpu_count
+from moesim.topology.catalog import TopologyRef, parse_topology
 from moesim.topology.model import Topology
 from moesim.topology.placement import DEFAULT_PLACEMENT, PLACEMENT_RULES, Placement, resolve_placement
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
@@ -38,8 +38,9 @@ from moesim.workload.options import TOKENS, WorkloadOptions
 LINK_BANDWIDTH_KEYS = {f"{kind}_bandwidth_bps": kind for kind in LINK_KINDS}
 """Topology overrides: every link of one kind gets this bandwidth (e.g. ``fabric_bandwidth_bps``)."""
 
-ALL_TO_ALL_ALGORITHMS = ("direct", "hierarchical")
-"""What the ``all_to_all_algorithm`` override may pick (``moesim.system.collectives``)."""
+ALL_TO_ALL_ALGORITHMS = expert_all_to_all_algorithms()
+"""What the ``all_to_all_algorithm`` override may pick: the registered collective algorithms marked
+``expert_all_to_all`` (``moesim.system.collectives``)."""
 
 MAX_TOKENS = TOKENS.allowed.high
 """The largest token count a run accepts: every message size stays an exact float64 below it."""
@@ -118,7 +119,10 @@ class PreparedRun:
     model: ModelSpec
     layout: ParallelLayout
     params: NetworkParams
+    topology_ref: TopologyRef
+    """The topology as the spec names it, looked up once (template, servers, fabric; ``with_servers``)."""
     topology: Topology
+    """The built topology, with the link bandwidth overrides."""
     settings: SystemSettings
     backend_cls: type[NetworkBackend]
     tokens: int
@@ -165,9 +169,10 @@ def prepare(spec: RunSpec) -> PreparedRun:
     layout = ParallelLayout.parse(spec.strategy)
     params = network_mode(spec.network).with_overrides(net_over)
     # TP × EP against the GPU count of the spec, before paying for building a large topology
-    layout.validate(num_ranks=topology_gpu_count(spec.topology), routed_experts=model.routed_experts,
+    topology_ref = parse_topology(spec.topology)
+    layout.validate(num_ranks=topology_ref.num_gpus, routed_experts=model.routed_experts,
                     source=f"run {spec.model}/{spec.topology}")
-    topology = get_topology(spec.topology, nic_switch_delay_s=params.transport.nic_switch_delay_s)
+    topology = topology_ref.resolve(params.transport.nic_switch_delay_s)
     if link_bw:
         topology = topology.with_link_bandwidths(link_bw)
     tokens = int(wl_over.pop("tokens", 4096))
@@ -189,8 +194,9 @@ def prepare(spec: RunSpec) -> PreparedRun:
     settings = dataclasses.replace(settings, **sys_over)
     placement = resolve_placement(placement_value, topology, layout.tp, layout.ep, source)
     imbalance = routing_imbalance(model, layout, tokens, options)  # reads a routing table / placement file
-    return PreparedRun(spec, model, layout, params, topology, settings, backend_cls, tokens, options, placement,
-                       imbalance)
+    return PreparedRun(spec=spec, model=model, layout=layout, params=params, topology_ref=topology_ref,
+                       topology=topology, settings=settings, backend_cls=backend_cls, tokens=tokens,
+                       workload_options=options, placement=placement, ep_imbalance=imbalance)
 
 
 def _check_size(source: str, rank_layers: int) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 ALGORITHMS = {
@@ -39,6 +39,20 @@ class RunSpec:
     def key(self) -> str:
         """A canonical JSON string of the spec (stable across processes)."""
         return json.dumps(asdict(self), sort_keys=True, default=str)
+
+
+def spec_default(name: str) -> Any:
+    """The default of the RunSpec field ``name`` (``algorithm``, ``network``, ``backend``): written once, on
+    the dataclass, for the command line, the API and serving to read."""
+    for f in fields(RunSpec):
+        if f.name == name and f.default is not MISSING:
+            return f.default
+    raise KeyError(f"RunSpec has no default for '{name}'")
+
+
+def algorithm_help() -> str:
+    """Each combination of ``ALGORITHMS`` with the implementations it names, for option help texts."""
+    return " | ".join(f"{name} (TP all-reduce {tp}, EP all-to-all {ep})" for name, (tp, ep) in ALGORITHMS.items())
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from moesim.topology.builder import (
     TopologyBuilder,
     build_topology,
 )
-from moesim.topology.catalog import get_cluster_spec, get_topology
+from moesim.topology.catalog import TopologyRef, get_cluster_spec, get_topology, parse_topology
 from moesim.topology.domains import GPU_DOMAINS, GpuDomain, MeshDomain, NvSwitchDomain
 from moesim.topology.fabrics import FABRICS, Fabric, LeafSpine, NoFabric, RailOptimized, SingleSwitch
 from moesim.topology.model import GpuInfo, Link, NodeKind, Topology, TopoNode
@@ -27,8 +27,8 @@ __all__ = [
     "FABRICS", "GPU_DOMAINS", "LINK_KINDS", "SERVER_TEMPLATES", "TOPOLOGIES",
     "CableSpec", "ClusterSpec", "Fabric", "GpuDomain", "GpuInfo", "GpuSpec", "LeafSpine", "Link", "MeshDomain",
     "NoFabric", "NodeKind", "Ns3Topology", "NvSwitchDomain", "Placement", "RailOptimized", "ServerTemplate",
-    "SingleSwitch", "TopoNode", "Topology", "TopologyBuilder",
+    "SingleSwitch", "TopoNode", "Topology", "TopologyBuilder", "TopologyRef",
     "build_topology", "check_rank_count", "contiguous_placement", "dump_cluster_yaml", "get_cluster_spec",
-    "get_topology", "load_cluster_yaml", "load_placement", "read_ns3_topology", "write_cluster_yaml",
+    "get_topology", "load_cluster_yaml", "load_placement", "parse_topology", "read_ns3_topology", "write_cluster_yaml",
     "write_ns3_topology",
 ]

@@ -136,21 +136,35 @@ def _fabric(text: str, nics_per_server: int, name: str) -> Fabric:
                      oversubscription=ratio, nic_bandwidth_bps=NIC_BPS)
 
 
+def parse_template(name: str) -> tuple[ServerKind, int, str | None] | None:
+    """(template, servers, fabric as written) of ``NAME[:SERVERS[:FABRIC]]`` for a registered template NAME,
+    else None; a known NAME with a bad server count is a one-line error listing the allowed forms."""
+    m = _NAME.fullmatch(name)
+    if m is None or m.group("name") not in SERVER_TEMPLATES:
+        return None
+    kind = SERVER_TEMPLATES.get(m.group("name"))
+    servers_text = m.group("servers")
+    if servers_text is None:
+        return kind, 1, None
+    if not re.fullmatch(r"[0-9]+", servers_text) or int(servers_text) < 1:
+        raise MoesimError(f"topology '{name}': the server count '{servers_text}' is not a positive integer "
+                          f"(allowed: {kind.name}, {kind.name}:N, {kind.name}:N:FABRIC)")
+    return kind, int(servers_text), m.group("fabric")
+
+
+def template_name(template: str, servers: int, fabric: str | None = None) -> str:
+    """The name ``NAME:SERVERS[:FABRIC]`` that ``parse_template`` reads back."""
+    return ":".join([template, str(servers), *([fabric] if fabric is not None else [])])
+
+
 def template_spec(name: str) -> ClusterSpec | None:
     """The cluster named ``NAME[:SERVERS[:FABRIC]]`` for a registered template NAME, else None.
 
     A known NAME with a bad server count or fabric is a one-line error listing the allowed forms.
     """
-    m = _NAME.fullmatch(name)
-    if m is None or m.group("name") not in SERVER_TEMPLATES:
+    parsed = parse_template(name)
+    if parsed is None:
         return None
-    kind = SERVER_TEMPLATES.get(m.group("name"))
-    servers_text, fabric_text = m.group("servers"), m.group("fabric")
-    servers = 1
-    if servers_text is not None:
-        if not re.fullmatch(r"[0-9]+", servers_text) or int(servers_text) < 1:
-            raise MoesimError(f"topology '{name}': the server count '{servers_text}' is not a positive integer "
-                              f"(allowed: {kind.name}, {kind.name}:N, {kind.name}:N:FABRIC)")
-        servers = int(servers_text)
+    kind, servers, fabric_text = parsed
     fabric = _fabric(fabric_text, len(kind.server.nics), name) if fabric_text is not None else None
     return replace(kind.cluster(servers, fabric), name=name)

@@ -8,8 +8,9 @@ from moesim.system.collectives.base import (
     StepTiming,
     Transfer,
     chunk_sizes,
+    expert_all_to_all_algorithms,
     plan_for,
     resolve,
 )
 
-__all__ = ["COLLECTIVES", "Members", "Plan", "StepTiming", "Transfer", "chunk_sizes", "plan_for", "resolve"]
+__all__ = ["COLLECTIVES", "Members", "Plan", "StepTiming", "Transfer", "chunk_sizes", "expert_all_to_all_algorithms", "plan_for", "resolve"]

@@ -150,11 +150,18 @@ class Algorithm:
     """A registered collective algorithm: ``plan(ctype, n, chunk_bytes, timing, chunk_index, window)``;
     ``chunk_index`` counts the chunks its dimension ran so far, across collectives (DBT alternates its
     trees on it). ``placed(ctype, n, chunk_bytes, timing, members)``, if set, is used instead when the
-    engine knows where the members sit (a one-dimensional collective)."""
+    engine knows where the members sit (a one-dimensional collective). ``expert_all_to_all``: a run may
+    pick it for its EP dispatch and combine (the ``all_to_all_algorithm`` override), which a ring's
+    all-to-all of N(N-1)/2 sequential steps is not meant for."""
 
     supports: frozenset[CollectiveType]
     plan: Callable[[CollectiveType, int, int, StepTiming, int, int], Plan]
     placed: Callable[[CollectiveType, int, int, StepTiming, Members], Plan] | None = None
+    expert_all_to_all: bool = False
+
+    def __post_init__(self) -> None:
+        if self.expert_all_to_all and CollectiveType.ALL_TO_ALL not in self.supports:
+            raise MoesimError("collective algorithm: expert_all_to_all needs ALL_TO_ALL among what it supports")
 
 
 COLLECTIVES: Registry[Algorithm] = Registry("collective algorithm")
@@ -182,6 +189,11 @@ def resolve(name: str) -> tuple[str, int]:
             return "direct", int(name[len(prefix):])
     allowed = sorted(set(COLLECTIVES.names()) | set(ASTRA_NAMES) | {"directK"})
     raise MoesimError(f"unknown collective implementation '{name}' (allowed: {', '.join(allowed)})")
+
+
+def expert_all_to_all_algorithms() -> tuple[str, ...]:
+    """The registered algorithms a run may pick for its EP all-to-all (``Algorithm.expert_all_to_all``)."""
+    return tuple(e.name for e in COLLECTIVES if e.obj.expert_all_to_all)
 
 
 def chunk_sizes(ctype: CollectiveType, size_bytes: int, splits: int, total_nodes: int) -> list[int]:

@@ -70,4 +70,4 @@ def direct_pair_plan(n: int, pairs: tuple[int, ...], timing: StepTiming, window:
 COLLECTIVES.register(
     "direct", "Direct: D/N to every peer concurrently (window K with directK); all-reduce as RS then AG",
     "ASTRA-sim 2.0 AllToAll.cc (docs/reference-semantics.md B.4)",
-)(Algorithm(frozenset({CollectiveType.ALL_TO_ALL, CollectiveType.ALL_REDUCE}), direct_plan))
+)(Algorithm(frozenset({CollectiveType.ALL_TO_ALL, CollectiveType.ALL_REDUCE}), direct_plan, expert_all_to_all=True))

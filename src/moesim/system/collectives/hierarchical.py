@@ -108,4 +108,4 @@ COLLECTIVES.register(
     "hierarchical", "All-to-all aggregated per server: RDMA once per destination server to the rail peer, "
     "then NVLink/PCIe to the expert's GPU", "DeepEP normal kernels (github.com/deepseek-ai/DeepEP); DeepSeek-V3 "
     "technical report §3.4",
-)(Algorithm(frozenset({CollectiveType.ALL_TO_ALL}), _unplaced, placed=hierarchical_plan))
+)(Algorithm(frozenset({CollectiveType.ALL_TO_ALL}), _unplaced, placed=hierarchical_plan, expert_all_to_all=True))
