@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from moesim.errors import MoesimError
-from moesim.serving.config import DEFAULT_OUTPUT, DEFAULT_PROMPT, SchedulerConfig, default_of
+from moesim.schema import default_of
+from moesim.serving.config import DEFAULT_OUTPUT, DEFAULT_PROMPT, SchedulerConfig
 from moesim.system.spec import RunSpec
 
 if TYPE_CHECKING:

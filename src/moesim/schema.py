@@ -81,6 +81,17 @@ def param(default: Any = dataclasses.MISSING, *, note: str = "", tags: tuple[str
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def default_of(cls: type, name: str) -> Any:
+    """The declared default of the dataclass field ``name`` of ``cls`` (``RunSpec``'s ``backend``, a scheduler
+    knob): written once, on the dataclass, for the command line, the API and serving to read."""
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            if f.default is not dataclasses.MISSING:
+                return f.default
+            break
+    raise KeyError(f"{cls.__name__} has no default for '{name}'")
+
+
 def unit_of(name: str) -> str:
     best = max((s for s, _ in UNITS if name.endswith(s)), key=len, default="")
     return dict(UNITS).get(best, "")

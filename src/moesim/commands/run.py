@@ -10,7 +10,8 @@ import typer
 
 from moesim.commands import completion as complete
 from moesim.errors import MoesimError
-from moesim.system.spec import algorithm_help, spec_default
+from moesim.schema import default_of
+from moesim.system.spec import RunSpec, algorithm_help
 
 DEFAULT_JITTER_S = 1e-8
 """Start jitter of ``--seeds`` (10 ns); moesim.analysis.seeds.DEFAULT_JITTER_S, without importing it here."""
@@ -159,10 +160,10 @@ def register(app: typer.Typer) -> None:
         topology: str = typer.Option(..., "--topology", help="study topology 1..6, a server template (hgx-h100:4, mi300x:4:ls3, gb200-nvl72) or a topology YAML path",
                                      autocompletion=complete.topologies),
         strategy: str = typer.Option(..., "--strategy", help="TP<n>EP<m>, e.g. TP2EP16"),
-        algorithm: str = typer.Option(spec_default("algorithm"), "--algorithm", help=ALGORITHM_HELP),
-        network: str = typer.Option(spec_default("network"), "--network", help=NETWORK_HELP,
+        algorithm: str = typer.Option(default_of(RunSpec, "algorithm"), "--algorithm", help=ALGORITHM_HELP),
+        network: str = typer.Option(default_of(RunSpec, "network"), "--network", help=NETWORK_HELP,
                                     autocompletion=complete.networks),
-        backend: str = typer.Option(spec_default("backend"), "--backend", help=BACKEND_HELP,
+        backend: str = typer.Option(default_of(RunSpec, "backend"), "--backend", help=BACKEND_HELP,
                                     autocompletion=complete.backends),
         set_: list[str] = typer.Option(None, "--set", help="parameter override key=value (repeatable)",
                                        autocompletion=complete.set_keys),
@@ -277,8 +278,8 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option(..., "--model"),
         topology: str = typer.Option(..., "--topology", help="study topology 1..6, a server template (hgx-h100:4, mi300x:4:ls3, gb200-nvl72) or a topology YAML path"),
         strategy: str = typer.Option(..., "--strategy"),
-        algorithm: str = typer.Option(spec_default("algorithm"), "--algorithm", help=ALGORITHM_HELP),
-        network: str = typer.Option(spec_default("network"), "--network", help=NETWORK_HELP),
+        algorithm: str = typer.Option(default_of(RunSpec, "algorithm"), "--algorithm", help=ALGORITHM_HELP),
+        network: str = typer.Option(default_of(RunSpec, "network"), "--network", help=NETWORK_HELP),
         set_: list[str] = typer.Option(None, "--set", help="parameter override key=value (repeatable)"),
         placement: str = typer.Option(None, "--placement", help=PLACEMENT_HELP),
         out: str = typer.Option(..., "--out", help="output directory"),

@@ -12,7 +12,8 @@ import typer
 
 from moesim.commands.run import normal_strategy, parse_set
 from moesim.errors import MoesimError, input_error
-from moesim.serving.config import DEFAULT_OUTPUT, DEFAULT_PROMPT, SchedulerConfig, default_of
+from moesim.schema import default_of
+from moesim.serving.config import DEFAULT_OUTPUT, DEFAULT_PROMPT, SchedulerConfig
 from moesim.system.spec import ALGORITHMS, RunSpec
 
 RUN = {name: default_of(RunSpec, name) for name in ("algorithm", "network", "backend")}

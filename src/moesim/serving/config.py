@@ -5,7 +5,7 @@ them loads nothing heavy (the CLI builds its options from them at import)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from moesim.errors import MoesimError, input_error
 from moesim.models.residency import DEFAULT_CAPACITY_BYTES
@@ -20,11 +20,6 @@ DEFAULT_PROMPT = "lognormal:1024:0.6:8192"
 """Prompt lengths of generated requests (``moesim.serving.requests.parse_length``)."""
 DEFAULT_OUTPUT = "lognormal:256:0.6:2048"
 """Output lengths of generated requests."""
-
-
-def default_of(cls: type, name: str) -> Any:
-    """The declared default of the dataclass field ``name`` of ``cls`` (e.g. ``RunSpec``'s ``backend``)."""
-    return cls.__dataclass_fields__[name].default  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

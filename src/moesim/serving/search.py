@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from moesim.errors import MoesimError, input_error
-from moesim.serving.config import default_of
+from moesim.schema import default_of
 from moesim.serving.costs import FillReport, Grid, StepCache, StepCosts, progress_lines
 from moesim.serving.deployment import (
     BOTH,

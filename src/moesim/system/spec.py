@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 ALGORITHMS = {
@@ -41,13 +41,6 @@ class RunSpec:
         return json.dumps(asdict(self), sort_keys=True, default=str)
 
 
-def spec_default(name: str) -> Any:
-    """The default of the RunSpec field ``name`` (``algorithm``, ``network``, ``backend``): written once, on
-    the dataclass, for the command line, the API and serving to read."""
-    for f in fields(RunSpec):
-        if f.name == name and f.default is not MISSING:
-            return f.default
-    raise KeyError(f"RunSpec has no default for '{name}'")
 
 
 def algorithm_help() -> str:
