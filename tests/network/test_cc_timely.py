@@ -21,6 +21,7 @@ import moesim
 from moesim.network import BACKENDS
 from moesim.network.base import Flow
 from moesim.network.cc import CC_ALGORITHMS, FlowCc, algorithm_for_mode
+from moesim.network.packet.layout import QP_ACTIVE
 from moesim.network.params import REFERENCE_PRESETS, NetworkParams
 
 LINE = 100e9
@@ -137,7 +138,7 @@ def test_a_packet_acks_rtt_sample_is_its_round_trip():
     backend = BACKENDS.get("packet")(star(2), REFERENCE_PRESETS["dcqcn"].with_overrides({"cc_mode": 7}))
     backend.start_flow(Flow(0, 0, 1, 200_000), 0.0)
     backend.advance_to(3e-6)
-    q = next(iter(backend._slot_flow))
+    (q,) = np.flatnonzero(backend.S.qp["state"] == QP_ACTIVE)  # the lone flow's queue pair
     assert backend.S.qp_cc[q, CC_ALGORITHMS.get("timely").slots["prev_rtt_ns"]] == 2 * (500 + 21) + 2 * (500 + 1)
 
 
