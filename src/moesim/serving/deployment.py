@@ -17,8 +17,7 @@ from typing import Any
 from moesim.errors import MoesimError
 from moesim.system.run import check_override
 from moesim.system.spec import RunSpec
-from moesim.topology.catalog import get_cluster_spec, star_hosts
-from moesim.topology.templates import template_spec
+from moesim.topology.catalog import parse_topology, star_hosts
 from moesim.workload.layout import ParallelLayout
 
 ROLES = BOTH, PREFILL, DECODE = ("both", "prefill", "decode")
@@ -59,28 +58,17 @@ class Replica:
 
 def cluster_shape(topology: str) -> tuple[int, int]:
     """(servers, GPUs per server) of a topology name or file, without building it."""
-    hosts = star_hosts(topology)
-    if hosts is not None:
-        return hosts, 1
-    spec = get_cluster_spec(topology)
-    return spec.num_servers, len(spec.server.gpus)
+    ref = parse_topology(topology)
+    return ref.servers, ref.gpus_per_server
 
 
 def sub_topology(topology: str, servers: int) -> str:
     """The name of a cluster of ``servers`` servers of ``topology``'s kind (template and fabric kept)."""
-    total, _ = cluster_shape(topology)
-    if servers == total:
-        return topology
-    if star_hosts(topology) is not None:
-        if servers < 2:
-            raise MoesimError(f"topology {topology}: a replica of one host cannot be simulated on its own "
-                              "(star:N takes N ≥ 2); use replicas of 2 or more GPUs")
-        return f"star:{servers}"
-    if template_spec(topology) is not None:
-        parts = topology.split(":")
-        return ":".join([parts[0], str(servers), *parts[2:]])
-    raise MoesimError(f"topology {topology}: a replica on {servers} of its {total} servers needs a server template "
-                      "(hgx-h100:N, mi300x:N, ...) or star:N; this topology holds one replica on all its servers")
+    ref = parse_topology(topology)
+    if servers != ref.servers and star_hosts(topology) is not None and servers < 2:
+        raise MoesimError(f"topology {topology}: a replica of one host cannot be simulated on its own "
+                          "(star:N takes N ≥ 2); use replicas of 2 or more GPUs")
+    return ref.with_servers(servers).name
 
 
 def _servers_of(strategy: str, topology: str, source: str) -> int:
