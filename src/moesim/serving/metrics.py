@@ -34,7 +34,7 @@ import pyarrow as pa
 from moesim.errors import input_error
 from moesim.serving.replay import ReplayResult
 from moesim.serving.requests import Requests
-from moesim.topology.units import _TIME_UNITS, _parse
+from moesim.topology.units import parse_time_s
 
 PERCENTILES = (50, 90, 99)
 WARMUP_FRACTION = 0.2
@@ -53,7 +53,7 @@ TTFT grows by at most this many seconds per second over the window."""
 def parse_duration_s(text: str | float, option: str) -> float:
     """``1s``, ``50ms``, ``200us`` or a number of seconds, as seconds (> 0), read as every duration with a unit
     is (``moesim.topology.units``); a one-line error naming ``option`` otherwise."""
-    value = _parse(text, _TIME_UNITS, "s", option, "duration")
+    value = parse_time_s(text, option, "duration")
     if not (math.isfinite(value) and value > 0):
         raise input_error(option, "duration", f"must be a finite time > 0, got {text!r}")
     return value

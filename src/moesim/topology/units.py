@@ -25,6 +25,7 @@ DELAY_RANGE_TEXT = "0s..1s"
 
 
 def _parse(value: object, units: dict[str, int], default_unit: str, source: str, field: str) -> float:
+    example = "400Gbps" if units is _RATE_UNITS else "0.2us"
     if isinstance(value, bool):
         raise input_error(source, field, f"expected a number with a unit, got {value!r}", units)
     if isinstance(value, int | float):
@@ -37,7 +38,7 @@ def _parse(value: object, units: dict[str, int], default_unit: str, source: str,
     m = _NUMBER_UNIT.match(value)
     unit = (m.group(2) if m else "").replace("b/s", "bps").lower() or default_unit
     if not m or unit not in units:
-        raise input_error(source, field, f"cannot read {value!r} (write e.g. 400Gbps, 0.2us)", units)
+        raise input_error(source, field, f"cannot read {value!r} (write e.g. {example})", units)
     try:
         return float(Decimal(m.group(1)).scaleb(units[unit]))
     except ArithmeticError:  # decimal's InvalidOperation and Overflow
@@ -65,9 +66,15 @@ def parse_bandwidth_bps(value: object, source: str, field: str) -> float:
     return check_bandwidth_bps(_parse(value, _RATE_UNITS, "bps", source, field), source, field)
 
 
+def parse_time_s(value: object, source: str, field: str) -> float:
+    """``"50ms"`` (or ``s``, ``us``, ``µs``, ``ns``, ``ps``) → 0.05, not range-checked (a duration of any length;
+    ``parse_delay_s`` checks a link's). A bare number is seconds."""
+    return _parse(value, _TIME_UNITS, "s", source, field)
+
+
 def parse_delay_s(value: object, source: str, field: str) -> float:
     """``"0.2us"`` (or ``µs``, ``ns``, ``ms``, ``s``) → 2e-7, range-checked. A bare number is seconds."""
-    return check_delay_s(_parse(value, _TIME_UNITS, "s", source, field), source, field)
+    return check_delay_s(parse_time_s(value, source, field), source, field)
 
 
 def _format(value: float, exponent: int, unit: str) -> str:
