@@ -55,6 +55,20 @@ def test_serve_prints_the_figures(tiny_model, cache_dir):
     assert "step costs:" in stdout
 
 
+def test_each_latency_line_keeps_one_time_unit(cache_dir):
+    """Outputs from 1 to 8192 tokens spread E2E from below to above a second: the line stays in one unit."""
+    code, stdout, err = run_cli("serve", "--model", "qwen3-30b-a3b", "--topology", "hgx-h100:1", "--strategy",
+                                "TP1EP8", "--backend", "flow", "--cache", str(cache_dir), "--rate", "5", "--requests",
+                                "40", "--output", "lognormal:400:1.2:8192")
+    assert code == 0, err
+    lines = {line.split()[0]: line for line in stdout.splitlines() if line.strip().startswith(("TTFT", "TPOT", "E2E"))}
+    assert set(lines) == {"TTFT", "TPOT", "E2E"}
+    e2e = re.findall(r"(\d[\d.]*) (ms|s)\b", lines["E2E"])
+    assert len(e2e) == 4 and {u for _, u in e2e} == {"s"} and min(float(v) for v, _ in e2e) < 1
+    for name, line in lines.items():
+        assert len(set(re.findall(r"\d (ms|s)\b", line))) == 1, line
+
+
 @pytest.mark.parametrize("args,code,message", [
     (["--trace", "missing.csv"], 2, "missing.csv: trace file not found"),
     (["--rate", "5", "--slo-ttft", "soon"], 2, "--slo-ttft: field 'duration'"),

@@ -97,10 +97,17 @@ def _say(quiet: bool) -> Any:
     return (lambda line: None) if quiet else (lambda line: print(line, file=sys.stderr))
 
 
-def _t(seconds: float | None) -> str:
+def _t(seconds: float | None, unit: str | None = None) -> str:
+    """A time in ms below 1 s, else in s; ``unit`` ("ms" or "s") forces one, so a line keeps one unit."""
     if seconds is None:
         return "–"
-    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.4g} s"
+    unit = unit or ("ms" if seconds < 1 else "s")
+    return f"{seconds * 1e3:.4g} ms" if unit == "ms" else f"{seconds:.4g} s"
+
+
+def _unit(*seconds: float | None) -> str:
+    """The unit of a line of times: ms while all lie below 1 s."""
+    return "ms" if all(x is None or x < 1 for x in seconds) else "s"
 
 
 def _n(value: float | None) -> str:
@@ -143,8 +150,10 @@ def _print(result: Any) -> None:
                    f"{100 * r['interpolation_error_max']:.2f} %")
     for name in ("ttft", "tpot", "e2e", "kv_transfer"):
         if s[f"{name}_mean_s"] is not None:
-            typer.echo(f"  {name.upper().replace('_', ' '):12} p50 {_t(s[f'{name}_p50_s']):>10}  p90 "
-                       f"{_t(s[f'{name}_p90_s']):>10}  p99 {_t(s[f'{name}_p99_s']):>10}  mean {_t(s[f'{name}_mean_s'])}")
+            values = [s[f"{name}_{q}_s"] for q in ("p50", "p90", "p99", "mean")]
+            u = _unit(*values)
+            typer.echo(f"  {name.upper().replace('_', ' '):12} p50 {_t(values[0], u):>10}  p90 "
+                       f"{_t(values[1], u):>10}  p99 {_t(values[2], u):>10}  mean {_t(values[3], u)}")
     typer.echo(f"  steady-state window {s['window_start_s']:.4g}–{s['window_end_s']:.4g} s "
                f"({s['window_requests']} arrivals): arrival rate {_n(s['achieved_rate_rps'])} requests/s "
                f"(offered {_n(s['offered_rate_rps'])}), throughput {_n(s['throughput_rps'])} requests/s, "
