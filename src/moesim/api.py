@@ -218,7 +218,7 @@ def run(model: str | Path, topology: str | int | Path, strategy: str, algorithm:
 
 def place(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = ALGORITHM,
           network: str = NETWORK, backend: str = "flow", *, evaluations: int = 64, time_s: float | None = None,
-          seed: int = 0, rescore: str | None = "fluid", top: int = 3, workers: int | None = 1,
+          seed: int = 0, rescore: str | None = BACKEND, top: int = 3, workers: int | None = 1,
           executor: str = "local", address: str | None = None, **overrides: Any) -> SearchResult:
     """Search rank → GPU mappings, as ``moesim place`` does (docs/experiments.md, "Placement search").
 

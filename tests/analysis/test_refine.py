@@ -180,22 +180,27 @@ def test_a_bad_budget_is_one_line(text: str):
         parse_budget(text)
 
 
-def test_kill_9_during_refine_loses_nothing_and_the_rerun_finishes(fluid_store: Path, refined_store: Path,
-                                                                   tmp_path: Path):
-    store = _copy(fluid_store, tmp_path)
-    cmd = [sys.executable, "-m", "moesim", "refine", str(store), "--workers", "1", "--progress", "plain"]
+def _kill_9_at(store: Path, progress_line: str, *more: str) -> None:
+    """Start `moesim refine STORE` and SIGKILL it once it prints ``progress_line`` (or after 240 s)."""
+    cmd = [sys.executable, "-m", "moesim", "refine", str(store), "--workers", "1", "--progress", "plain", *more]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
         deadline = time.monotonic() + 240
         for line in proc.stderr:
-            if line.startswith("[1/1]") or time.monotonic() > deadline:  # the first run goes alone
+            if line.startswith(progress_line) or time.monotonic() > deadline:
                 break
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
+
+
+def test_kill_9_during_refine_loses_nothing_and_the_rerun_finishes(fluid_store: Path, refined_store: Path,
+                                                                   tmp_path: Path):
+    store = _copy(fluid_store, tmp_path)
+    _kill_9_at(store, "[1/1]")  # the first run goes alone
     rows = _rows(store)  # DuckDB replays its log: complete rows only
     packet = [r for r in rows if r["backend"] == "packet"]
     assert len([r for r in rows if r["backend"] == "fluid"]) == 4 and 1 <= len(packet) < 4
@@ -294,20 +299,7 @@ def test_refine_with_an_ensemble_survives_kill_9_and_stores_every_member(fluid_s
     """`refine --ensemble 2`: each packet run comes with its member 1, in the same round; killed after the
     first round, the same command stores the rest, and a member's row is what that member gives when run alone."""
     store = _copy(fluid_store, tmp_path)
-    cmd = [sys.executable, "-m", "moesim", "refine", str(store), "--workers", "1", "--progress", "plain",
-           "--ensemble", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 240
-        for line in proc.stderr:
-            if line.startswith("[2/2]") or time.monotonic() > deadline:  # the first run and its member
-                break
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    _kill_9_at(store, "[2/2]", "--ensemble", "2")  # the first run and its member
     stored = [r for r in _rows(store) if r["backend"] == "packet"]
     assert 2 <= len(stored) < 8 and all(r["status"] == "ok" for r in stored)
     again = refine(store, workers=1, progress="none", ensemble=2)

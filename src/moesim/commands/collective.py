@@ -10,6 +10,8 @@ import sys
 import typer
 
 from moesim.errors import MoesimError
+from moesim.schema import default_of
+from moesim.system.spec import RunSpec
 
 SIZE = re.compile(r"(\d+)([KMG]?)B?", re.IGNORECASE)
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -48,11 +50,11 @@ def register(app: typer.Typer) -> None:
         algorithm: str = typer.Option("", "--algorithm", help="ring | dbt | direct | halving_doubling (or ASTRA-sim "
                                                                "names), or one per dimension (ring,dbt); default "
                                                                "ring, direct for all_to_all"),
-        network: str = typer.Option("ib_cc0", "--network", help="network mode (ib_cc0, ib_hpcc, roce_hpcc, "
+        network: str = typer.Option(default_of(RunSpec, "network"), "--network", help="network mode (ib_cc0, ib_hpcc, roce_hpcc, "
                                                                 "roce_dcqcn), as in moesim run, or reference preset "
                                                                 "(none: ASTRA-sim's shipped NS-3 config, dcqcn, hpcc; "
                                                                 "astra: ASTRA-sim's analytical network)"),
-        backend: str = typer.Option("fluid", "--backend", help="fluid | packet | flow | analytical"),
+        backend: str = typer.Option(default_of(RunSpec, "backend"), "--backend", help="fluid | packet | flow | analytical"),
         begin: str = typer.Option("32M", "-b", "--minbytes", help="first size (nccl-tests' size; K, M, G = 1024^k)"),
         end: str = typer.Option("32M", "-e", "--maxbytes", help="last size"),
         factor: int = typer.Option(2, "-f", "--stepfactor", help="multiply the size by this between runs"),

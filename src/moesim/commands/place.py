@@ -9,6 +9,8 @@ from typing import Any
 import typer
 
 from moesim.commands.run import normal_strategy, parse_set
+from moesim.schema import default_of
+from moesim.system.spec import RunSpec
 
 
 def _gb(nbytes: float) -> str:
@@ -52,10 +54,10 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option(..., "--model", help="model key (moesim models list) or a YAML/config.json path"),
         topology: str = typer.Option(..., "--topology", help="study topology 1..6, a server template (hgx-h100:4, mi300x:4:ls3, gb200-nvl72) or a topology YAML path"),
         strategy: str = typer.Option(..., "--strategy", help="TP<n>EP<m>, e.g. TP16EP2"),
-        algorithm: str = typer.Option("ring_direct", "--algorithm", help="ring_direct | dbt_direct"),
-        network: str = typer.Option("ib_cc0", "--network", help="ib_cc0 | ib_hpcc | roce_hpcc | roce_dcqcn"),
+        algorithm: str = typer.Option(default_of(RunSpec, "algorithm"), "--algorithm", help="ring_direct | dbt_direct"),
+        network: str = typer.Option(default_of(RunSpec, "network"), "--network", help="ib_cc0 | ib_hpcc | roce_hpcc | roce_dcqcn"),
         backend: str = typer.Option("flow", "--backend", help="backend that scores candidates: flow (default) or fluid"),
-        rescore: str = typer.Option("fluid", "--rescore", help="backend that re-scores the best few and the "
+        rescore: str = typer.Option(default_of(RunSpec, "backend"), "--rescore", help="backend that re-scores the best few and the "
                                                               "default before the report: fluid | packet | none"),
         top: int = typer.Option(3, "--top", min=1, help="how many of the best mappings to re-score"),
         evaluations: int = typer.Option(64, "--evaluations", min=1, help="simulations on the scoring backend"),

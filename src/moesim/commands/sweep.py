@@ -10,6 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from moesim.errors import MoesimError
+from moesim.schema import default_of
+from moesim.system.spec import RunSpec
 
 sweep_app = typer.Typer(
     help="Run a matrix of simulations into DIR/results.duckdb (resumable: a rerun finishes what is missing).",
@@ -193,9 +195,9 @@ def placement_cmd(
     = "1,2,3,4,5,6",
     strategies: Annotated[str, typer.Option("--strategies", "--strategy", help="comma-separated strategies")]
     = "TP2EP16,TP4EP8,TP8EP4,TP16EP2",
-    algorithm: Annotated[str, typer.Option("--algorithm", help="ring_direct | dbt_direct")] = "ring_direct",
+    algorithm: Annotated[str, typer.Option("--algorithm", help="ring_direct | dbt_direct")] = default_of(RunSpec, "algorithm"),
     network: Annotated[str, typer.Option("--network", help="the network mode of every run")] = "roce_dcqcn",
-    backend: Annotated[str, typer.Option("--backend", help="backend of the stored runs")] = "fluid",
+    backend: Annotated[str, typer.Option("--backend", help="backend of the stored runs")] = default_of(RunSpec, "backend"),
     search_backend: Annotated[str, typer.Option("--search-backend", help="backend that scores the search")] = "flow",
     evaluations: Annotated[int, typer.Option("--evaluations", min=1, help="simulations per search")] = 16,
     seed: Annotated[int, typer.Option("--seed", min=0, help="seed of every search")] = 0,

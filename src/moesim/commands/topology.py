@@ -11,6 +11,8 @@ from typing import Any
 import typer
 
 from moesim.errors import MoesimError
+from moesim.schema import default_of
+from moesim.system.spec import RunSpec
 
 EXPORT_FORMATS = ("astra-ns3", "yaml")
 
@@ -22,7 +24,7 @@ topology_app = typer.Typer(
 
 _T = typer.Argument(..., help="A topology name (1..6), a server template NAME[:SERVERS[:FABRIC]] (e.g. hgx-h100:4, "
                                "mi300x:16:ls3; see `moesim topology list`) or the path of a topology YAML file.")
-_NETWORK = typer.Option("ib_cc0", "--network", help="Network mode; sets the NIC–switch delay (IB 0.7 µs, RoCE 1 µs).")
+_NETWORK = typer.Option(default_of(RunSpec, "network"), "--network", help="Network mode; sets the NIC–switch delay (IB 0.7 µs, RoCE 1 µs).")
 _JSON = typer.Option(False, "--json", help="Print JSON instead of tables.")
 
 

@@ -21,7 +21,7 @@ from moesim.errors import MoesimError
 from moesim.experiments.executors import EXECUTORS
 from moesim.experiments.inputs import plan_runs, work_units
 from moesim.network import BACKENDS
-from moesim.schema import MAX_COUNT, MAX_DURATION_S, check_fields, param
+from moesim.schema import MAX_COUNT, MAX_DURATION_S, check_fields, default_of, param
 from moesim.system.run import PreparedRun, prepare, simulate_run
 from moesim.system.spec import RunResult, RunSpec
 from moesim.system.traffic import Traffic, TrafficModel
@@ -41,8 +41,8 @@ class SearchSpec:
     time_s: float | None = param(None, low=0, low_open=True, high=MAX_DURATION_S)
     """Stop proposing after this many seconds of wall time (None: no limit)."""
     seed: int = param(0, low=0, high=2**32 - 1)
-    rescore_backend: str | None = "fluid"
-    """Backend that re-scores the best few before the report (None: no re-scoring)."""
+    rescore_backend: str | None = default_of(RunSpec, "backend")
+    """Backend that re-scores the best few before the report (None: no re-scoring); default: a run's."""
     rescore_top: int = param(3, low=1, high=MAX_COUNT)
     batch: int = param(8, low=1, high=MAX_COUNT)
     """Candidates simulated per round (in parallel on the executor)."""

@@ -19,6 +19,7 @@ from typing import Any
 from moesim.experiments.placement_search import SearchSpec, search_placement
 from moesim.experiments.runner import SweepSummary, run_sweep
 from moesim.fileio import atomic_write
+from moesim.schema import default_of
 from moesim.system.spec import RunSpec
 from moesim.version import __version__
 
@@ -34,10 +35,10 @@ class PlacementStudy:
     model: str = "deepseek-v4-flash"
     topologies: tuple[str, ...] = STUDY_TOPOLOGIES
     strategies: tuple[str, ...] = STUDY_STRATEGIES
-    algorithm: str = "ring_direct"
+    algorithm: str = default_of(RunSpec, "algorithm")
     network: str = "roce_dcqcn"
     search_backend: str = "flow"
-    backend: str = "fluid"
+    backend: str = default_of(RunSpec, "backend")
     evaluations: int = 16
     seed: int = 0
     overrides: tuple[tuple[str, Any], ...] = ()

@@ -18,11 +18,12 @@ from typing import Any
 from moesim.errors import MoesimError
 from moesim.network import BACKENDS
 from moesim.network.params import network_mode
-from moesim.schema import MAX_COUNT
+from moesim.schema import MAX_COUNT, default_of
 from moesim.system.collectives.base import COLLECTIVES, resolve
 from moesim.system.engine import SystemSettings
 from moesim.system.phases import fast_tier_caveat
 from moesim.system.run import simulate, split_overrides
+from moesim.system.spec import RunSpec
 from moesim.topology.catalog import parse_topology
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 
@@ -54,10 +55,10 @@ class CollectiveSpec:
     algorithm: str = ""
     """A collective implementation (``ring``, ``dbt``, ``direct``, ``halving_doubling``, or an
     ASTRA-sim name such as ``doubleBinaryTree``); empty: ring, or direct for all-to-all."""
-    network: str = "ib_cc0"
+    network: str = default_of(RunSpec, "network")
     """As ``moesim run``: the study's InfiniBand mode without CC by default; ``none`` is the reference's
     shipped configuration (docs/reference-runs.md)."""
-    backend: str = "fluid"
+    backend: str = default_of(RunSpec, "backend")
     """As ``moesim collective``: fluid by default; ``packet`` for the reference scenarios."""
     overrides: tuple[tuple[str, Any], ...] = ()
     dims: tuple[int, ...] = ()
