@@ -23,8 +23,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from moesim.analysis.results import DEFAULT_LEVEL, MODEL, candidate_factors, level_key
-from moesim.analysis.seeds import SEED
+from moesim.analysis import seeds
+from moesim.analysis.results import DEFAULT_LEVEL, level_key
 from moesim.system.ensemble import ENSEMBLE, PERTURBED
 
 CLUSTER_GAP = 0.05
@@ -57,7 +57,8 @@ class Spread:
 def spread(values: Sequence[float], indices: Sequence[int] | None = None) -> Spread:
     """The spread of members' wall times; ``indices`` name the members (default 0, 1, ...)."""
     idx = list(indices) if indices is not None else list(range(len(values)))
-    med = float(statistics.median(values))
+    stats = seeds.spread(values)
+    med = stats["median"]
     order = sorted(range(len(values)), key=lambda i: (values[i], idx[i]))
     gaps = [values[b] - values[a] for a, b in zip(order, order[1:], strict=False)]
     groups: list[list[int]] = [[idx[order[0]]]]
@@ -67,7 +68,7 @@ def spread(values: Sequence[float], indices: Sequence[int] | None = None) -> Spr
         if gaps[k] > CLUSTER_GAP * med and gaps[k] > CLUSTER_SPACING * usual:
             groups.append([])
         groups[-1].append(idx[b])
-    return Spread(med, float(min(values)), float(max(values)), tuple(tuple(sorted(g)) for g in groups))
+    return Spread(med, stats["min"], stats["max"], tuple(tuple(sorted(g)) for g in groups))
 
 
 def has_members(table: pa.Table) -> bool:
@@ -90,7 +91,7 @@ def split(table: pa.Table) -> tuple[pa.Table, pa.Table]:
 def config_columns(table: pa.Table) -> tuple[str, ...]:
     """The columns that identify a configuration: the model and every factor but the member, the perturbed
     parameters and the seed."""
-    return (MODEL, *(c for c in candidate_factors(table) if c not in (ENSEMBLE, SEED, *PERTURBED)))
+    return tuple(c for c in seeds.config_columns(table) if c not in (ENSEMBLE, *PERTURBED))
 
 
 def member_tables(base: pa.Table, members: pa.Table) -> dict[str, pa.Table]:

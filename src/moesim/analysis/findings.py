@@ -332,7 +332,7 @@ def findings(a: Analysis, ords: Sequence[Ordering] = (), verdicts: dict[str, Ver
 
 
 def _margin(x: float | None) -> str:
-    return "" if x is None else f"{100 * x:.1f} %"
+    return "" if x is None else _pct(x)
 
 
 def _status_counts(verdicts: dict[str, Verdict], ords: Sequence[Ordering]) -> str:
