@@ -117,7 +117,8 @@ def _simulated_fields(spec: Any) -> dict[str, Any]:
 KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
     "workload_options": {"phase": "prefill", "batch": None, "context_tokens": None, "decode_steps": None,
                          "overlap": "none", "micro_batches": None, "expert_dtype": None, "dense_dtype": None,
-                         "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None},
+                         "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None,
+                         "redundant_experts": 0, "eplb_groups": 1, "eplb_nodes": 1},
     "system": {"collective_optimization": "localBWAware", "logical_dims": (), "comm_sms": 0.0, "expert_routing": (),
                "fast_forward_noise": 0.0, "astra_receives": False},
     "network": {"analytical_model": "rdma", "nic_model": "fast", "ecn_seed": 1},
@@ -125,7 +126,7 @@ KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
 """Parameters whose default is the simulation without them (prefill, no micro-batch overlap, the study's
 precision model, the [TP, EP]
 dimensions, no GPU share for communication, no per-server all-to-all, no noisy-period fast-forward, moesim's
-receives, the RDMA analytical model, moesim's NIC bookkeeping, the first ECN stream): left out of the key at that default, so existing stores keep their keys."""
+receives, the RDMA analytical model, moesim's NIC bookkeeping, the first ECN stream, no redundant experts): left out of the key at that default, so existing stores keep their keys."""
 
 
 def _keyed(section: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -141,7 +142,7 @@ def _workload_options(options: Any) -> dict[str, Any]:
     """The workload options as data: decode knobs only in decode; routing fields only for skewed routing
     (uniform, Zipf 0 included, keeps its key), with a routing table or placement file keyed by its contents."""
     data = _keyed("workload_options", dataclasses.asdict(options))
-    if not options.skewed:
+    if not options.per_expert:
         for name in ROUTING_FIELDS:
             data.pop(name, None)
     else:
@@ -269,8 +270,10 @@ def check_matrix(matrix: Any) -> int:
     total = matrix.count_runs()
     bad: list[dict[str, list[Any]]] = []
     problems: list[str] = []
-    checks = (("topology", lambda t, lay: lay.validate(num_ranks=topology_gpu_count(t))),
-              ("model", lambda m, lay: lay.validate(routed_experts=get_model(m).routed_experts)))
+    checks = [("topology", lambda t, lay: lay.validate(num_ranks=topology_gpu_count(t))),
+              ("model", lambda m, lay: lay.validate(routed_experts=get_model(m).routed_experts))]
+    if any("redundant_experts" in dict(block) for block in (matrix.factors, *matrix.include)):
+        checks = checks[:1]  # replicas change which EP sizes fit: each run's preparation checks them
     for factor, check in checks:
         for level, strategy in matrix.level_pairs(factor, "strategy"):
             try:

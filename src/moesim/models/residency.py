@@ -3,12 +3,16 @@
 docs/study.md §2 ("Weight residency"): the per-rank requirement is checkpoint size / R (R = 32), checked
 against a capacity of 64 GB per accelerator (decimal GB, 1e9 bytes). Weights only: KV cache,
 activations and buffers are not counted, so "fits" is necessary, not sufficient, for serving.
+Redundant experts (docs/deployments.md, "Redundant experts") add their replicas' weights to what is
+sharded: N replicas of one routed expert in every MoE layer (``replica_bytes``).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,8 @@ DEFAULT_RANKS = 32
 DEFAULT_CAPACITY_BYTES = 64 * GB
 
 RANKS = Param("ranks", "residency", int, "", Constraint(low=1, high=MAX_COUNT))
+REDUNDANT = Param("redundant_experts", "residency", int, "", Constraint(low=0, high=MAX_COUNT))
+WIDTH = Param("expert_bytes_per_param", "residency", float, "B", Constraint(low=0, high=64, low_open=True))
 BYTES = Param("bytes", "residency", int, "B", Constraint(low=1, high=2**52))
 """A weight size or a capacity: from one byte to 4.5 PB (sizes stay exact in float64)."""
 
@@ -43,6 +49,8 @@ class ResidencyReport:
     fits: bool
     source: str
     note: str = WEIGHTS_ONLY_NOTE
+    replica_bytes: int = 0
+    """Of ``total_bytes``, the redundant expert replicas' weights (0: none)."""
 
     @property
     def headroom_bytes(self) -> float:
@@ -50,7 +58,20 @@ class ResidencyReport:
         return self.capacity_bytes - self.per_rank_bytes
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "headroom_bytes": self.headroom_bytes}
+        data = {**asdict(self), "headroom_bytes": self.headroom_bytes}
+        if not self.replica_bytes:
+            del data["replica_bytes"]
+        return data
+
+
+def replica_bytes(spec: ModelSpec, redundant_experts: int, expert_bytes_per_param: float) -> int:
+    """Weights of ``redundant_experts`` replicas of one routed expert in every MoE layer: N · MoE layers ·
+    3·h·w parameters (gate, up and down projections; h = ``comm_dim``, w = ``expert_ffn_width``, as the
+    workload's expert GEMMs count them) at ``expert_bytes_per_param`` bytes (FP8 = 1, FP4 = 0.5)."""
+    REDUNDANT.check(redundant_experts, spec.key, strict=True)
+    WIDTH.check(expert_bytes_per_param, spec.key, strict=True)
+    params = redundant_experts * spec.moe_layers * 3 * spec.comm_dim * spec.expert_ffn_width
+    return math.ceil(Fraction(expert_bytes_per_param) * params)
 
 
 def residency(
@@ -60,27 +81,33 @@ def residency(
     capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
     source: str,
     label: str = "",
+    replicas_bytes: int = 0,
 ) -> ResidencyReport:
-    """Evenly shard ``total_bytes`` over ``ranks``: per-rank = total / ranks; fits iff capacity ≥ per-rank."""
+    """Evenly shard ``total_bytes`` (plus ``replicas_bytes`` of redundant experts) over ``ranks``:
+    per-rank = total / ranks; fits iff capacity ≥ per-rank."""
     RANKS.check(ranks, "residency", strict=True)
     BYTES.check(capacity_bytes, "residency", strict=True, label="capacity_bytes")
     BYTES.check(total_bytes, source or "residency", strict=True, label="total_bytes")
-    per_rank = total_bytes / ranks
+    total = int(total_bytes) + replicas_bytes
+    per_rank = total / ranks
     return ResidencyReport(
         label=label,
-        total_bytes=int(total_bytes),
+        total_bytes=total,
         ranks=ranks,
         per_rank_bytes=per_rank,
         capacity_bytes=int(capacity_bytes),
         fits=capacity_bytes >= per_rank,
         source=source,
+        replica_bytes=replicas_bytes,
     )
 
 
 def model_residency(
-    spec: ModelSpec, *, ranks: int = DEFAULT_RANKS, capacity_bytes: int = DEFAULT_CAPACITY_BYTES
+    spec: ModelSpec, *, ranks: int = DEFAULT_RANKS, capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    redundant_experts: int = 0, expert_bytes_per_param: float = 1.0,
 ) -> ResidencyReport:
-    """Residency from the spec's stated ``checkpoint_size_bytes``."""
+    """Residency from the spec's stated ``checkpoint_size_bytes``, plus ``redundant_experts`` replicas of
+    a routed expert per MoE layer at ``expert_bytes_per_param`` (``replica_bytes``)."""
     if spec.checkpoint_size_bytes is None:
         raise input_error(
             spec.source or spec.key,
@@ -93,6 +120,7 @@ def model_residency(
         capacity_bytes=capacity_bytes,
         source=f"model '{spec.key}' checkpoint_size_bytes",
         label=spec.key,
+        replicas_bytes=replica_bytes(spec, redundant_experts, expert_bytes_per_param),
     )
 
 
@@ -115,12 +143,14 @@ def checkpoint_residency(
 
 
 def residency_for(
-    ref: str, *, ranks: int = DEFAULT_RANKS, capacity_bytes: int = DEFAULT_CAPACITY_BYTES
+    ref: str, *, ranks: int = DEFAULT_RANKS, capacity_bytes: int = DEFAULT_CAPACITY_BYTES,
+    redundant_experts: int = 0, expert_bytes_per_param: float = 1.0,
 ) -> ResidencyReport:
     """Residency of a model reference: a catalog key, a model file, or a checkpoint directory.
 
     A directory without ``config.json`` is sized from its safetensors files. A Hugging Face config (or a
     directory holding one) has no stated size, so the checkpoint next to it is sized from its files.
+    Redundant experts count only with a catalog or model-file size (``model_residency``).
     """
     p = Path(ref)
     if p.is_dir() and not (p / "config.json").is_file():
@@ -129,4 +159,5 @@ def residency_for(
     if spec.checkpoint_size_bytes is None and (p.is_dir() or p.suffix == ".json"):
         directory = p if p.is_dir() else p.parent
         return checkpoint_residency(directory, ranks=ranks, capacity_bytes=capacity_bytes, label=spec.key)
-    return model_residency(spec, ranks=ranks, capacity_bytes=capacity_bytes)
+    return model_residency(spec, ranks=ranks, capacity_bytes=capacity_bytes, redundant_experts=redundant_experts,
+                           expert_bytes_per_param=expert_bytes_per_param)

@@ -171,7 +171,8 @@ def prepare(spec: RunSpec) -> PreparedRun:
     # TP × EP against the GPU count of the spec, before paying for building a large topology
     topology_ref = parse_topology(spec.topology)
     layout.validate(num_ranks=topology_ref.num_gpus, routed_experts=model.routed_experts,
-                    source=f"run {spec.model}/{spec.topology}")
+                    source=f"run {spec.model}/{spec.topology}",
+                    redundant_experts=int(wl_over.get("redundant_experts", 0)))
     topology = topology_ref.resolve(params.transport.nic_switch_delay_s)
     if link_bw:
         topology = topology.with_link_bandwidths(link_bw)

@@ -53,6 +53,7 @@ from moesim.workload.routing import (
     read_placement,
     read_table,
     scale_counts,
+    uniform_counts,
     zipf_weights,
 )
 
@@ -88,7 +89,8 @@ def _validate(model: ModelSpec, layout: ParallelLayout, tokens: int, options: Wo
         )
     if model.top_k > model.routed_experts:
         raise input_error(src, "top_k", f"{model.top_k} exceeds routed_experts {model.routed_experts}")
-    layout.validate(num_ranks=options.num_ranks, routed_experts=model.routed_experts, source=src)
+    layout.validate(num_ranks=options.num_ranks, routed_experts=model.routed_experts, source=src,
+                    redundant_experts=options.redundant_experts)
     per_pass = options.batch if options.phase == "decode" else tokens
     if options.micro_batches and per_pass is not None and options.micro_batches > per_pass:
         what = "batch" if options.phase == "decode" else "tokens"
@@ -100,11 +102,13 @@ def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
                 options: WorkloadOptions) -> tuple[LayerRouting, ...] | None:
     """Per MoE layer, the skewed routing of ``tokens`` tokens (one decode step: the batch) and its
     placement on the EP ranks; None under uniform routing."""
-    if not options.skewed:
+    if not options.per_expert:
         return None
     experts, k = model.routed_experts, model.top_k
     layers = model.num_layers - model.first_dense_layers
-    if options.routing == "table":
+    if not options.skewed:  # uniform routing over redundant experts: every MoE layer alike
+        counts = (uniform_counts(experts, tokens, k),) * layers
+    elif options.routing == "table":
         assert options.routing_table is not None
         counts = tuple(scale_counts(row, tokens, k) for row in read_table(options.routing_table, experts, layers))
     else:
@@ -116,8 +120,8 @@ def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
             weights = hot_weights(experts, options.routing_hot_fraction, options.routing_hot_share)
         counts = expert_counts(weights, experts, layers, tokens, k, options.routing_seed)
     rule = options.expert_placement
-    fixed = None if rule in PLACEMENT_RULES else read_placement(rule, experts, layout.ep)
-    return tuple(layer_routing(c, layout.ep, rule, options.expert_slots, fixed) for c in counts)
+    fixed = None if rule in PLACEMENT_RULES else read_placement(rule, experts, layout.ep, options.redundant_experts)
+    return tuple(layer_routing(c, layout.ep, rule, options.expert_slots, fixed, options.redundancy) for c in counts)
 
 
 def routing_imbalance(model: ModelSpec, layout: ParallelLayout, tokens: int,
@@ -342,7 +346,7 @@ def generate(
     graphs = []
     for rank in range(layout.num_ranks):
         key = (tp_of[rank], ep_of[rank]) if by_groups else (0, 0)
-        ep_index = layout.ep_index(rank) if options.skewed else 0
+        ep_index = layout.ep_index(rank) if options.per_expert else 0
         if (*key, ep_index) not in cache:  # ranks with the same groups and load share one node tuple
             passes = _passes(model, layout, tokens, options, *key, routing, ep_index)
             cache[(*key, ep_index)] = _instantiate(model, passes)

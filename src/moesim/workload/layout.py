@@ -61,14 +61,18 @@ class ParallelLayout:
     def ep_groups(self) -> tuple[tuple[int, ...], ...]:
         return tuple(self.ep_group(t) for t in range(self.tp))
 
-    def validate(self, num_ranks: int | None = None, routed_experts: int | None = None, source: str = "") -> None:
-        """Check the degrees against a rank count and an expert count; raise a one-line MoesimError."""
+    def validate(self, num_ranks: int | None = None, routed_experts: int | None = None, source: str = "",
+                 redundant_experts: int = 0) -> None:
+        """Check the degrees against a rank count and an expert count (routed plus redundant, which the EP
+        ranks hold evenly); raise a one-line MoesimError."""
         where = f"{source}: " if source else ""
         if num_ranks is not None and self.num_ranks != num_ranks:
             raise MoesimError(
                 f"{where}strategy {self.name}: TP × EP = {self.num_ranks} does not match {num_ranks} ranks"
             )
-        if routed_experts is not None and routed_experts % self.ep != 0:
+        if routed_experts is not None and (routed_experts + redundant_experts) % self.ep != 0:
+            plus = f" + {redundant_experts} redundant" if redundant_experts else ""
             raise MoesimError(
-                f"{where}strategy {self.name}: EP = {self.ep} does not divide {routed_experts} routed experts"
+                f"{where}strategy {self.name}: EP = {self.ep} does not divide {routed_experts} routed experts{plus}"
+                " (redundant_experts adds replicas)"
             )

@@ -9,7 +9,7 @@ from pathlib import Path
 from moesim.errors import input_error
 from moesim.schema import MAX_COUNT, Constraint, Param, check_fields, constraint
 from moesim.workload.precision import DTYPES, Precision
-from moesim.workload.routing import PLACEMENT_RULES, ROUTINGS
+from moesim.workload.routing import PLACEMENT_RULES, ROUTINGS, Redundancy
 
 STUDY_TOKENS = 4096
 STUDY_STRATEGIES = ("TP2EP16", "TP4EP8", "TP8EP4", "TP16EP2")
@@ -36,6 +36,8 @@ ROUTING_KNOBS = {
 }
 """Routing knob → (the routing it belongs to, its value when that routing leaves it unset)."""
 MAX_EXPERT_SLOTS = 64
+MAX_REDUNDANT_EXPERTS = 2**20
+"""The most redundant experts, EPLB groups or nodes (as many as the largest EP degree)."""
 OVERLAPS = ("none", "two-batch")
 MAX_MICRO_BATCHES = 64
 PRECISION_FIELDS = {"expert_dtype": "expert_bytes_per_param", "dense_dtype": "weight_bytes_per_param",
@@ -69,6 +71,10 @@ class WorkloadOptions:
     ``combine_dtype``: the data type of each operation class (``precision.py``); unset, the class keeps
     the study's model. A set ``expert_dtype`` / ``dense_dtype`` gives its weights the type's width, so
     ``expert_bytes_per_param`` / ``weight_bytes_per_param`` must then stay at their defaults.
+    ``redundant_experts``: N replicas beyond the E routed experts, (E + N)/EP per EP rank, each expert's
+    rows split over its replicas; placed by ``expert_placement`` (``eplb``: DeepSeek's EPLB, ``eplb.py``,
+    over ``eplb_groups`` expert groups and ``eplb_nodes`` nodes; ``contiguous``: physical expert p is
+    expert p mod E, no balancer). docs/deployments.md, "Redundant experts".
     """
 
     weight_bytes_per_param: float = field(default=1.0, metadata=constraint(low=0, high=64, low_open=True))
@@ -96,6 +102,9 @@ class WorkloadOptions:
     kv_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
     dispatch_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
     combine_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
+    redundant_experts: int = field(default=0, metadata=constraint(low=0, high=MAX_REDUNDANT_EXPERTS))
+    eplb_groups: int = field(default=1, metadata=constraint(low=1, high=MAX_REDUNDANT_EXPERTS))
+    eplb_nodes: int = field(default=1, metadata=constraint(low=1, high=MAX_REDUNDANT_EXPERTS))
 
     def __post_init__(self) -> None:
         check_fields(self, "workload options")
@@ -118,6 +127,16 @@ class WorkloadOptions:
                                   f"leave {width} at its default {defaults[width]}")
 
     @property
+    def redundancy(self) -> Redundancy:
+        """The redundant experts and EPLB's groups and nodes (``routing.Redundancy``)."""
+        return Redundancy(self.redundant_experts, self.eplb_groups, self.eplb_nodes)
+
+    @property
+    def per_expert(self) -> bool:
+        """Rows are routed per expert (``routing.py``): skewed routing, or redundant experts."""
+        return self.skewed or self.redundant_experts > 0
+
+    @property
     def skewed(self) -> bool:
         """Routing other than uniform (Zipf with exponent 0 is uniform)."""
         return self.routing != "uniform" and not (self.routing == "zipf" and self.routing_zipf_exponent == 0)
@@ -130,6 +149,10 @@ class WorkloadOptions:
                 if default is None:
                     raise input_error("workload options", name, f"routing={routing} needs a file path")
                 object.__setattr__(self, name, default)
+        for name in ("eplb_groups", "eplb_nodes"):
+            if getattr(self, name) != 1 and not (self.redundant_experts and self.expert_placement == "eplb"):
+                raise input_error("workload options", name, "applies only with redundant_experts > 0 and "
+                                  "expert_placement=eplb")
         if self.expert_placement not in PLACEMENT_RULES and not Path(self.expert_placement).is_file():
             raise input_error("workload options", "expert_placement", f"{self.expert_placement!r} is neither a "
                               "rule nor a file", [*PLACEMENT_RULES, "a placement file"])
@@ -144,6 +167,9 @@ class WorkloadOptions:
         if self.skewed:
             raise input_error("workload options", "overlap", "two-batch overlap needs uniform routing "
                               f"(routing={self.routing} gives each micro-batch its own routing, not modelled)")
+        if self.redundant_experts:
+            raise input_error("workload options", "overlap", "two-batch overlap needs redundant_experts=0 "
+                              "(replicas give each micro-batch its own routing, not modelled)")
 
     def _check_phase(self) -> None:
         for name, (default, _, _) in DECODE_KNOBS.items():

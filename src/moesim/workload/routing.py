@@ -26,6 +26,7 @@ import numpy as np
 
 from moesim.errors import MoesimError, input_error
 from moesim.fileio import refuse_special_file
+from moesim.workload.eplb import rebalance
 
 ROUTINGS = ("uniform", "zipf", "hot", "table")
 PLACEMENT_RULES = ("contiguous", "eplb")
@@ -160,10 +161,17 @@ def read_table(path: str, experts: int, moe_layers: int) -> tuple[tuple[int, ...
 # Placement and balancing
 
 
-def contiguous_placement(experts: int, ep: int) -> Placement:
-    """EP rank r holds experts r·E/EP … (r+1)·E/EP − 1."""
-    per = experts // ep
-    return tuple(tuple(range(r * per, (r + 1) * per)) for r in range(ep))
+def contiguous_placement(experts: int, ep: int, redundant: int = 0) -> Placement:
+    """EP rank r holds the physical experts r·S … (r+1)·S − 1, S = (E + N)/EP, physical expert p being a
+    replica of expert p mod E (no balancer: with N = 0, experts r·E/EP … (r+1)·E/EP − 1)."""
+    per = (experts + redundant) // ep
+    return tuple(tuple(sorted(p % experts for p in range(r * per, (r + 1) * per))) for r in range(ep))
+
+
+def uniform_counts(experts: int, tokens: int, top_k: int) -> tuple[int, ...]:
+    """Rows per expert under uniform routing: T·k rows over E experts by cumulative flooring (the first
+    experts get the ⌊·⌋ remainders last: c_i = ⌊T·k·(i+1)/E⌋ − ⌊T·k·i/E⌋)."""
+    return tuple(popularity_counts([Fraction(1)] * experts, tokens, top_k))
 
 
 def replica_rows(counts: tuple[int, ...], placement: Placement) -> list[list[int]]:
@@ -222,9 +230,10 @@ def eplb_placement(counts: tuple[int, ...], ep: int, slots: int) -> Placement:
     return placement if max(rank_rows(counts, placement)) < max(rank_rows(counts, base)) else base
 
 
-def read_placement(path: str, experts: int, ep: int) -> Placement:
+def read_placement(path: str, experts: int, ep: int, redundant: int = 0) -> Placement:
     """An expert placement file: one line per EP rank, the comma-separated ids of the experts it holds
-    (an expert on several ranks is replicated; every expert at least once)."""
+    (an expert on several ranks is replicated; every expert at least once); with ``redundant`` > 0 the
+    ranks hold E + N replicas in all."""
     source = f"expert placement {path}"
     refuse_special_file(path, "expert placement file")
     try:
@@ -243,6 +252,9 @@ def read_placement(path: str, experts: int, ep: int) -> Placement:
     sizes = {len(h) for h in held}
     if len(sizes) != 1:
         raise input_error(source, "lines", "every EP rank must hold the same number of experts")
+    if redundant and len(held[0]) * ep != experts + redundant:
+        raise input_error(source, "lines", f"holds {len(held[0]) * ep} replicas, redundant_experts={redundant} "
+                          f"needs {experts + redundant} ({(experts + redundant) // ep} per EP rank)")
     return held
 
 
@@ -274,12 +286,27 @@ class LayerRouting:
         return tuple(out)
 
 
+@dataclass(frozen=True)
+class Redundancy:
+    """Redundant experts (``eplb.py``): N replicas beyond the E experts, placed by DeepSeek's EPLB over
+    ``groups`` expert groups and ``nodes`` nodes (hierarchical policy when the groups split over the
+    nodes, else global). N = 0: none (``eplb`` then means ``eplb_placement``'s slots per rank)."""
+
+    redundant: int = 0
+    groups: int = 1
+    nodes: int = 1
+
+
 def layer_routing(counts: tuple[int, ...], ep: int, rule: str, slots: int,
-                  fixed: Placement | None = None) -> LayerRouting:
-    """Place one layer's rows: a fixed placement (file), contiguous, or EPLB-balanced."""
-    base = contiguous_placement(len(counts), ep)
+                  fixed: Placement | None = None, redundancy: Redundancy = Redundancy()) -> LayerRouting:
+    """Place one layer's rows: a fixed placement (file), contiguous, or balanced (``eplb``: with redundant
+    experts DeepSeek's EPLB, ``eplb.rebalance``, else ``eplb_placement``)."""
+    n = redundancy.redundant
+    base = contiguous_placement(len(counts), ep, n)
     if fixed is not None:
         placement = fixed
+    elif rule == "eplb" and n:
+        placement = rebalance(counts, ep, n, redundancy.groups, redundancy.nodes)
     elif rule == "eplb":
         placement = eplb_placement(counts, ep, slots)
     else:
