@@ -171,6 +171,19 @@ def test_residency_grows_by_the_replicas_bytes():
     assert "replica_bytes" not in plain.to_dict()
 
 
+def test_a_placement_file_holds_the_replicas(tmp_path):
+    """A file of 6 lines × 4 ids (16 experts + 8 replicas): each rank receives its replicas' rows."""
+    path = tmp_path / "placement.txt"
+    path.write_text("".join(f"{r},{r + 6},{(r + 12) % 16},{(r + 3) % 16}\n" for r in range(6)))
+    counts = (6,) * 16  # uniform, 48 tokens × k = 2
+    wl = generate(TINY, ParallelLayout(1, 6), 48, WorkloadOptions(redundant_experts=8, expert_placement=str(path)))
+    held = [(r, r + 6, (r + 12) % 16, (r + 3) % 16) for r in range(6)]
+    expected = [sum(c for c in row) for row in replica_rows(counts, tuple(tuple(h) for h in held))]
+    layer = TINY.first_dense_layers
+    got = [next(n.flops for n in g.nodes if n.layer == layer and n.name == "routed_experts") for g in wl.graphs]
+    assert got == [r * 6 * TINY.comm_dim * TINY.expert_ffn_width for r in expected]
+
+
 def test_bad_redundancy_inputs_are_one_line_errors(tmp_path):
     layout = ParallelLayout(1, 6)
     placement = tmp_path / "placement.txt"
