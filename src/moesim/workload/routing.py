@@ -12,7 +12,9 @@ cumulative flooring in popularity order, c_i = ⌊T·k·S_i⌋ − ⌊T·k·S_{i
 hottest experts): the counts sum to T·k and the rows of the m hottest experts never fall as the skew grows.
 The balancer follows DeepSeek's EPLB (github.com/deepseek-ai/EPLB, ``replicate_experts`` and
 ``balanced_packing``): redundant replicas go one at a time to the expert with the most rows per replica,
-then replicas are packed, heaviest first, onto the least-loaded rank with a free slot.
+then replicas are packed, heaviest first, onto the least-loaded rank with a free slot. With redundant
+experts (``Redundancy``, N > 0) every rank holds (E + N)/EP replicas and ``eplb`` is DeepSeek's EPLB
+itself, hierarchical or global (``eplb.py``); uniform routing then also goes through these per-expert rows.
 """
 
 from __future__ import annotations
@@ -169,8 +171,8 @@ def contiguous_placement(experts: int, ep: int, redundant: int = 0) -> Placement
 
 
 def uniform_counts(experts: int, tokens: int, top_k: int) -> tuple[int, ...]:
-    """Rows per expert under uniform routing: T·k rows over E experts by cumulative flooring (the first
-    experts get the ⌊·⌋ remainders last: c_i = ⌊T·k·(i+1)/E⌋ − ⌊T·k·i/E⌋)."""
+    """Rows per expert under uniform routing (with redundant experts): c_i = ⌊T·k·(i+1)/E⌋ − ⌊T·k·i/E⌋,
+    summing to T·k, any two within one row."""
     return tuple(popularity_counts([Fraction(1)] * experts, tokens, top_k))
 
 
