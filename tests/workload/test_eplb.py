@@ -200,3 +200,17 @@ def test_bad_redundancy_inputs_are_one_line_errors(tmp_path):
         with pytest.raises(MoesimError, match=field) as exc:
             make()
         assert "\n" not in str(exc.value)
+
+
+def test_eplb_nodes_must_be_servers_of_the_run():
+    """Hierarchical EPLB on DeepSeek-V3, EP32 over 4 H800 servers: 8 groups over 4 nodes balance uniform
+    routing exactly (max/mean 1, against 9/8 without a balancer); 2 nodes of 16 EP ranks would each span two
+    servers and are refused in one line."""
+    base = (("redundant_experts", 32), ("expert_placement", "eplb"), ("eplb_groups", 8))
+    ok = prepare(RunSpec(model="deepseek-v3", topology="hgx-h800:4", strategy="TP1EP32",
+                         overrides=(*base, ("eplb_nodes", 4))))
+    assert ok.ep_imbalance == (1.0, 1.125)
+    with pytest.raises(MoesimError, match="eplb_nodes.*servers 0, 1") as exc:
+        prepare(RunSpec(model="deepseek-v3", topology="hgx-h800:4", strategy="TP1EP32",
+                        overrides=(*base, ("eplb_nodes", 2))))
+    assert "\n" not in str(exc.value)

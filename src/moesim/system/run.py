@@ -27,7 +27,13 @@ from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
 from moesim.topology.catalog import TopologyRef, parse_topology
 from moesim.topology.model import Topology
-from moesim.topology.placement import DEFAULT_PLACEMENT, PLACEMENT_RULES, Placement, resolve_placement
+from moesim.topology.placement import (
+    DEFAULT_PLACEMENT,
+    PLACEMENT_RULES,
+    Placement,
+    check_ep_nodes,
+    resolve_placement,
+)
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
 from moesim.version import __version__
 from moesim.workload.generator import generate, routing_imbalance
@@ -194,6 +200,8 @@ def prepare(spec: RunSpec) -> PreparedRun:
         sys_over["expert_routing"] = (model.routed_experts, model.top_k, 1, 1)
     settings = dataclasses.replace(settings, **sys_over)
     placement = resolve_placement(placement_value, topology, layout.tp, layout.ep, source)
+    if options.eplb_nodes > 1 and layout.ep % options.eplb_nodes == 0:  # EPLB's nodes are the run's servers
+        check_ep_nodes(topology, placement, layout.tp, layout.ep, options.eplb_nodes, source)
     imbalance = routing_imbalance(model, layout, tokens, options)  # reads a routing table / placement file
     return PreparedRun(spec=spec, model=model, layout=layout, params=params, topology_ref=topology_ref,
                        topology=topology, settings=settings, backend_cls=backend_cls, tokens=tokens,

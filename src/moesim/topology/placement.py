@@ -181,3 +181,17 @@ def resolve_placement(value: str, topology: Topology, tp: int, ep: int, source: 
     if placement.num_ranks != tp * ep:
         raise input_error(str(value), "ranks", f"{placement.num_ranks} ranks, the run has {tp * ep}")
     return placement
+
+
+def check_ep_nodes(topology: Topology, placement: Placement, tp: int, ep: int, nodes: int, source: str) -> None:
+    """EPLB's hierarchical policy (``workload/eplb.py``) takes node n of ``nodes`` to hold the consecutive
+    EP ranks n·EP/nodes … (n+1)·EP/nodes − 1 of every EP group: each such block must sit in one server."""
+    per = ep // nodes
+    for t in range(tp):
+        for n in range(nodes):
+            block = [placement.gpu(t + e * tp) for e in range(n * per, (n + 1) * per)]
+            servers = sorted({topology.gpus[g].server for g in block})
+            if len(servers) > 1:
+                raise input_error(source, "eplb_nodes", f"{nodes} nodes: EP ranks {n * per}..{(n + 1) * per - 1} "
+                                  f"of TP index {t} sit on servers {', '.join(map(str, servers))}, not one "
+                                  f"(one node per {per} consecutive EP ranks)")
