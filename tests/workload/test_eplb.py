@@ -191,6 +191,7 @@ def test_bad_redundancy_inputs_are_one_line_errors(tmp_path):
     cases = [
         (lambda: WorkloadOptions(eplb_nodes=2), "eplb_nodes"),
         (lambda: WorkloadOptions(redundant_experts=8, overlap="two-batch"), "overlap"),
+        (lambda: WorkloadOptions(redundant_experts=8, expert_placement="eplb", expert_slots=2), "expert_slots"),
         (lambda: generate(TINY, layout, 48, WorkloadOptions(redundant_experts=8, expert_placement="eplb",
                                                             eplb_groups=3)), "eplb_groups"),
         (lambda: generate(TINY, layout, 48, WorkloadOptions(redundant_experts=8, expert_placement=str(placement))),

@@ -149,6 +149,9 @@ class WorkloadOptions:
                 if default is None:
                     raise input_error("workload options", name, f"routing={routing} needs a file path")
                 object.__setattr__(self, name, default)
+        if self.redundant_experts and self.expert_slots != 1:
+            raise input_error("workload options", "expert_slots", "applies only with redundant_experts=0 "
+                              "(redundant_experts gives the replicas in all)")
         for name in ("eplb_groups", "eplb_nodes"):
             if getattr(self, name) != 1 and not (self.redundant_experts and self.expert_placement == "eplb"):
                 raise input_error("workload options", name, "applies only with redundant_experts > 0 and "
