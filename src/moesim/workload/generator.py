@@ -101,13 +101,14 @@ def _validate(model: ModelSpec, layout: ParallelLayout, tokens: int, options: Wo
 def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
                 options: WorkloadOptions) -> tuple[LayerRouting, ...] | None:
     """Per MoE layer, the skewed routing of ``tokens`` tokens (one decode step: the batch) and its
-    placement on the EP ranks; None under uniform routing."""
+    placement on the EP ranks (uniform routing over redundant experts: one for all layers); None under
+    uniform routing without them."""
     if not options.per_expert:
         return None
     experts, k = model.routed_experts, model.top_k
     layers = model.num_layers - model.first_dense_layers
-    if not options.skewed:  # uniform routing over redundant experts: every MoE layer alike
-        counts = (uniform_counts(experts, tokens, k),) * layers
+    if not options.skewed:  # uniform routing over redundant experts: one layer stands for every MoE layer
+        counts = (uniform_counts(experts, tokens, k),)
     elif options.routing == "table":
         assert options.routing_table is not None
         counts = tuple(scale_counts(row, tokens, k) for row in read_table(options.routing_table, experts, layers))
