@@ -108,7 +108,7 @@ def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
     experts, k = model.routed_experts, model.top_k
     layers = model.num_layers - model.first_dense_layers
     if not options.skewed:  # uniform routing over redundant experts: one layer stands for every MoE layer
-        counts = (uniform_counts(experts, tokens, k),)
+        counts: tuple[tuple[int, ...], ...] = (uniform_counts(experts, tokens, k),)
     elif options.routing == "table":
         assert options.routing_table is not None
         counts = tuple(scale_counts(row, tokens, k) for row in read_table(options.routing_table, experts, layers))
@@ -186,14 +186,13 @@ def _layer_templates(
             _Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_REDUCE, size_bytes=v_tp, **tp_kw)
         ]
 
-    def ep_a2a(name: str, row_bytes: int, pairs: tuple[int, ...] = ()) -> list[_Op]:
-        """One EP all-to-all of ``row_bytes`` per token row."""
+    def ep_a2a(name: str, row_bytes: int, pair_bytes: tuple[int, ...] = ()) -> list[_Op]:
+        """One EP all-to-all of ``row_bytes`` per token row (skewed: ``pair_bytes`` per member pair)."""
         if layout.ep == 1:
             return []
-        if not pairs:
+        if not pair_bytes:
             return [_Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL,
                         size_bytes=ep_alltoall_bytes(model, layout, tokens, row_bytes), **ep_kw)]
-        pair_bytes = tuple(p * row_bytes for p in pairs)
         own = sum(pair_bytes[ep_index * layout.ep:(ep_index + 1) * layout.ep])
         return [_Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL, size_bytes=own,
                     pair_bytes=pair_bytes, **ep_kw)]
@@ -213,12 +212,10 @@ def _layer_templates(
         return tuple(dense), (tuple(moe),)
     layers = []
     for lr in routing:
-        pairs = lr.pairs()
-        ep = layout.ep
-        back = tuple(pairs[s * ep + d] for d in range(ep) for s in range(ep))  # combine: each receiver returns its rows
+        dispatch, combine = lr.pair_bytes(dispatch_row, combine_row)  # one pair of tuples per layer for all ranks
         work = _skewed_expert_work(model, layout, tokens, lr, ep_index, eb, context_tokens is not None, prec)
-        layers.append(tuple(head + ep_a2a("ep_dispatch", dispatch_row, pairs) + comp("routed_experts", work)
-                            + ep_a2a("ep_combine", combine_row, back) + tail))
+        layers.append(tuple(head + ep_a2a("ep_dispatch", dispatch_row, dispatch) + comp("routed_experts", work)
+                            + ep_a2a("ep_combine", combine_row, combine) + tail))
     return tuple(dense), tuple(layers)
 
 

@@ -287,6 +287,18 @@ class LayerRouting:
                 out.append(q + (1 if (s - d) % ep < rem else 0))
         return tuple(out)
 
+    def pair_bytes(self, dispatch_row: int, combine_row: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(dispatch, combine) bytes per (sender, receiver) pair: ``pairs()`` times the dispatch row, and its
+        transpose (each receiver returns its rows) times the combine row. Made once per layer and row sizes,
+        so every rank's graph shares the two tuples (EP² entries each)."""
+        memo: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]]] = self.__dict__.setdefault("_bytes", {})
+        key = (dispatch_row, combine_row)
+        if key not in memo:
+            pairs, ep = self.pairs(), len(self.rows)
+            memo[key] = (tuple(p * dispatch_row for p in pairs),
+                         tuple(pairs[s * ep + d] * combine_row for d in range(ep) for s in range(ep)))
+        return memo[key]
+
 
 @dataclass(frozen=True)
 class Redundancy:
