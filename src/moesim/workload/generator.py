@@ -148,7 +148,8 @@ def _skewed_expert_work(model: ModelSpec, layout: ParallelLayout, tokens: int, r
     elif tokens > EXACT_MISS_BATCH:
         read = Fraction(sum(1 for x in replicas if x))
     else:
-        read = sum((1 - (1 - Fraction(min(x, tokens), tokens)) ** tokens for x in replicas), Fraction(0))
+        whole = tokens ** tokens  # Σ 1 − (1 − x/B)^B over one denominator B^B: exact, without a gcd per term
+        read = Fraction(sum(whole - (tokens - min(x, tokens)) ** tokens for x in replicas), whole)
     return work_of(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read,
                    precision.rate(precision.expert))
 
