@@ -215,3 +215,14 @@ def test_eplb_nodes_must_be_servers_of_the_run():
         prepare(RunSpec(model="deepseek-v3", topology="hgx-h800:4", strategy="TP1EP32",
                         overrides=(*base, ("eplb_nodes", 2))))
     assert "\n" not in str(exc.value)
+
+
+def test_ranks_share_each_layers_pair_matrix():
+    """Memory: every rank's dispatch (and combine) of a layer refers to one EP² tuple, and under uniform
+    routing over replicas every MoE layer to the same one (EP144 graphs would otherwise hold GBs)."""
+    layout = ParallelLayout(tp=2, ep=6)
+    for extra, layers in (({"routing": "zipf"}, TINY.moe_layers), ({}, 1)):
+        wl = generate(TINY, layout, 48, WorkloadOptions(redundant_experts=8, **extra))
+        for name in ("ep_dispatch", "ep_combine"):
+            tuples = {id(n.pair_bytes) for g in wl.graphs for n in g.nodes if n.name == name}
+            assert len(tuples) == layers
