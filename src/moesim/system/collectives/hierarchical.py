@@ -61,9 +61,36 @@ def expected_server_fanout(n: int, servers: tuple[int, ...], routing: tuple[int,
     return out
 
 
-def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, members: Members) -> Plan:
-    """One chunk: intra-server pairs direct; per remote server one RDMA message to the rail peer, then its
-    forwards to the other members there. A member's stream exits once everything bound for it arrived."""
+STREAM_PIECES = 8
+"""Pieces an RDMA message streams in: the forwarder passes piece k on over the GPU domain as soon as it has
+arrived (DeepEP's forwarder polls its RDMA receive buffer and forwards chunks of tokens), while later
+pieces are still on the wire."""
+
+
+def stream_pieces(size_bytes: int, pieces: int = STREAM_PIECES) -> tuple[int, ...]:
+    """A message cut into ``pieces`` + 1 parts, half a piece first and last ([h, f, …, f, h], summing to
+    ``size_bytes``): sent two at a time, each arrival releasing the part after next, the pair in flight
+    is staggered by half a piece, so the link stays busy across one arrival's latency."""
+    if pieces <= 1 or size_bytes < 2 * pieces:
+        return (size_bytes,)
+    cuts = [0] + [round(size_bytes * (2 * k - 1) / (2 * pieces)) for k in range(1, pieces + 1)] + [size_bytes]
+    return tuple(b - a for a, b in zip(cuts, cuts[1:], strict=False))
+
+
+def _shares(total: int, parts: tuple[int, ...]) -> tuple[int, ...]:
+    """``total`` split in proportion to ``parts`` (cumulative rounding: the shares sum to ``total``)."""
+    whole, acc, cuts = sum(parts), 0, [0]
+    for p in parts:
+        acc += p
+        cuts.append(round(total * acc / whole) if whole else 0)
+    return tuple(b - a for a, b in zip(cuts, cuts[1:], strict=False))
+
+
+def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, members: Members,
+                      pieces: int = STREAM_PIECES) -> Plan:
+    """One chunk: intra-server pairs direct; per remote server one RDMA message to the rail peer, streamed in
+    pieces (``stream_pieces``), each forwarded to the other members there once it has arrived. A member's
+    stream exits once everything bound for it arrived."""
     servers = members.servers
     if len(set(servers)) == 1:
         return direct_plan(ctype, n, size, timing)
@@ -91,10 +118,14 @@ def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTimi
             if server == servers[i]:
                 continue
             peer = there[local % len(there)]
-            rdma = add(i, peer, round(msg * len(there) * fanout[server]), ())
-            for j in there:
-                if j != peer:
-                    add(peer, j, msg, (rdma,))
+            parts = stream_pieces(round(msg * len(there) * fanout[server]), pieces)
+            forwards = _shares(msg, parts)
+            sent: list[int] = []
+            for k, (part, fwd) in enumerate(zip(parts, forwards, strict=True)):
+                sent.append(add(i, peer, part, (sent[k - 2],) if k >= 2 else ()))
+                for j in there:
+                    if j != peer:
+                        add(peer, j, fwd, (sent[k],))
     return Plan(n, tuple(transfers), tuple(tuple(r) for r in received), (d,) * n)
 
 
