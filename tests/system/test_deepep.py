@@ -3,14 +3,25 @@ low-latency kernels' pure-RDMA sends, as plans and on small runs with closed for
 
 from __future__ import annotations
 
+import dataclasses
+
 from helpers import one_collective
 
 from moesim.network.flow import FlowBackend
 from moesim.network.params import REFERENCE_PRESETS
-from moesim.system.collectives.base import Members, StepTiming
+from moesim.system.collectives.base import (
+    Members,
+    StepTiming,
+    expert_all_to_all_algorithms,
+    occupies_sms,
+    plan_for,
+)
 from moesim.system.collectives.hierarchical import STREAM_PIECES, hierarchical_plan, stream_pieces
+from moesim.system.collectives.low_latency import rdma_only_server
 from moesim.system.engine import Simulation, SystemSettings
+from moesim.topology.builder import build_topology
 from moesim.topology.catalog import get_topology
+from moesim.topology.templates import template_spec
 from moesim.workload.graph import CollectiveType
 
 P = REFERENCE_PRESETS["none"]
@@ -66,3 +77,60 @@ def test_streamed_forwarding_overlaps_the_rdma_message_closed_form():
     streamed = (2 * m + 3 * m / (2 * STREAM_PIECES)) / rate
     assert abs(wall - streamed) / streamed < 0.005
     assert wall < 0.8 * 3 * m / rate
+
+
+# ---------------------------------------------------------------------------------------------- low latency
+
+
+def _rdma_only(servers: int):
+    spec = template_spec(f"hgx-h800:{servers}")
+    return build_topology(dataclasses.replace(spec, server=rdma_only_server(spec.server)),
+                          P.transport.nic_switch_delay_s)
+
+
+def test_low_latency_sends_every_row_straight_to_its_experts_gpu():
+    """Member i's rows for member j (D/N) leave i once, addressed to j, waiting for nothing (no relay, no
+    deduplication); bytes are conserved: each member sends and receives (N-1)·D/N."""
+    n, size = 16, 16 * 7408 * 8
+    plan = plan_for("low_latency", A2A, n, size, StepTiming())
+    pairs = [(t.src, t.dst) for t in plan.transfers]
+    assert sorted(pairs) == [(i, j) for i in range(n) for j in range(n) if i != j]
+    assert all(t.size_bytes == size // n and t.after == () and t.after_sent == () for t in plan.transfers)
+    assert all(plan.bytes_sent(m) == plan.bytes_received(m) == (n - 1) * size // n for m in range(n))
+    assert [sorted(plan.transfers[j].src for j in plan.exit_after[m]) for m in range(n)] == \
+        [[i for i in range(n) if i != m] for m in range(n)]
+
+
+def test_low_latency_takes_no_sms_and_is_a_run_choice():
+    assert not occupies_sms("low_latency")
+    assert occupies_sms("direct") and occupies_sms("hierarchical") and occupies_sms("direct8")
+    assert "low_latency" in expert_all_to_all_algorithms()
+
+
+def test_low_latency_on_an_rdma_only_server_crosses_nics_only_closed_form():
+    """EP16 on two H800 servers as pure-RDMA kernels use them: every flow, server mates' included, leaves
+    through its sender's NIC and enters through its receiver's (no NVLink, no CPU on the path), so each NIC
+    carries (N-1)·D/N out and in, and the all-to-all takes (N-1)·D/N / B' plus a few µs of latency
+    (B' = 50 GB/s over 1.036 data and 0.048 ACK bytes per payload byte)."""
+    n, size = 16, 16 * 128 * 8 * 7408
+    topo = _rdma_only(2)
+    sim = Simulation(one_collective(n, A2A, size), topo, FlowBackend(topo, P),
+                     SystemSettings(all_to_all=("low_latency",), dataset_splits=1, fast_forward=False))
+    nic_out: dict[str, int] = {}
+    kinds: set[str] = set()
+
+    def started(flow, _origin):
+        route = [topo.links[i] for i in topo.route(flow.src_gpu, flow.dst_gpu, flow.flow_id)]
+        kinds.update(link.kind for link in route)
+        src, dst = topo.gpus[flow.src_gpu], topo.gpus[flow.dst_gpu]
+        assert [link.src for link in route if link.kind == "fabric"][0] == src.nic
+        assert [link.dst for link in route if link.kind == "fabric"][-1] == dst.nic
+        nic_out[src.nic] = nic_out.get(src.nic, 0) + flow.size_bytes
+
+    sim.hooks.flow_started.append(started)
+    wall = max(t.wall_s for t in sim.run())
+    assert kinds == {"pcie", "fabric"}
+    assert sorted(nic_out.values()) == [(n - 1) * (size // n)] * n
+    rate = 400e9 / 8 / (1 + (P.transport.data_header_bytes + P.transport.ack_bytes) / P.transport.packet_payload_bytes)
+    expected = (n - 1) * (size // n) / rate
+    assert expected < wall < expected + 10e-6
