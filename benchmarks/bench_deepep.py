@@ -1,7 +1,7 @@
 """DeepEP's published kernel tests, as moesim models them (docs/overlap.md, "Against DeepEP's published tests").
 
 Normal kernels (github.com/deepseek-ai/DeepEP, docs/legacy.md "Normal kernels"): H800 servers of 8 GPUs on
-NVLink, one 400 Gb/s InfiniBand NIC per GPU; 4096 tokens per GPU, hidden 7168, top-8 of 256 experts within
+NVLink ("~160 GB/s NVLink maximum bandwidth", the test's own statement), one 400 Gb/s InfiniBand NIC per GPU; 4096 tokens per GPU, hidden 7168, top-8 of 256 experts within
 the top-4 groups (a group = one server's experts, DeepEP's test groups experts by node), FP8 dispatch (7168 B
 + one 4-byte scale per 128 values) and BF16 combine. EP16, EP32 and EP64 (2, 4, 8 servers) run the
 hierarchical all-to-all; the intra-node EP8 case runs on one server over NVLink. Printed per case, in
@@ -16,12 +16,14 @@ token–expert row its own RDMA write (the ``low_latency`` all-to-all) on H800 s
 other only through their NICs (``low_latency.rdma_only_server``). Printed: latency = the all-to-all's
 simulated duration, in one chunk (the kernel sends everything at once).
 
-Kernel time = the simulated duration. Nothing is fitted: the hgx-h800 template (H800 data sheet: NVLink
-200 GB/s per direction; a 400 Gb/s NIC per GPU); the group-limited routing enters only through the
-expected number of servers a token reaches (``hierarchical.miss_probability``); moesim's chunking and
-timing are its defaults.
+Kernel time = the simulated duration of one all-to-all in one chunk: a DeepEP kernel is one stream, whose
+pipelining the algorithms model themselves (``--dataset-splits 4`` cuts it as a study run does). Nothing is
+fitted: the hgx-h800 template (a 400 Gb/s NIC per GPU) with the NVLink bandwidth DeepEP's test states for
+its H800s, 160 GB/s per direction (``--nvlink-gbps 200``: the data sheet's); the group-limited routing enters
+only through the expected number of servers a token reaches (``hierarchical.miss_probability``).
 
-    python benchmarks/bench_deepep.py [--backend flow|fluid] [--network ib_cc0] [--nvlink-gbps 160]
+    python benchmarks/bench_deepep.py [--backend flow|fluid] [--network ib_cc0] [--nvlink-gbps 200]
+        [--dataset-splits 4] [--modes normal,low-latency]
 """
 
 from __future__ import annotations
@@ -118,19 +120,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="flow", choices=sorted(BACKENDS.names()))
     ap.add_argument("--network", default="ib_cc0", help="network mode (DeepEP runs without congestion control)")
-    ap.add_argument("--dataset-splits", type=int, default=4, help="chunks per all-to-all (moesim's default: 4)")
+    ap.add_argument("--dataset-splits", type=int, default=1,
+                    help="chunks per normal-mode all-to-all (default 1: one kernel; a study run's: 4)")
     ap.add_argument("--active-chunks", type=int, default=1, help="chunks in flight per GPU (moesim's default: 1)")
-    ap.add_argument("--nvlink-gbps", type=float, default=0.0,
-                    help="NVLink GB/s per direction instead of the H800 data sheet's 200 (normal kernels; DeepEP "
-                         "measured about 160 achievable)")
+    ap.add_argument("--nvlink-gbps", type=float, default=160.0,
+                    help="NVLink GB/s per direction (default 160: DeepEP's test's H800s; the data sheet's: 200)")
     ap.add_argument("--modes", default="normal,low-latency", help="which tests to run (comma-separated)")
     args = ap.parse_args()
     args.nvlink_bps = args.nvlink_gbps * 8e9
     modes = set(args.modes.split(","))
     if "normal" in modes:
-        nvlink = f"{args.nvlink_gbps:g} GB/s" if args.nvlink_gbps else "200 GB/s (data sheet)"
         print(f"DeepEP normal kernels as moesim models them (backend {args.backend}, network {args.network}, NVLink "
-              f"{nvlink}, {args.dataset_splits} chunks, {args.active_chunks} in flight)")
+              f"{args.nvlink_gbps:g} GB/s, chunks {args.dataset_splits}, {args.active_chunks} in flight)")
         print(f"{'case':>10} {'dispatch ms':>12} {'GB/s':>7} {'DeepEP':>7} {'off':>5} {'combine ms':>11} {'GB/s':>7} "
               f"{'DeepEP':>7} {'off':>5}")
         for ep in (8, 16, 32, 64):

@@ -16,7 +16,13 @@ from moesim.system.collectives.base import (
     occupies_sms,
     plan_for,
 )
-from moesim.system.collectives.hierarchical import STREAM_PIECES, hierarchical_plan, stream_pieces
+from moesim.system.collectives.hierarchical import (
+    STREAM_MAX_PIECES,
+    STREAM_PIECE_BYTES,
+    hierarchical_plan,
+    stream_piece_count,
+    stream_pieces,
+)
 from moesim.system.collectives.low_latency import rdma_only_server
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.topology.builder import build_topology
@@ -37,15 +43,23 @@ def test_stream_pieces_halve_the_ends_and_conserve_bytes():
     assert stream_pieces(10, 8) == (10,)  # too small to cut
 
 
+def test_messages_stream_in_pieces_of_deepeps_chunk_bytes():
+    """A message of k·STREAM_PIECE_BYTES streams in k pieces, one under 1.5 pieces goes whole, and no
+    message in more than STREAM_MAX_PIECES."""
+    assert [stream_piece_count(k * STREAM_PIECE_BYTES) for k in (1, 3, 7)] == [1, 3, 7]
+    assert stream_piece_count(STREAM_PIECE_BYTES * 14 // 10) == stream_piece_count(1000) == 1
+    assert stream_piece_count(10**12) == STREAM_MAX_PIECES
+
+
 def test_hierarchical_streams_each_piece_to_its_forwards():
     """Two servers of two members: member 0's RDMA message to member 2 is cut in pieces; piece k waits for
     piece k-2's arrival, and each forward 2→3 of piece k waits for piece k only; the pieces carry the
     unstreamed message's bytes."""
-    n, size = 4, 4_000_000
+    n, size = 4, 8 * STREAM_PIECE_BYTES
     plan = hierarchical_plan(A2A, n, size, StepTiming(), Members((0, 0, 1, 1)))
     msg = size // n
     rdma = [j for j, t in enumerate(plan.transfers) if (t.src, t.dst) == (0, 2)]
-    assert len(rdma) == STREAM_PIECES + 1
+    assert len(rdma) == stream_piece_count(2 * msg) + 1 == 5
     assert sum(plan.transfers[j].size_bytes for j in rdma) == 2 * msg
     for k, j in enumerate(rdma):
         assert plan.transfers[j].after == ((rdma[k - 2],) if k >= 2 else ())
@@ -74,7 +88,8 @@ def test_streamed_forwarding_overlaps_the_rdma_message_closed_form():
                      placement=(0, 1, 8, 9))
     wall = max(t.wall_s for t in sim.run())
     rate = bw / 8 / (1 + (P.transport.data_header_bytes + P.transport.ack_bytes) / P.transport.packet_payload_bytes)
-    streamed = (2 * m + 3 * m / (2 * STREAM_PIECES)) / rate
+    pieces = stream_piece_count(2 * m)
+    streamed = (2 * m + 3 * m / (2 * pieces)) / rate
     assert abs(wall - streamed) / streamed < 0.005
     assert wall < 0.8 * 3 * m / rate
 

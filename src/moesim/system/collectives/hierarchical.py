@@ -61,13 +61,22 @@ def expected_server_fanout(n: int, servers: tuple[int, ...], routing: tuple[int,
     return out
 
 
-STREAM_PIECES = 8
-"""Pieces an RDMA message streams in: the forwarder passes piece k on over the GPU domain as soon as it has
-arrived (DeepEP's forwarder polls its RDMA receive buffer and forwards chunks of tokens), while later
-pieces are still on the wire."""
+STREAM_PIECE_BYTES = 12 * 8 * 7392
+"""The bytes an RDMA message streams in: the forwarder passes a piece on over the GPU domain once it has
+arrived, while later pieces are still on the wire. DeepEP's default internode config for EP32/EP64 (24 SMs:
+12 channels, each sending chunks of 8 tokens; ``Buffer.get_dispatch_config``) of 7392-byte FP8 tokens:
+12 · 8 · 7392 bytes leave together."""
+
+STREAM_MAX_PIECES = 16
+"""The most pieces one RDMA message is cut into (each piece is a transfer, and one per forward)."""
 
 
-def stream_pieces(size_bytes: int, pieces: int = STREAM_PIECES) -> tuple[int, ...]:
+def stream_piece_count(size_bytes: int) -> int:
+    """Pieces of about ``STREAM_PIECE_BYTES`` in a message of ``size_bytes`` (1 to ``STREAM_MAX_PIECES``)."""
+    return max(1, min(STREAM_MAX_PIECES, round(size_bytes / STREAM_PIECE_BYTES)))
+
+
+def stream_pieces(size_bytes: int, pieces: int) -> tuple[int, ...]:
     """A message cut into ``pieces`` + 1 parts, half a piece first and last ([h, f, …, f, h], summing to
     ``size_bytes``): sent two at a time, each arrival releasing the part after next, the pair in flight
     is staggered by half a piece, so the link stays busy across one arrival's latency."""
@@ -86,11 +95,10 @@ def _shares(total: int, parts: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(b - a for a, b in zip(cuts, cuts[1:], strict=False))
 
 
-def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, members: Members,
-                      pieces: int = STREAM_PIECES) -> Plan:
+def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, members: Members) -> Plan:
     """One chunk: intra-server pairs direct; per remote server one RDMA message to the rail peer, streamed in
-    pieces (``stream_pieces``), each forwarded to the other members there once it has arrived. A member's
-    stream exits once everything bound for it arrived."""
+    pieces (``stream_piece_count``, ``stream_pieces``), each forwarded to the other members there once it has
+    arrived. A member's stream exits once everything bound for it arrived."""
     servers = members.servers
     if len(set(servers)) == 1:
         return direct_plan(ctype, n, size, timing)
@@ -118,7 +126,8 @@ def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTimi
             if server == servers[i]:
                 continue
             peer = there[local % len(there)]
-            parts = stream_pieces(round(msg * len(there) * fanout[server]), pieces)
+            rdma = round(msg * len(there) * fanout[server])
+            parts = stream_pieces(rdma, stream_piece_count(rdma))
             forwards = _shares(msg, parts)
             sent: list[int] = []
             for k, (part, fwd) in enumerate(zip(parts, forwards, strict=True)):
