@@ -71,6 +71,13 @@ def test_hierarchical_streams_each_piece_to_its_forwards():
     assert [plan.bytes_received(m) for m in range(n)] == [4 * msg] * n
 
 
+def test_a_message_with_nothing_to_forward_goes_whole():
+    """One member per server (EP2 over two servers): the rail peer keeps everything, so its message is not cut."""
+    size = 64 * STREAM_PIECE_BYTES
+    plan = hierarchical_plan(A2A, 2, size, StepTiming(), Members((0, 1)))
+    assert [(t.src, t.dst, t.size_bytes, t.after) for t in plan.transfers] == [(0, 1, size // 2, ()), (1, 0, size // 2, ())]
+
+
 def test_streamed_forwarding_overlaps_the_rdma_message_closed_form():
     """Two servers, two GPUs each (ranks on GPUs 0, 1, 8, 9), NVLink, NIC and fabric at one rate B, PCIe far
     faster. Rank 0 sends m = D/4 to rank 1 over NVLink and 2m to its rail peer (rank 2), which forwards m to

@@ -97,8 +97,8 @@ def _shares(total: int, parts: tuple[int, ...]) -> tuple[int, ...]:
 
 def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, members: Members) -> Plan:
     """One chunk: intra-server pairs direct; per remote server one RDMA message to the rail peer, streamed in
-    pieces (``stream_piece_count``, ``stream_pieces``), each forwarded to the other members there once it has
-    arrived. A member's stream exits once everything bound for it arrived."""
+    pieces (``stream_piece_count``, ``stream_pieces``; whole when the peer is alone there), each forwarded to
+    the other members there once it has arrived. A member's stream exits once everything bound for it arrived."""
     servers = members.servers
     if len(set(servers)) == 1:
         return direct_plan(ctype, n, size, timing)
@@ -127,7 +127,7 @@ def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTimi
                 continue
             peer = there[local % len(there)]
             rdma = round(msg * len(there) * fanout[server])
-            parts = stream_pieces(rdma, stream_piece_count(rdma))
+            parts = stream_pieces(rdma, stream_piece_count(rdma) if len(there) > 1 else 1)  # whole: nothing to forward
             forwards = _shares(msg, parts)
             sent: list[int] = []
             for k, (part, fwd) in enumerate(zip(parts, forwards, strict=True)):
