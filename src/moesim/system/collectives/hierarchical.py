@@ -11,6 +11,10 @@ Bytes: a pair (i, j) carries D/N (the direct algorithm's message) over its last 
 from i to server S carries what i's tokens need on S once: D/N · |S| · dedup(S), where dedup(S) is the
 expected number of tokens hitting S over the expected token–expert rows sent to S (1 without routing
 information; ``expected_server_fanout``). Without placement (one server) the plan is the direct one.
+
+Streaming: the rail peer forwards an RDMA message piece by piece as the pieces arrive (DeepEP's forwarder
+polls its RDMA receive buffer), so the NVLink hop overlaps the wire instead of following the whole message
+(``STREAM_PIECE_BYTES``, ``stream_pieces``).
 """
 
 from __future__ import annotations
