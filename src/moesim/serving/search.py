@@ -204,7 +204,7 @@ class SearchResult:
 
 def search_id(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo, attainment: float,
               kv_backend: str, confirm: Requests | None = None) -> str:
-    data = {"space": asdict(space), "requests": base.fingerprint(), "scheduler": asdict(config), "slo": asdict(slo),
+    data = {"space": asdict(space), "requests": base.fingerprint(), "scheduler": config.key(), "slo": asdict(slo),
             "attainment": attainment, "kv_backend": kv_backend, "version": __version__}
     if confirm is not None:
         data["confirm"] = confirm.fingerprint()
@@ -340,7 +340,7 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
             f"{'; runs too short to bound it' if c.conservative else ''})")
     results.sort(key=lambda c: (-c.goodput_per_gpu_rps, c.deployment.num_gpus, c.deployment.label()))
     settings = {"attainment": attainment, "start_rps": start_rps, "iterations": iterations, "kv_backend": kv_backend,
-                "requests": len(base), "requests_source": base.source, "scheduler": asdict(config), "slo": asdict(slo)}
+                "requests": len(base), "requests_source": base.source, "scheduler": config.key(), "slo": asdict(slo)}
     return SearchResult(search_id(space, base, config, slo, attainment, kv_backend, confirm), tuple(results),
                         tuple(skipped),
                         report, time.monotonic() - t0, settings)
