@@ -225,7 +225,7 @@ class ReplicaState:
             swapped = SWAPPED_PREFILL
         if self.preempt == "swap":
             b.swapped[v] = swapped
-            b.swapped_tokens[v] = math.ceil(held)
+            b.swapped_tokens[v] = int(held)  # a decoder resumes with the tokens it has whole
             self.extra_s += self._swap_s(held)
         else:
             b.target[v] = int(self.prompt[v]) + int(b.generated[v])
