@@ -4,10 +4,12 @@ data-parallel attention ranks, prefix caching, preemption (recompute, swap) and 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import numpy as np
 import pytest
+from cli_fuzz import run_cli
 from serve_helpers import column, one_replica, requests
 from test_serve_oracles import time_average_in_system
 
@@ -112,6 +114,24 @@ def test_a_dp_step_lasts_as_long_as_its_slowest_rank(tiny_model, cache_dir, smal
     np.testing.assert_array_equal(column(res, "ttft_s"), column(alone, "ttft_s")[0])
     assert column(short, "ttft_s")[0] < column(alone, "ttft_s")[0]  # the short rank waited for the long one
     assert res.summary["steps"] == 1
+
+
+@pytest.mark.parametrize("dp_ranks", [2, 4])
+def test_dp_ranks_on_both_sides_of_a_disaggregated_deployment_conserve_requests(tiny_model, cache_dir, small_config,
+                                                                                dp_ranks):
+    """Prefill and decode replicas of two GPUs with two ranks each: every request is served once, by a rank
+    of its replica, and Little's law holds; four ranks do not divide two GPUs."""
+    dep = Deployment(tiny_model, "star:4", "TP1EP2", backend="flow", disaggregate=(2, 2))
+    reqs = poisson(300.0, 200, parse_length("uniform:16:600", "p", "prompt_tokens"),
+                   parse_length("uniform:1:32", "o", "output_tokens"), 2)
+    config = dataclasses.replace(small_config, dp_ranks=dp_ranks)
+    if dp_ranks == 4:
+        with pytest.raises(MoesimError, match="field 'dp_ranks': 4 ranks do not divide the 2 GPUs"):
+            serve(dep, reqs, config, cache=StepCache(cache_dir), check_points=0)
+        return
+    res = serve(dep, reqs, config, cache=StepCache(cache_dir), check_points=0)
+    assert np.all(np.isfinite(column(res, "finish_s"))) and set(column(res, "dp_rank")) == {0, 1}
+    assert res.summary["mean_in_system"] == pytest.approx(res.summary["little_lambda_w"], rel=1e-9)
 
 
 def test_dp_ranks_split_the_kv_cache_and_conserve_requests(tiny_model, cache_dir, small_config):
@@ -245,3 +265,21 @@ def test_mtp_decode_steps_follow_the_tokens_per_step(tiny_model, cache_dir, smal
     per_step = (column(res, "finish_s") - column(res, "first_token_s"))[0] / decode_steps
     plain_step = (column(plain, "finish_s") - column(plain, "first_token_s"))[0] / 9
     assert per_step > plain_step
+
+
+def test_the_serve_command_takes_the_features(tiny_model, cache_dir):
+    code, stdout, err = run_cli("serve", "--model", tiny_model, "--topology", "star:2", "--strategy", "TP1EP2",
+                                "--backend", "flow", "--cache", str(cache_dir), "--token-budget", "2048",
+                                "--max-seqs", "16", "--rate", "2000", "--requests", "120", "--arrivals", "gamma:2",
+                                "--kv-tokens", "1200", "--preemption", "swap",
+                                "--prompt", "uniform:16:200", "--output", "uniform:20:200", "--prefix-hit-rate", "0.5",
+                                "--mtp-draft-tokens", "1", "--mtp-acceptance", "0.8", "--dp-ranks", "2",
+                                "--routing", "random", "--json", "--check-points", "0")
+    assert code == 0, err
+    record = json.loads(stdout)
+    assert record["requests_source"].startswith("gamma cv 2 2000/s")
+    assert record["scheduler"]["preemption"] == "swap" and record["scheduler"]["routing"] == "random"
+    assert record["cached_tokens"] > 0 and record["mean_in_system"] == pytest.approx(record["little_lambda_w"])
+    code, _, err = run_cli("serve", "--model", tiny_model, "--topology", "star:2", "--strategy", "TP1EP2",
+                           "--trace", "x.csv", "--arrivals", "gamma:2")
+    assert code != 0 and "--arrivals: applies to generated requests" in err

@@ -65,8 +65,9 @@ def _check(requests: Requests, states: list[ReplicaState], config: SchedulerConf
         needs = requests.prompt_tokens + (0 if s.role == PREFILL else requests.output_tokens)
         worst = int(np.argmax(needs))
         if needs[worst] > s.capacity:
+            where = f"{s.replica.kind.strategy} replica{' rank' if config.dp_ranks > 1 else ''}"
             raise MoesimError(f"request {int(requests.ids[worst])}: needs {int(needs[worst])} KV-cache tokens, a "
-                              f"{s.replica.kind.strategy} replica holds {s.capacity} (shorten the requests or give "
+                              f"{where} holds {s.capacity} (shorten the requests or give "
                               "the cache more memory)")
     longest = int(np.argmax(requests.prompt_tokens))
     if not config.chunked and requests.prompt_tokens[longest] > config.token_budget:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from moesim.errors import input_error
 from moesim.serving.config import SchedulerConfig
 from moesim.serving.costs import StepCosts
 from moesim.serving.deployment import BOTH, DECODE, PREFILL, Replica
@@ -387,6 +388,9 @@ class ReplicaGroup:
                  book: Book) -> None:
         d = config.dp_ranks
         per = len(replica.gpus) // d
+        if per * d != len(replica.gpus):
+            raise input_error("scheduler", "dp_ranks", f"{d} ranks do not divide the {len(replica.gpus)} GPUs of a "
+                              f"{replica.kind.strategy} replica evenly")
         self.replica = replica
         self.role = replica.role
         self.capacity = capacity_tokens
