@@ -23,7 +23,7 @@ ROUTERS: Registry[type[Router]] = Registry("routing policy")
 
 
 @ROUTERS.register("least-loaded", "the replica with the fewest outstanding requests (ties: lowest index)",
-                  "join-the-shortest-queue; vLLM production stack, SGLang router (shortest queue)")
+                  "join-the-shortest-queue; RFC 5356 (server pool policies), Least Used")
 class LeastLoaded:
     def __init__(self, seed: int) -> None:
         pass
@@ -32,7 +32,7 @@ class LeastLoaded:
         return min(range(count), key=load)
 
 
-@ROUTERS.register("round-robin", "replicas in turn, whatever their load", "SGLang router, NGINX round robin")
+@ROUTERS.register("round-robin", "replicas in turn, whatever their load", "RFC 5356 (server pool policies), Round Robin")
 class RoundRobin:
     def __init__(self, seed: int) -> None:
         self.next = 0
@@ -43,7 +43,7 @@ class RoundRobin:
         return i
 
 
-@ROUTERS.register("random", "a replica drawn uniformly, seeded (routing_seed)", "SGLang router (random)")
+@ROUTERS.register("random", "a replica drawn uniformly, seeded (routing_seed)", "RFC 5356 (server pool policies), Random")
 class Random:
     def __init__(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
