@@ -196,5 +196,6 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
     return ReplayResult(scheduled, first_token, finish, placed, decoded_on, t_start, t_end,
                         tuple(g.steps for g in groups), tuple(g.busy_s for g in groups),
                         tuple(g.capacity for g in groups), area, rank_of if dp else None,
-                        book.cached if cached else None, book.preemptions if config.preemption else None,
+                        np.asarray(book.cached, dtype=np.int64) if cached else None,
+                        np.asarray(book.preemptions, dtype=np.int64) if config.preemption else None,
                         sum(s.prefill_tokens for s in ranks))

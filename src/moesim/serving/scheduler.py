@@ -37,7 +37,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,36 +51,34 @@ SWAPPED_PREFILL, SWAPPED_DECODE = 1, 2
 """``Book.swapped``: the request's cache is on the host, taken from a prefill under way or from decoding."""
 
 
-@dataclass(frozen=True, eq=False)
 class Book:
-    """Per request (indexed like ``Requests``) what every rank reads and updates: lengths, progress, prefix."""
+    """Per request (indexed like ``Requests``) what every rank reads and updates: lengths, progress, prefix.
+    Python lists, not arrays: the replay reads and writes single entries, which lists do several times faster."""
 
-    prompt: np.ndarray
-    output: np.ndarray
-    prefix_id: np.ndarray | None = None
-    prefix_tokens: np.ndarray | None = None
-    prefilled: np.ndarray = field(init=False)
-    """Prompt (and recomputed) tokens whose KV cache exists."""
-    target: np.ndarray = field(init=False)
-    """Tokens to prefill before decoding: the prompt, or prompt and tokens produced after a recompute."""
-    generated: np.ndarray = field(init=False)
-    """Output tokens produced when the request last joined the decoding sequences."""
-    joined: np.ndarray = field(init=False)
-    """The rank's decode-step count when the request last joined the decoding sequences."""
-    finish_at: np.ndarray = field(init=False)
-    """The decode-step count at which it has its last token (−1: not decoding)."""
-    cached: np.ndarray = field(init=False)
-    """Prompt tokens served by the prefix cache."""
-    preemptions: np.ndarray = field(init=False)
-    swapped: np.ndarray = field(init=False)
-    swapped_tokens: np.ndarray = field(init=False)
-
-    def __post_init__(self) -> None:
-        n = len(self.prompt)
-        for name in ("prefilled", "generated", "joined", "cached", "preemptions", "swapped", "swapped_tokens"):
-            object.__setattr__(self, name, np.zeros(n, dtype=np.int64))
-        object.__setattr__(self, "target", self.prompt.astype(np.int64).copy())
-        object.__setattr__(self, "finish_at", np.full(n, -1, dtype=np.int64))
+    def __init__(self, prompt: np.ndarray, output: np.ndarray, prefix_id: np.ndarray | None = None,
+                 prefix_tokens: np.ndarray | None = None) -> None:
+        n = len(prompt)
+        self.prompt: list[int] = prompt.tolist()
+        self.output: list[int] = output.tolist()
+        self.prefix_id: list[int] | None = None if prefix_id is None else prefix_id.tolist()
+        """The code of each request's prompt prefix (−1: none); None: the requests name no prefixes."""
+        self.prefix_tokens: list[int] | None = None if prefix_tokens is None else prefix_tokens.tolist()
+        self.prefilled = [0] * n
+        """Prompt (and recomputed) tokens whose KV cache exists."""
+        self.target = list(self.prompt)
+        """Tokens to prefill before decoding: the prompt, or prompt and tokens produced after a recompute."""
+        self.generated = [0] * n
+        """Output tokens produced when the request last joined the decoding sequences."""
+        self.joined = [0] * n
+        """The rank's decode-step count when the request last joined the decoding sequences."""
+        self.finish_at = [-1] * n
+        """The decode-step count at which it has its last token (−1: not decoding)."""
+        self.cached = [0] * n
+        """Prompt tokens served by the prefix cache."""
+        self.preemptions = [0] * n
+        self.swapped = [0] * n
+        """0, or where a swapped request's cache came from (``SWAPPED_PREFILL``, ``SWAPPED_DECODE``)."""
+        self.swapped_tokens = [0] * n
 
 
 @dataclass(frozen=True)
@@ -396,25 +394,31 @@ class ReplicaGroup:
         self.capacity = capacity_tokens
         self.ranks = [ReplicaState(replica, costs, config, capacity_tokens // d, book, k,
                                    replica.gpus[k * per:(k + 1) * per]) for k in range(d)]
+        self.single = d == 1
         self.busy = False
         self.steps = 0
         self.busy_s = 0.0
 
     @property
     def outstanding(self) -> int:
-        return sum(s.outstanding for s in self.ranks)
+        return self.ranks[0].outstanding if self.single else sum(s.outstanding for s in self.ranks)
 
     def rank_for(self) -> ReplicaState:
         """The rank a request routed here joins: the one with the fewest outstanding requests (ties: lowest)."""
-        return min(self.ranks, key=lambda s: s.outstanding)
+        return self.ranks[0] if self.single else min(self.ranks, key=lambda s: s.outstanding)
 
     def plan(self, now_s: float, scheduled_s: np.ndarray) -> float | None:
         """Plan every rank's next step; the group's step duration (the slowest rank's), None when idle."""
-        steps = [s.plan(now_s, scheduled_s) for s in self.ranks]
-        durations = [st.duration_s for st in steps if st is not None]
-        if not durations:
-            return None
-        duration = max(durations)
+        if self.single:
+            step = self.ranks[0].plan(now_s, scheduled_s)
+            if step is None:
+                return None
+            duration = step.duration_s
+        else:
+            durations = [st.duration_s for st in (s.plan(now_s, scheduled_s) for s in self.ranks) if st is not None]
+            if not durations:
+                return None
+            duration = max(durations)
         self.busy = True
         self.steps += 1
         self.busy_s += duration
@@ -423,4 +427,8 @@ class ReplicaGroup:
     def finish(self) -> list[tuple[ReplicaState, list[int], list[int]]]:
         """End the step on every rank that ran one: (rank, first tokens, done) each."""
         self.busy = False
+        if self.single:
+            s = self.ranks[0]
+            first, done = s.finish()
+            return [(s, first, done)]
         return [(s, *s.finish()) for s in self.ranks if s.step is not None]

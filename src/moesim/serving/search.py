@@ -224,7 +224,8 @@ def rough_capacity_rps(deployment: Deployment, base: Requests, config: Scheduler
         if rep.role != DECODE:
             seconds += prompt * c.interpolated("prefill", config.token_budget, 0) / config.token_budget
         if rep.role != PREFILL:
-            seconds += out * c.interpolated("decode", config.max_seqs, int(context)) / config.max_seqs
+            steps = out / config.decode_tokens_per_step  # fewer steps with multi-token prediction
+            seconds += steps * c.interpolated("decode", config.max_seqs, int(context)) / config.max_seqs
         sides[rep.role] += 1.0 / seconds
     return sides[BOTH] if deployment.disaggregate is None else min(sides[PREFILL], sides[DECODE])
 
