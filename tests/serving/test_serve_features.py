@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -224,13 +225,35 @@ def test_preemption_never_loses_a_request_and_littles_law_holds(tiny_model, cach
         assert s["prefill_tokens"] == int(reqs.prompt_tokens.sum())
 
 
-def test_swap_time_is_the_cache_bytes_over_the_host_link(tiny_model, cache_dir):
-    """The same preemptions at a slower host link take longer: swapping adds bytes / bandwidth to steps."""
-    base = SchedulerConfig(token_budget=2048, max_seqs=16, kv_tokens=600, preemption="swap")
-    fast, slow = (serve(one_replica(tiny_model), crowded(), dataclasses.replace(base, swap_bandwidth_bps=bw),
-                        cache=StepCache(cache_dir), check_points=0) for bw in (1e15, 1e9))
-    assert fast.summary["preemptions"] > 0
-    assert slow.summary["e2e_mean_s"] > fast.summary["e2e_mean_s"]
+def two_in_a_small_cache(model: str, cache_dir, mode: str, bandwidth_bps: float = 1e12):
+    """Requests 0 and 1 (prompt 100, output 50) arriving together into a 260-token cache: one step prefills
+    both (101 tokens reserved each), then 29 decode steps fill the cache (202 + 2 × 29 = 260), and before
+    the 30th, request 1 (the later) is preempted holding 100 + 1 + 29 = 130 tokens."""
+    config = SchedulerConfig(token_budget=2048, max_seqs=16, kv_tokens=260, preemption=mode,
+                             swap_bandwidth_bps=bandwidth_bps)
+    return serve(one_replica(model), requests([0.0, 0.0], 100, 50), config, cache=StepCache(cache_dir),
+                 check_points=0)
+
+
+def test_recompute_prefills_the_preempted_tokens_again(tiny_model, cache_dir):
+    res = two_in_a_small_cache(tiny_model, cache_dir, "recompute")
+    assert list(column(res, "preemptions")) == [0, 1]
+    assert res.summary["prefill_tokens"] == 100 + 100 + 130  # both prompts, then request 1's 130 tokens again
+    assert column(res, "finish_s")[1] > column(res, "finish_s")[0]
+
+
+def test_swap_time_is_the_cache_bytes_over_the_host_link(tiny_model, cache_dir, small_config):
+    """Request 1's 130 tokens go out to the host in the step that preempts it, and come back once request 0
+    is done (they fit only then): at a slower link, request 0 finishes later by one swap time, 130 × KV
+    bytes per token / bandwidth, and request 1 by two; nothing is prefilled twice."""
+    fast, slow = (two_in_a_small_cache(tiny_model, cache_dir, "swap", bw) for bw in (1e15, 1e10))
+    assert list(column(slow, "preemptions")) == [0, 1] and slow.summary["prefill_tokens"] == 200
+    costs, _ = step_costs(grids(one_replica(tiny_model), [requests([0.0], 100, 50)], small_config),
+                          StepCache(cache_dir))
+    kv_bytes = costs[one_replica(tiny_model).replicas()[0].kind].kv_bytes_per_token
+    swap_s = 130 * kv_bytes * 8 * (1 / 1e10 - 1 / 1e15)
+    late = column(slow, "finish_s") - column(fast, "finish_s")
+    np.testing.assert_allclose(late, [swap_s, 2 * swap_s], rtol=1e-9)
 
 
 def test_preemption_with_room_to_spare_replays_as_full_reservation(tiny_model, cache_dir, small_config):
@@ -280,6 +303,13 @@ def test_the_serve_command_takes_the_features(tiny_model, cache_dir):
     assert record["requests_source"].startswith("gamma cv 2 2000/s")
     assert record["scheduler"]["preemption"] == "swap" and record["scheduler"]["routing"] == "random"
     assert record["cached_tokens"] > 0 and record["mean_in_system"] == pytest.approx(record["little_lambda_w"])
+    code, stdout, err = run_cli("serve", "--model", tiny_model, "--topology", "star:2", "--strategy", "TP1EP2",
+                                "--backend", "flow", "--cache", str(cache_dir), "--token-budget", "2048",
+                                "--max-seqs", "16", "--rate", "2000", "--requests", "120", "--kv-tokens", "600",
+                                "--prompt", "uniform:16:200", "--output", "uniform:20:200", "--preemption",
+                                "recompute", "--check-points", "0")
+    assert code == 0, err
+    assert re.search(r"\d+ prompt tokens prefilled; [1-9]\d* preemptions \(recompute\)", stdout)
     code, _, err = run_cli("serve", "--model", tiny_model, "--topology", "star:2", "--strategy", "TP1EP2",
                            "--trace", "x.csv", "--arrivals", "gamma:2")
     assert code != 0 and "--arrivals: applies to generated requests" in err

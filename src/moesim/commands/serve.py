@@ -198,6 +198,13 @@ def _print(result: Any) -> None:
         typer.echo(f"  SLO {limits}: {100 * s['slo_attainment']:.1f} % of all requests met; goodput "
                    f"{_n(s['goodput_rps'])} requests/s, {_n(s['goodput_per_gpu_rps'])} per GPU (completions within "
                    "the SLO per second of the window)")
+    if "prefill_tokens" in s:
+        parts = [f"{s['prefill_tokens']} prompt tokens prefilled"]
+        if "cached_tokens" in s:
+            parts.append(f"{s['cached_tokens']} served by the prefix cache")
+        if "preemptions" in s:
+            parts.append(f"{s['preemptions']} preemptions ({result.config.preemption})")
+        typer.echo(f"  {'; '.join(parts)}")
     if not s["sustained"]:
         typer.echo(f"  warning: {unsustained(s)}")
     typer.echo(f"  Little's law: mean requests in the system {_n(s['mean_in_system'])}, arrival rate × mean time "
