@@ -344,7 +344,7 @@ def _search(model: Model = None, topology: Topology = None,
     requests, config, slo = _common(model, topology, trace, first_rate, count, prompt, output, seed, budget, max_seqs,
                                     chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot, features)
     confirm = None
-    if trace is None:  # Poisson: the confirming run draws fresh requests, CONFIRM_REPEATS times as many
+    if trace is None:  # generated: the confirming run draws fresh requests, CONFIRM_REPEATS times as many
         if count * CONFIRM_REPEATS > MAX_REQUESTS:
             raise input_error("--requests", "requests", f"at most {MAX_REQUESTS // CONFIRM_REPEATS} for a search (a "
                               f"capacity is confirmed on {CONFIRM_REPEATS} times as many), got {count}")
