@@ -226,9 +226,9 @@ def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
            gpu_memory_gb: GpuMemory = SCHED["gpu_memory_bytes"] / 1e9, fraction: MemFraction = SCHED["memory_fraction"],
            slo_ttft: SloTtft = None, slo_tpot: SloTpot = None, kv_backend: KvBackend = "flow",
            arrivals: Arrivals = "poisson", routing: Routing = SCHED["routing"], dp_ranks: DpRanks = SCHED["dp_ranks"],
-           preemption: Preemption = None, swap_bandwidth_gbps: SwapGbps = SCHED["swap_bandwidth_bps"] / 1e9,
-           prefix_hit_rate: PrefixHit = SCHED["prefix_hit_rate"], mtp_draft_tokens: MtpDrafts = 0,
-           mtp_acceptance: MtpAccept = 0.0,
+           preemption: Preemption = SCHED["preemption"], swap_bandwidth_gbps: SwapGbps = SCHED["swap_bandwidth_bps"] / 1e9,
+           prefix_hit_rate: PrefixHit = SCHED["prefix_hit_rate"], mtp_draft_tokens: MtpDrafts = SCHED["mtp_draft_tokens"],
+           mtp_acceptance: MtpAccept = SCHED["mtp_acceptance"],
            check_points: Annotated[int, typer.Option(
                "--check-points", min=0, help="simulate the N most used grid cells per phase to report the "
                                              "interpolation error (0: none)")] = 2,
@@ -324,10 +324,10 @@ def _search(model: Model = None, topology: Topology = None,
             iterations: Annotated[int, typer.Option(
                 "--iterations", min=0, help="bisection steps on the rate after bracketing it")] = 6,
             kv_backend: KvBackend = "flow", arrivals: Arrivals = "poisson", routing: Routing = SCHED["routing"],
-            dp_ranks: DpRanks = SCHED["dp_ranks"], preemption: Preemption = None,
+            dp_ranks: DpRanks = SCHED["dp_ranks"], preemption: Preemption = SCHED["preemption"],
             swap_bandwidth_gbps: SwapGbps = SCHED["swap_bandwidth_bps"] / 1e9,
-            prefix_hit_rate: PrefixHit = SCHED["prefix_hit_rate"], mtp_draft_tokens: MtpDrafts = 0,
-            mtp_acceptance: MtpAccept = 0.0, cache: Cache = None, executor: ExecutorOpt = "local",
+            prefix_hit_rate: PrefixHit = SCHED["prefix_hit_rate"], mtp_draft_tokens: MtpDrafts = SCHED["mtp_draft_tokens"],
+            mtp_acceptance: MtpAccept = SCHED["mtp_acceptance"], cache: Cache = None, executor: ExecutorOpt = "local",
             workers: Annotated[int | None, typer.Option(
                 "--workers", min=1, help="parallel step simulations (default: one per CPU; 1: in this process)")] = None,
             address: Address = None, out: Out = None, as_json: Json = False, quiet: Quiet = False) -> None:
