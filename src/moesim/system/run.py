@@ -32,6 +32,7 @@ from moesim.topology.placement import DEFAULT_PLACEMENT, PLACEMENT_RULES, Placem
 from moesim.topology.templates import SERVER_TEMPLATES
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
 from moesim.version import __version__
+from moesim.workload import mtp
 from moesim.workload.generator import generate, routing_imbalance
 from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
@@ -384,7 +385,8 @@ def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
     options = prepared.workload_options
     if options.phase == "decode":
         parameters["decode"] = {"batch": options.batch, "context_tokens": options.context_tokens,
-                                "decode_steps": options.decode_steps}
+                                "decode_steps": options.decode_steps,
+                                **mtp.result_fields(options.mtp_draft_tokens, options.mtp_acceptance)}
     if prepared.ep_imbalance is not None:  # skewed routing only: uniform records keep their keys
         parameters["routing"] = {"ep_imbalance": prepared.ep_imbalance[0],
                                  "ep_imbalance_before": prepared.ep_imbalance[1]}

@@ -137,15 +137,17 @@ def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_para
 
 def decode_attention_work(
     model: ModelSpec, tp: int, batch: int, context_tokens: int, weight_bytes_per_param: float,
-    precision: Precision = STUDY_PRECISION,
+    precision: Precision = STUDY_PRECISION, queries_per_sequence: int = 1,
 ) -> Work:
-    """One decode step's attention on one TP shard: B new tokens, each attending to a C-token cache.
+    """One decode step's attention on one TP shard: B sequences of q new tokens each (q = 1, or k + 1
+    with k MTP drafts, ``mtp.py``), each attending to a C-token cache.
 
-    FLOPs: 2·B·params (projections) + 2·B·C·heads·(qk_dim + v_dim) (scores and values).
-    Bytes: the shard's weights + the KV cache it reads, B·C·``kv_cache_bytes_per_token`` + the
-    activations in and out (B·hidden·2 each).
+    FLOPs: 2·B·q·params (projections) + 2·B·q·C·heads·(qk_dim + v_dim) (scores and values).
+    Bytes: the shard's weights + the KV cache it reads once per sequence, B·C·``kv_cache_bytes_per_token``
+    (its q queries share it, as FlashMLA's ``s_q``) + the activations in and out (B·q·hidden·2 each).
     """
-    return _attention(model, tp, batch, context_tokens, weight_bytes_per_param, precision, batch * context_tokens)
+    return _attention(model, tp, batch * queries_per_sequence, context_tokens, weight_bytes_per_param, precision,
+                      batch * context_tokens)
 
 
 def routed_expert_work(
