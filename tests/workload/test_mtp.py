@@ -60,6 +60,12 @@ def test_the_step_verifies_k_plus_1_tokens_and_runs_the_mtp_layer_k_times(k: int
     wide0 = next(n for n in wide if n.name == "attention" and n.layer == 0)
     assert layer0.flops == wide0.flops
     assert wide0.bytes_moved - layer0.bytes_moved == k * cache
+    # each MTP pass starts with the module's projection, 2·hidden² weights (read at 1 byte) over B tokens
+    hidden = model.hidden_size
+    projections = [n for n in mtp if n.name == "mtp_projection"]
+    assert [n.layer for n in projections] == list(extra)
+    assert all(n.flops == 2 * batch * 2 * hidden ** 2 for n in projections)
+    assert all(n.bytes_moved == 2 * hidden ** 2 + 3 * batch * hidden * 2 for n in projections)
 
 
 def _run(batch: int, **mtp: object):

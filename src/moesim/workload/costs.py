@@ -215,6 +215,18 @@ def shared_ffn_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float
                    precision.rate(precision.dense))
 
 
+def mtp_projection_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float,
+                        precision: Precision = STUDY_PRECISION) -> Work:
+    """The MTP module's projection (DeepSeek-V3 technical report §2.2: M_k ∈ R^{h×2h} joins the previous
+    depth's hidden state and the next token's embedding), replicated on every rank: 2·T·2·hidden²
+    FLOPs; bytes: its 2·hidden² weights + activations in (two rows) and out."""
+    hidden = model.hidden_size
+    params = 2 * hidden * hidden
+    act = 3 * tokens * hidden * model.bytes_per_activation
+    return work_of(2 * tokens * params, params * precision.weight_bytes(precision.dense, weight_bytes_per_param) + act,
+                   precision.rate(precision.dense))
+
+
 def dense_ffn_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
                    precision: Precision = STUDY_PRECISION) -> Work:
     """Dense FFN of the leading dense layers, width split over TP: 6·T·hidden·w_dense/TP FLOPs."""

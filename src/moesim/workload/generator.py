@@ -35,6 +35,7 @@ from moesim.workload.costs import (
     decode_routed_expert_work,
     dense_ffn_work,
     ep_alltoall_bytes,
+    mtp_projection_work,
     routed_expert_work,
     shared_ffn_work,
     tp_allreduce_bytes,
@@ -251,7 +252,9 @@ def _passes(
         if options.mtp_draft_tokens is None:
             return main
         draft = _layer_templates(model, layout, b, options, tp_group, ep_group, context, routing, ep_index)
-        return mtp.with_mtp_layers(main, draft, model.moe_layers, options.mtp_draft_tokens)
+        work = mtp_projection_work(model, b, options.weight_bytes_per_param, options.precision)
+        projection = (_Op("mtp_projection", NodeKind.COMPUTE, work=work),)
+        return mtp.with_mtp_layers(main, draft, projection, model.moe_layers, options.mtp_draft_tokens)
 
     return [[step_templates(b, options.context_tokens + step) for b in micro_batch_sizes(options.batch, count)]
             for step in range(options.decode_steps)]

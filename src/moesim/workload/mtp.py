@@ -4,8 +4,10 @@
 With ``mtp_draft_tokens`` = k a decode step drafts k tokens per sequence with the MTP module and verifies
 them with the main model: the main model runs over k + 1 tokens per sequence (the last accepted token and
 the k drafts; every layer, its EP all-to-alls and its experts see B·(k + 1) tokens, the k + 1 queries of a
-sequence read its KV cache once), and the MTP module, one extra transformer layer with its MoE (DeepSeek-V3
-technical report §2.2), runs k times over the B sequences, one draft each time. The drafts are accepted in
+sequence read its KV cache once), and the MTP module, a projection of 2·hidden² weights and one extra
+transformer layer with its MoE (DeepSeek-V3 technical report §2.2), runs k times over the B sequences, one
+draft each time. Its embedding and output head are shared with the main model, whose own ones are not
+modelled either. The drafts are accepted in
 order, each with probability ``mtp_acceptance`` = a once the ones before it were, so a step yields
 ``tokens_per_step(k, a)`` = 1 + a + … + a^k tokens per sequence in expectation (Leviathan et al., "Fast
 Inference from Transformers via Speculative Decoding", ICML 2023, eq. 1). DeepSeek-V3 reports 85–90 %
@@ -48,15 +50,15 @@ def step_model(model: ModelSpec, draft_tokens: int | None) -> ModelSpec:
 
 
 def with_mtp_layers(main: tuple[tuple[T, ...], tuple[tuple[T, ...], ...]],
-                    draft: tuple[tuple[T, ...], tuple[tuple[T, ...], ...]], moe_layers: int,
-                    draft_tokens: int) -> tuple[tuple[T, ...], tuple[tuple[T, ...], ...]]:
+                    draft: tuple[tuple[T, ...], tuple[tuple[T, ...], ...]], projection: tuple[T, ...],
+                    moe_layers: int, draft_tokens: int) -> tuple[tuple[T, ...], tuple[tuple[T, ...], ...]]:
     """A decode step's (dense layer, MoE layers) templates with the MTP module: ``main`` (the main model
     over k + 1 tokens per sequence; one MoE template stands for all its ``moe_layers``) followed by
-    ``draft_tokens`` copies of ``draft``'s MoE layer (one sequence's draft each, B tokens), as
-    ``step_model`` numbers them."""
+    ``draft_tokens`` MTP passes, each the module's ``projection`` then ``draft``'s MoE layer (B tokens,
+    one draft per sequence), as ``step_model`` numbers them."""
     dense, moe = main
     layers = moe if len(moe) == moe_layers else moe * moe_layers
-    return dense, tuple(layers) + (draft[1][0],) * draft_tokens
+    return dense, tuple(layers) + (projection + draft[1][0],) * draft_tokens
 
 
 def result_fields(draft_tokens: int | None, acceptance: float | None) -> dict[str, Any]:
