@@ -118,7 +118,7 @@ KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
     "workload_options": {"phase": "prefill", "batch": None, "context_tokens": None, "decode_steps": None,
                          "overlap": "none", "micro_batches": None, "expert_dtype": None, "dense_dtype": None,
                          "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None,
-                         "mtp_draft_tokens": None, "mtp_acceptance": None},
+                         "mtp_draft_tokens": None, "mtp_acceptance": None, "compute_model": "roofline"},
     "system": {"collective_optimization": "localBWAware", "logical_dims": (), "comm_sms": 0.0, "expert_routing": (),
                "fast_forward_noise": 0.0, "astra_receives": False},
     "network": {"analytical_model": "rdma", "nic_model": "fast", "ecn_seed": 1},

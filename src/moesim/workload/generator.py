@@ -35,6 +35,7 @@ from moesim.workload.costs import (
     decode_routed_expert_work,
     dense_ffn_work,
     ep_alltoall_bytes,
+    measured_expert_work,
     mtp_projection_work,
     routed_expert_work,
     shared_ffn_work,
@@ -146,8 +147,10 @@ def _skewed_expert_work(model: ModelSpec, layout: ParallelLayout, tokens: int, r
         read = Fraction(sum(1 for x in replicas if x))
     else:
         read = sum((1 - (1 - Fraction(min(x, tokens), tokens)) ** tokens for x in replicas), Fraction(0))
-    return work_of(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read,
+    work = work_of(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read,
                    precision.rate(precision.expert))
+    return measured_expert_work(model, layout, work, Fraction(routing.rows[ep_index], max(len(replicas), 1)),
+                                precision)
 
 
 def _layer_templates(
@@ -309,6 +312,7 @@ def _instantiate(model: ModelSpec, passes: list[list[Templates]]) -> tuple[Node,
                 layer=index,
                 pair_bytes=op.pair_bytes,
                 peak_scale=op.work.peak_scale,
+                bw_scale=op.work.bw_scale,
             )
         )
     return tuple(nodes)

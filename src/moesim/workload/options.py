@@ -8,6 +8,7 @@ from pathlib import Path
 
 from moesim.errors import input_error
 from moesim.schema import MAX_COUNT, Constraint, Param, check_fields, constraint
+from moesim.workload.efficiency import COMPUTE_MODELS
 from moesim.workload.mtp import MAX_DRAFT_TOKENS
 from moesim.workload.precision import DTYPES, Precision
 from moesim.workload.routing import PLACEMENT_RULES, ROUTINGS
@@ -73,6 +74,8 @@ class WorkloadOptions:
     ``mtp_draft_tokens``, ``mtp_acceptance`` (decode only, both or neither; uniform routing): each step
     drafts k tokens per sequence with the MTP module and verifies them with the main model; each draft is
     accepted with probability a once the ones before it were (``mtp.py``).
+    ``compute_model``: ``"roofline"`` (every compute node at its roofline, the study's model) or
+    ``"measured"`` (at its kernels' published efficiencies, ``efficiency.py``).
     """
 
     weight_bytes_per_param: float = field(default=1.0, metadata=constraint(low=0, high=64, low_open=True))
@@ -102,6 +105,7 @@ class WorkloadOptions:
     combine_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
     mtp_draft_tokens: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DRAFT_TOKENS))
     mtp_acceptance: float | None = field(default=None, metadata=constraint(low=0, high=1))
+    compute_model: str = field(default="roofline", metadata=constraint(choices=COMPUTE_MODELS))
 
     def __post_init__(self) -> None:
         check_fields(self, "workload options")
@@ -115,7 +119,7 @@ class WorkloadOptions:
     def precision(self) -> Precision:
         """The data type of each operation class (None: the study's model of it)."""
         return Precision(self.expert_dtype, self.dense_dtype, self.attention_dtype, self.kv_dtype,
-                         self.dispatch_dtype, self.combine_dtype)
+                         self.dispatch_dtype, self.combine_dtype, self.compute_model == "measured")
 
     def _check_precision(self) -> None:
         defaults = {f.name: f.default for f in fields(self)}
