@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from moesim.errors import input_error
 from moesim.registry import Registry
-from moesim.workload.precision import PEAK_RATIO
 
 TERA, PETA = 1e12, 1e15
 GB = 1e9
@@ -111,6 +110,8 @@ def gpu_roofline(gpu: GpuModel, source: str) -> dict[str, float]:
     model's base) and ``mem_bw_bytes_per_s`` its HBM bandwidth. An FP8 class then computes at
     ``PEAK_RATIO['fp8']`` × the BF16 peak, which is the record's FP8 peak to the data sheet's rounding
     (checked: a record that breaks the ratio is refused)."""
+    from moesim.workload.precision import PEAK_RATIO  # here: listings import this module without the workload
+
     bf16 = gpu.peak("bf16")
     if bf16 is None:
         raise input_error(source, "gpu", f"GPU model {gpu.name} has no BF16 peak")
