@@ -63,3 +63,13 @@ def test_a_record_whose_fp8_peak_is_not_twice_bf16_is_refused() -> None:
         gpu_roofline(odd, "test")
     mi300x_like = GpuModel("m", {"bf16": 1307.4e12, "fp8": 2614.9e12}, 192e9, 5.3e12, 896e9, "data sheet rounding")
     assert gpu_roofline(mi300x_like, "test")["peak_flops"] == 1307.4e12
+
+
+@pytest.mark.parametrize("name", ["gpu", "all_to_all_algorithm"])
+def test_a_collective_benchmark_refuses_run_parameters_in_one_line(name: str) -> None:
+    from moesim.system.microbench import CollectiveSpec, prepare_collective
+
+    value = "h800" if name == "gpu" else "direct"
+    with pytest.raises(MoesimError, match=f"field '{name}': a run parameter") as err:
+        prepare_collective(CollectiveSpec("all_to_all", "hgx-h800:1", overrides=((name, value),)))
+    assert "\n" not in str(err.value)
