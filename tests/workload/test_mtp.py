@@ -5,10 +5,15 @@ runs without MTP keep their keys."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import duckdb
 import pytest
 
 from moesim.errors import MoesimError
 from moesim.experiments.inputs import input_hash, resolved_inputs
+from moesim.experiments.runner import run_sweep
 from moesim.models.catalog import get_model
 from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
@@ -113,3 +118,17 @@ def test_bad_mtp_options_are_one_line_errors(kwargs: dict, needle: str) -> None:
     with pytest.raises(MoesimError, match=needle) as err:
         WorkloadOptions(**kwargs)
     assert "\n" not in str(err.value)
+
+
+def test_a_sweep_over_the_acceptance_simulates_once_and_stores_each_runs_tokens(tmp_path: Path) -> None:
+    """Real sweep into a real store: two acceptances, one simulation, each row its own tokens per step."""
+    specs = [RunSpec(MODEL, "hgx-h800:1", STRATEGY, overrides=tuple(sorted(
+        {"phase": "decode", "batch": 8, "mtp_draft_tokens": 2, "mtp_acceptance": a}.items()))) for a in (0.5, 1.0)]
+    summary = run_sweep(specs, tmp_path, progress="none")
+    assert (summary.ran, summary.simulations, summary.failures) == (2, 1, ())
+    con = duckdb.connect(str(tmp_path / "results.duckdb"), read_only=True)
+    rows = con.execute("SELECT params_json, wall_s FROM runs").fetchall()
+    con.close()
+    tokens = sorted(json.loads(p)["decode"]["tokens_per_step"] for p, _ in rows)
+    assert tokens == [1 + 0.5 + 0.25, 3.0]
+    assert rows[0][1] == rows[1][1]
