@@ -366,6 +366,8 @@ def generate(
     name = f"{model.key}_{layout.name}_T{tokens}"
     if options.phase == "decode":
         name = f"{model.key}_{layout.name}_decode_B{options.batch}_C{options.context_tokens}_S{options.decode_steps}"
+    if options.mtp_draft_tokens:
+        name += f"_MTP{options.mtp_draft_tokens}"
     if options.micro_batches:
         name += f"_MB{options.micro_batches}"
     return Workload(
