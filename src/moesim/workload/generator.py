@@ -26,6 +26,7 @@ from moesim.errors import input_error
 from moesim.models.spec import ModelSpec
 from moesim.registry import Registry
 from moesim.schema import check_fields
+from moesim.workload import mtp
 from moesim.workload.costs import (
     EXACT_MISS_BATCH,
     Work,
@@ -34,6 +35,8 @@ from moesim.workload.costs import (
     decode_routed_expert_work,
     dense_ffn_work,
     ep_alltoall_bytes,
+    measured_expert_work,
+    mtp_projection_work,
     routed_expert_work,
     shared_ffn_work,
     tp_allreduce_bytes,
@@ -144,8 +147,10 @@ def _skewed_expert_work(model: ModelSpec, layout: ParallelLayout, tokens: int, r
         read = Fraction(sum(1 for x in replicas if x))
     else:
         read = sum((1 - (1 - Fraction(min(x, tokens), tokens)) ** tokens for x in replicas), Fraction(0))
-    return work_of(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read,
+    work = work_of(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read,
                    precision.rate(precision.expert))
+    return measured_expert_work(model, layout, work, Fraction(routing.rows[ep_index], max(len(replicas), 1)),
+                                precision)
 
 
 def _layer_templates(
@@ -159,11 +164,13 @@ def _layer_templates(
     routing: tuple[LayerRouting, ...] | None = None,
     ep_index: int = 0,
     keys: int | None = None,
+    queries_per_sequence: int = 1,
 ) -> Templates:
     """The (dense layer, MoE layers) node sequences of one rank: a prefill of ``tokens`` tokens (whose
     queries attend to ``keys`` tokens, default ``tokens``: a micro-batch of a longer sequence), or
     with ``context_tokens`` one decode step of ``tokens`` sequences over a cache that long. The MoE
-    layers are one sequence for all under uniform routing, else one per MoE layer."""
+    layers are one sequence for all under uniform routing, else one per MoE layer. A decode step's
+    ``tokens`` may be ``queries_per_sequence`` per sequence (multi-token prediction, ``mtp.py``)."""
     tp_kw: dict[str, Any] = {"group": tp_group} if tp_group else {"involved_dims": (True, False)}
     ep_kw: dict[str, Any] = {"group": ep_group} if ep_group else {"involved_dims": (False, True)}
     v_tp = tp_allreduce_bytes(model, tokens)
@@ -197,7 +204,8 @@ def _layer_templates(
         attention = attention_work(model, layout.tp, tokens, wb, keys, prec)
         experts = routed_expert_work(model, layout, tokens, eb, prec)
     else:
-        attention = decode_attention_work(model, layout.tp, tokens, context_tokens, wb, prec)
+        attention = decode_attention_work(model, layout.tp, tokens // queries_per_sequence, context_tokens, wb, prec,
+                                          queries_per_sequence)
         experts = decode_routed_expert_work(model, layout, tokens, eb, prec)
     head = comp("attention", attention) + tp_ar("tp_allreduce_attn")
     dense = head + comp("dense_ffn", dense_ffn_work(model, layout.tp, tokens, wb, prec)) + tp_ar("tp_allreduce_out")
@@ -240,12 +248,19 @@ def _passes(
         return [[_layer_templates(model, layout, t, options, tp_group, ep_group, None, routing, ep_index, keys)
                  for t in micro_batch_sizes(tokens, count)]]
     assert options.batch is not None and options.context_tokens is not None and options.decode_steps is not None
-    return [
-        [_layer_templates(model, layout, b, options, tp_group, ep_group, options.context_tokens + step, routing,
-                          ep_index)
-         for b in micro_batch_sizes(options.batch, count)]
-        for step in range(options.decode_steps)
-    ]
+    q = mtp.verified_tokens(options.mtp_draft_tokens)
+
+    def step_templates(b: int, context: int) -> Templates:
+        main = _layer_templates(model, layout, b * q, options, tp_group, ep_group, context, routing, ep_index, None, q)
+        if options.mtp_draft_tokens is None:
+            return main
+        draft = _layer_templates(model, layout, b, options, tp_group, ep_group, context, routing, ep_index)
+        work = mtp_projection_work(model, b, options.weight_bytes_per_param, options.precision)
+        projection = (_Op("mtp_projection", NodeKind.COMPUTE, work=work),)
+        return mtp.with_mtp_layers(main, draft, projection, model.moe_layers, options.mtp_draft_tokens)
+
+    return [[step_templates(b, options.context_tokens + step) for b in micro_batch_sizes(options.batch, count)]
+            for step in range(options.decode_steps)]
 
 
 def _instantiate(model: ModelSpec, passes: list[list[Templates]]) -> tuple[Node, ...]:
@@ -297,6 +312,7 @@ def _instantiate(model: ModelSpec, passes: list[list[Templates]]) -> tuple[Node,
                 layer=index,
                 pair_bytes=op.pair_bytes,
                 peak_scale=op.work.peak_scale,
+                bw_scale=op.work.bw_scale,
             )
         )
     return tuple(nodes)
@@ -345,11 +361,13 @@ def generate(
         ep_index = layout.ep_index(rank) if options.skewed else 0
         if (*key, ep_index) not in cache:  # ranks with the same groups and load share one node tuple
             passes = _passes(model, layout, tokens, options, *key, routing, ep_index)
-            cache[(*key, ep_index)] = _instantiate(model, passes)
+            cache[(*key, ep_index)] = _instantiate(mtp.step_model(model, options.mtp_draft_tokens), passes)
         graphs.append(RankGraph(rank=rank, nodes=cache[(*key, ep_index)]))
     name = f"{model.key}_{layout.name}_T{tokens}"
     if options.phase == "decode":
         name = f"{model.key}_{layout.name}_decode_B{options.batch}_C{options.context_tokens}_S{options.decode_steps}"
+    if options.mtp_draft_tokens:
+        name += f"_MTP{options.mtp_draft_tokens}"
     if options.micro_batches:
         name += f"_MB{options.micro_batches}"
     return Workload(

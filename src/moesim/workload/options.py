@@ -8,6 +8,8 @@ from pathlib import Path
 
 from moesim.errors import input_error
 from moesim.schema import MAX_COUNT, Constraint, Param, check_fields, constraint
+from moesim.workload.efficiency import COMPUTE_MODELS
+from moesim.workload.mtp import MAX_DRAFT_TOKENS
 from moesim.workload.precision import DTYPES, Precision
 from moesim.workload.routing import PLACEMENT_RULES, ROUTINGS
 
@@ -69,6 +71,11 @@ class WorkloadOptions:
     ``combine_dtype``: the data type of each operation class (``precision.py``); unset, the class keeps
     the study's model. A set ``expert_dtype`` / ``dense_dtype`` gives its weights the type's width, so
     ``expert_bytes_per_param`` / ``weight_bytes_per_param`` must then stay at their defaults.
+    ``mtp_draft_tokens``, ``mtp_acceptance`` (decode only, both or neither; uniform routing): each step
+    drafts k tokens per sequence with the MTP module and verifies them with the main model; each draft is
+    accepted with probability a once the ones before it were (``mtp.py``).
+    ``compute_model``: ``"roofline"`` (every compute node at its roofline, the study's model) or
+    ``"measured"`` (at its kernels' published efficiencies, ``efficiency.py``).
     """
 
     weight_bytes_per_param: float = field(default=1.0, metadata=constraint(low=0, high=64, low_open=True))
@@ -96,6 +103,9 @@ class WorkloadOptions:
     kv_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
     dispatch_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
     combine_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
+    mtp_draft_tokens: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DRAFT_TOKENS))
+    mtp_acceptance: float | None = field(default=None, metadata=constraint(low=0, high=1))
+    compute_model: str = field(default="roofline", metadata=constraint(choices=COMPUTE_MODELS))
 
     def __post_init__(self) -> None:
         check_fields(self, "workload options")
@@ -103,12 +113,13 @@ class WorkloadOptions:
         self._check_routing()
         self._check_overlap()
         self._check_precision()
+        self._check_mtp()
 
     @property
     def precision(self) -> Precision:
         """The data type of each operation class (None: the study's model of it)."""
         return Precision(self.expert_dtype, self.dense_dtype, self.attention_dtype, self.kv_dtype,
-                         self.dispatch_dtype, self.combine_dtype)
+                         self.dispatch_dtype, self.combine_dtype, self.compute_model == "measured")
 
     def _check_precision(self) -> None:
         defaults = {f.name: f.default for f in fields(self)}
@@ -116,6 +127,19 @@ class WorkloadOptions:
             if width is not None and getattr(self, name) is not None and getattr(self, width) != defaults[width]:
                 raise input_error("workload options", width, f"{name}={getattr(self, name)} sets the weight width; "
                                   f"leave {width} at its default {defaults[width]}")
+
+    def _check_mtp(self) -> None:
+        for name, other in (("mtp_draft_tokens", "mtp_acceptance"), ("mtp_acceptance", "mtp_draft_tokens")):
+            if getattr(self, name) is None:
+                continue
+            if self.phase != "decode":
+                raise input_error("workload options", name, "applies only with phase=decode")
+            if getattr(self, other) is None:
+                raise input_error("workload options", other, f"{name} needs it too (multi-token prediction takes "
+                                  "the draft tokens per step and their acceptance)")
+            if self.skewed:
+                raise input_error("workload options", name, "multi-token prediction needs uniform routing "
+                                  f"(routing={self.routing} routes the batch, not its drafts)")
 
     @property
     def skewed(self) -> bool:
