@@ -27,7 +27,7 @@ from moesim.serving import (
     read_trace,
     serve,
 )
-from moesim.serving.config import ADDED, mtp_tokens_per_step
+from moesim.serving.config import ADDED
 from moesim.serving.simulate import grids, step_costs
 
 FIXED = parse_length("fixed:10", "p", "prompt_tokens"), parse_length("5", "o", "output_tokens")
@@ -269,12 +269,6 @@ def test_preemption_with_room_to_spare_replays_as_full_reservation(tiny_model, c
 
 
 # ---------------------------------------------------------------------------------------------- MTP
-def test_mtp_tokens_per_step_is_the_geometric_sum():
-    assert mtp_tokens_per_step(0, 0.7) == 1.0
-    assert mtp_tokens_per_step(3, 1.0) == 4.0
-    assert mtp_tokens_per_step(2, 0.5) == pytest.approx(1.75)
-
-
 @pytest.mark.parametrize("acceptance,decode_steps", [(1.0, 3), (0.0, 9)])
 def test_mtp_decode_steps_follow_the_tokens_per_step(tiny_model, cache_dir, small_config, acceptance, decode_steps):
     """A lone request of 10 output tokens: its first from the prefill, the other 9 at 1 + a + a² tokens per

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from moesim.errors import MoesimError, input_error
 from moesim.models.residency import DEFAULT_CAPACITY_BYTES
 from moesim.schema import MAX_COUNT, MAX_RATE_BPS, check_fields, default_of, param
+from moesim.workload.mtp import tokens_per_step
 
 if TYPE_CHECKING:
     from moesim.serving.costs import StepCosts
@@ -26,12 +27,6 @@ PCIE5_X16_BPS = 32e9 * 16 * 128 / 130
 ADDED = ("routing", "routing_seed", "dp_ranks", "preemption", "swap_bandwidth_bps", "prefix_hit_rate",
          "mtp_draft_tokens", "mtp_acceptance")
 """Fields a run's id holds only when set (``SchedulerConfig.key``)."""
-
-
-def mtp_tokens_per_step(draft_tokens: int, acceptance: float) -> float:
-    """Expected tokens per decode step with ``draft_tokens`` k drafts each accepted with probability a, a
-    draft counting only when every earlier one was: 1 + a + … + a^k (Leviathan et al., ICML 2023, eq. 1)."""
-    return float(sum(acceptance ** i for i in range(draft_tokens + 1)))
 
 
 @dataclass(frozen=True)
@@ -99,8 +94,8 @@ class SchedulerConfig:
 
     @property
     def decode_tokens_per_step(self) -> float:
-        """Tokens a decoding sequence gains per decode step (``mtp_tokens_per_step``)."""
-        return mtp_tokens_per_step(self.mtp_draft_tokens, self.mtp_acceptance)
+        """Tokens a decoding sequence gains per decode step (``moesim.workload.mtp.tokens_per_step``)."""
+        return tokens_per_step(self.mtp_draft_tokens, self.mtp_acceptance)
 
     @property
     def chunked(self) -> bool:
