@@ -17,7 +17,7 @@ from moesim.schema import check_fields, constraint, param
 
 MAX_DEGREE = 2**20
 """The largest TP or EP degree (a topology holds at most about 2 million GPUs)."""
-STRATEGY_FORMS = "TP<t>EP<e> (e.g. TP4EP8) or DP<d>[TP<t>]EP<e> with EP = DP × TP (e.g. DP32EP32, DP8TP4EP32)"
+STRATEGY_FORMS = "TP<n>EP<m> (e.g. TP4EP8) or DP<d>[TP<n>]EP<m> with m = d × n (e.g. DP32EP32, DP8TP4EP32)"
 
 
 @dataclass(frozen=True)
@@ -124,5 +124,5 @@ class ParallelLayout:
         """Data-parallel attention splits the batch evenly: ``count`` (tokens or sequences) must be a multiple
         of DP × TP, so every attention group holds count/DP and every rank dispatches count/(DP·TP)."""
         if self.dp_attention and count % self.num_ranks:
-            raise MoesimError(f"{source}: field '{what}': {count} is not a multiple of DP × TP = {self.num_ranks} "
+            raise MoesimError(f"{source}: field '{what}': {count}{' tokens' if what == 'prompt_lengths' else ''} is not a multiple of DP × TP = {self.num_ranks} "
                               f"(strategy {self.name} splits it evenly over the attention groups and their ranks)")
