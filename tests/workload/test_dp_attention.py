@@ -206,3 +206,17 @@ def test_prepare_places_dp_ranks_and_checks_the_gpu_count() -> None:
     with pytest.raises(MoesimError) as exc:
         prepare(RunSpec("deepseek-v3", "hgx-h800:2", "DP8TP4EP32", "ring_direct", "ib_cc0", "analytical", ()))
     assert "DP × TP = 32 does not match 16 ranks" in str(exc.value)
+
+
+def test_existing_strategies_keep_their_simulation_keys() -> None:
+    """A TP×EP run keys its layout as before (tp, ep, dp, pp) and no prompt option; a DP run keys its own."""
+    from moesim.experiments.inputs import input_hash, resolved_inputs
+
+    def spec(strategy: str, *overrides: tuple[str, object]) -> RunSpec:
+        return RunSpec("deepseek-v3", "hgx-h800:4", strategy, "ring_direct", "ib_cc0", "flow", overrides)
+
+    plain = resolved_inputs(spec("TP1EP32"))
+    assert plain["layout"] == {"tp": 1, "ep": 32, "dp": 1, "pp": 1}
+    assert not {"prompt_lengths", "prompt_counts"} & set(plain["workload_options"])
+    assert resolved_inputs(spec("DP32EP32"))["layout"] == {"tp": 1, "ep": 32, "dp": 32, "pp": 1, "dp_attention": True}
+    assert input_hash(spec("TP1EP32")) != input_hash(spec("TP1EP32", ("prompt_lengths", [4096])))

@@ -117,7 +117,9 @@ def _simulated_fields(spec: Any) -> dict[str, Any]:
 KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
     "workload_options": {"phase": "prefill", "batch": None, "context_tokens": None, "decode_steps": None,
                          "overlap": "none", "micro_batches": None, "expert_dtype": None, "dense_dtype": None,
-                         "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None},
+                         "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None,
+                         "prompt_lengths": None, "prompt_counts": None},
+    "layout": {"dp_attention": False},
     "system": {"collective_optimization": "localBWAware", "logical_dims": (), "comm_sms": 0.0, "expert_routing": (),
                "fast_forward_noise": 0.0, "astra_receives": False},
     "network": {"analytical_model": "rdma", "nic_model": "fast", "ecn_seed": 1},
@@ -177,7 +179,7 @@ def _inputs(p: Any, diagnostics: bool, legacy: bool = False) -> dict[str, Any]:
     inputs: dict[str, Any] = {
         "version": __version__,
         "model": _simulated_fields(p.model),
-        "layout": dataclasses.asdict(p.layout),
+        "layout": _keyed("layout", dataclasses.asdict(p.layout)),
         "network": _keyed("network", network),
         "topology": _topology_hash(p.topology),
         "system": _keyed("system", dataclasses.asdict(p.settings)),
