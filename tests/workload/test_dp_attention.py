@@ -182,6 +182,15 @@ def test_runs_on_every_backend(backend: str, strategy: str) -> None:
     assert result.summary()["strategy"] == strategy
 
 
+@pytest.mark.parametrize("backend", ["analytical", "fluid", "packet"])
+def test_decode_runs_and_reports_the_global_batch(backend: str) -> None:
+    """Decode under DP2TP4EP8: B = 64 sequences in all (32 per attention group), 64 tokens per step."""
+    spec = RunSpec("qwen3-30b-a3b", "hgx-h100:1", "DP2TP4EP8", "ring_direct", "ib_cc0", backend,
+                   (("batch", 64), ("context_tokens", 512), ("phase", "decode")))
+    record = simulate_run(spec).summary()
+    assert record["tokens_per_s"] == pytest.approx(64 / record["wall_s"], rel=1e-12) and record["gpu_s"] > 0
+
+
 @pytest.mark.slow
 def test_packet_backend_and_astra_round_trip(tmp_path: Path) -> None:
     """The packet backend runs DP attention, and `moesim export` + the ASTRA-sim reader give it back bit for

@@ -100,4 +100,8 @@ def test_a_run_records_the_batchs_tokens() -> None:
         prepare(RunSpec("qwen3-30b-a3b", "hgx-h100:1", "DP2TP4EP8", "ring_direct", "ib_cc0", "analytical",
                         (("prompt_lengths", [63]),)))
     assert "'prompt_lengths': 126 tokens is not a multiple of DP × TP = 8" in str(exc.value)
+    with pytest.raises(MoesimError) as exc:
+        prepare(RunSpec("qwen3-30b-a3b", "hgx-h100:1", "DP8EP8", "ring_direct", "ib_cc0", "analytical",
+                        (("prompt_lengths", [64]), ("tokens", 512))))
+    assert "field 'tokens': a batch of prompts" in str(exc.value)
     assert "\n" not in str(exc.value)

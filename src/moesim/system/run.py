@@ -183,6 +183,8 @@ def prepare(spec: RunSpec) -> PreparedRun:
                               f"takes batch, context_tokens and decode_steps")
         tokens = options.batch * options.decode_steps  # type: ignore[operator]
     elif options.prompt_lengths is not None:  # a batch of prompts: its tokens, on every attention group
+        if "tokens" in spec.override_dict():
+            raise MoesimError(f"{source}: field 'tokens': a batch of prompts has the tokens of its prompt_lengths")
         tokens = pass_tokens(layout, tokens, options)
     _check_size(source, layout.num_ranks * model.num_layers * (options.decode_steps or 1) * (options.micro_batches or 1))
     tp_impl, ep_impl = ALGORITHMS[spec.algorithm]
