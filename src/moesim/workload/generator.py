@@ -7,7 +7,10 @@ docs/overlap.md):
 
 * MoE layer: attention → TP all-reduce → EP dispatch all-to-all → routed experts → EP combine
   all-to-all → shared FFN (router + shared experts) → TP output all-reduce;
-* dense layer: attention → TP all-reduce → dense FFN → TP output all-reduce.
+* dense layer: attention → TP all-reduce → dense FFN → TP output all-reduce;
+* under data-parallel attention (``DP<d>[TP<n>]EP<m>``, ``layout.py``) each attention group runs its own
+  share of the batch, and the TP all-reduces become a reduce-scatter after attention and an all-gather at
+  the end of the layer, between which each rank dispatches and runs the replicated FFNs on its own slice.
 
 What each node costs is in ``costs.py``, the knobs in ``options.py``, the per-rank totals in
 ``summary.py``. Under uniform routing every rank's graph is the same and every MoE layer repeats the
