@@ -86,6 +86,7 @@ def test_collectives_of_dp_attention() -> None:
     assert wl.collective_ranks(9, rs[0]) == (8, 9, 10, 11)
     assert {n.size_bytes for n in a2a} == {t // 32 * K * h * 2}
     assert wl.collective_ranks(9, a2a[0]) == tuple(range(32)) and a2a[0].group != 0
+    assert summary(wl).ranks[9].tp_bytes == LAYERS * (t // 8 + t // 32) * h * 2
     names = [n.name for n in nodes if n.layer == DENSE]
     assert names == ["attention", "tp_reduce_scatter_attn", "ep_dispatch", "routed_experts", "ep_combine",
                      "shared_ffn", "tp_allgather_out"]
