@@ -111,6 +111,7 @@ def test_decode_keeps_each_groups_kv_cache() -> None:
 def test_grammar(text: str, name: str, ranks: int) -> None:
     layout = ParallelLayout.parse(text)
     assert layout.name == name and layout.num_ranks == ranks and layout.dp_attention
+    assert layout.batch_multiple == ranks and ParallelLayout.parse("TP4EP8").batch_multiple == 1
     assert ParallelLayout.parse("TP4EP8") == ParallelLayout(tp=4, ep=8) and ParallelLayout(4, 8).experts == \
         ParallelLayout(4, 8)
 

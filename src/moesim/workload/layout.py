@@ -120,9 +120,15 @@ class ParallelLayout:
                 f"{where}strategy {self.name}: EP = {self.ep} does not divide {routed_experts} routed experts"
             )
 
+    @property
+    def batch_multiple(self) -> int:
+        """What a pass's tokens and a decode step's batch must be a multiple of: DP × TP under data-parallel
+        attention (``check_batch``; e.g. for a serving grid to round its batches to), else 1."""
+        return self.num_ranks if self.dp_attention else 1
+
     def check_batch(self, count: int, what: str, source: str = "workload") -> None:
         """Data-parallel attention splits the batch evenly: ``count`` (tokens or sequences) must be a multiple
         of DP × TP, so every attention group holds count/DP and every rank dispatches count/(DP·TP)."""
-        if self.dp_attention and count % self.num_ranks:
+        if count % self.batch_multiple:
             raise MoesimError(f"{source}: field '{what}': {count}{' tokens' if what == 'prompt_lengths' else ''} is not a multiple of DP × TP = {self.num_ranks} "
                               f"(strategy {self.name} splits it evenly over the attention groups and their ranks)")
