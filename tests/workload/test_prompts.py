@@ -13,7 +13,7 @@ from moesim.workload.costs import attention_shard, attention_work
 from moesim.workload.generator import generate
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.options import WorkloadOptions
-from moesim.workload.prompts import prompt_attention_work, prompt_batch
+from moesim.workload.prompts import batch_tokens, prompt_attention_work, prompt_batch, split_prompts
 
 V3 = get_model("deepseek-v3")
 
@@ -80,7 +80,6 @@ def test_each_dp_group_carries_the_batch() -> None:
     ({"prompt_lengths": (10, 20), "prompt_counts": (1,)}, "1 counts for 2 prompt_lengths"),
     ({"prompt_lengths": (10,), "phase": "decode"}, "applies only with phase=prefill"),
     ({"prompt_lengths": (0,)}, "'prompt_lengths'"),
-    ({"prompt_lengths": (10,), "overlap": "two-batch"}, "runs as one batch"),
     ({"prompt_lengths": (10**9,), "prompt_counts": (2,)}, "prompt_lengths × prompt_counts"),
 ])
 def test_bad_prompt_options_give_one_line(kwargs: dict, needle: str) -> None:
@@ -105,3 +104,33 @@ def test_a_run_records_the_batchs_tokens() -> None:
                         (("prompt_lengths", [64]), ("tokens", 512))))
     assert "field 'tokens': a batch of prompts" in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+def test_split_prompts_deals_whole_prompts_round_robin() -> None:
+    """Each length's count split evenly, remainders dealt in turn: no micro-batch takes every odd prompt."""
+    parts = split_prompts(((100, 3), (200, 3), (50, 4)), 2)
+    assert parts == [((100, 2), (200, 1), (50, 2)), ((100, 1), (200, 2), (50, 2))]
+    assert sum(batch_tokens(p) for p in parts) == 300 + 600 + 200
+    assert split_prompts(((7, 1),), 2) == [((7, 1),), ()]
+
+
+def test_two_batch_overlap_splits_the_batch_into_whole_prompts() -> None:
+    """DP8EP8, 4 prompts in 2 micro-batches of whole prompts: the same FLOPs as one batch (attention stays per
+    prompt), each micro-batch's attention its own prompts'; a single prompt cannot make 2 micro-batches."""
+    model = get_model("qwen3-30b-a3b")
+    layout = ParallelLayout.parse("DP8EP8")
+    lengths = (256, 512, 768, 1024)
+    one = generate(model, layout, options=WorkloadOptions(prompt_lengths=lengths))
+    two = generate(model, layout, options=WorkloadOptions(prompt_lengths=lengths, overlap="two-batch"))
+    flops = [sum(n.flops for n in wl.graphs[0].nodes) for wl in (one, two)]
+    assert flops[0] == flops[1]
+    attention = [n.flops for n in two.graphs[0].nodes if n.layer == 0 and n.name == "attention"]
+    assert attention == [prompt_attention_work(model, 1, p, 1.0).flops
+                         for p in split_prompts(prompt_batch(lengths), 2)]
+    with pytest.raises(MoesimError) as exc:
+        generate(model, layout, options=WorkloadOptions(prompt_lengths=(4096,), overlap="two-batch"))
+    assert "2 micro-batches exceed the 1 prompts" in str(exc.value)
+    with pytest.raises(MoesimError) as exc:
+        generate(model, ParallelLayout.parse("DP2TP4EP8"),
+                 options=WorkloadOptions(prompt_lengths=(6, 6), overlap="two-batch"))
+    assert "(6, 6) must split evenly over TP = 4" in str(exc.value)

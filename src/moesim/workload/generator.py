@@ -46,7 +46,7 @@ from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Wor
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.options import STUDY_TOKENS, TOKENS, WorkloadOptions
 from moesim.workload.precision import Precision
-from moesim.workload.prompts import Prompts, batch_tokens, prompt_attention_work
+from moesim.workload.prompts import Prompts, batch_tokens, prompt_attention_work, split_prompts
 from moesim.workload.routing import (
     PLACEMENT_RULES,
     LayerRouting,
@@ -101,7 +101,19 @@ def _validate(model: ModelSpec, layout: ParallelLayout, tokens: int, options: Wo
         raise input_error("workload options", "micro_batches",
                           f"{options.micro_batches} micro-batches exceed the {per_group} {what} of a pass"
                           + (" per attention group" if layout.dp_attention else ""))
-    if options.micro_batches and layout.dp_attention and layout.tp > 1 and per_group % (layout.tp * options.micro_batches):
+    prompts = options.prompts
+    if prompts is not None and options.micro_batches:
+        parts = split_prompts(prompts, options.micro_batches)
+        if not all(parts):
+            raise input_error("workload options", "micro_batches", f"{options.micro_batches} micro-batches exceed "
+                              f"the {sum(n for _, n in prompts)} prompts of the batch (each holds whole prompts)")
+        if layout.dp_attention and any(batch_tokens(p) % layout.tp for p in parts):
+            raise input_error("workload options", "prompt_lengths",
+                              f"strategy {layout.name}: the tokens of each of the {options.micro_batches} micro-batches "
+                              f"({', '.join(str(batch_tokens(p)) for p in parts)}) must split evenly over TP = "
+                              f"{layout.tp} ranks")
+    elif options.micro_batches and layout.dp_attention and layout.tp > 1 and \
+            per_group % (layout.tp * options.micro_batches):
         raise input_error("workload options", "micro_batches",
                           f"strategy {layout.name}: each of the {options.micro_batches} micro-batches of an attention "
                           f"group's {per_group} {what} must split evenly over its TP = {layout.tp} ranks")
@@ -290,15 +302,16 @@ def _passes(
     tokens, the tokens of the earlier steps join it), the layer templates of each micro-batch. A prefill
     micro-batch's queries attend to the whole sequence; a decode micro-batch holds whole sequences. Under
     data-parallel attention each attention group holds 1/DP of ``tokens`` (decode: of ``batch``), or with
-    ``prompt_lengths`` the whole batch of prompts. ``routing``: the skewed routing of one pass
+    ``prompt_lengths`` the whole batch of prompts (micro-batches: whole prompts, ``split_prompts``). ``routing``: the skewed routing of one pass
     (``moe_routing``), the same in every decode step."""
     count = options.micro_batches or 1
     groups = layout.dp if layout.dp_attention else 1
     if options.phase == "prefill":
         prompts = options.prompts
         if prompts is not None:
-            return [[_layer_templates(model, layout, _batch(layout, batch_tokens(prompts), prompts=prompts),
-                                      options, tp_group, ep_group, routing, ep_index)]]
+            return [[_layer_templates(model, layout, _batch(layout, batch_tokens(part), prompts=part),
+                                      options, tp_group, ep_group, routing, ep_index)
+                     for part in split_prompts(prompts, count)]]
         per_group = tokens // groups
         keys = per_group if count > 1 else None
         return [[_layer_templates(model, layout, _batch(layout, t, keys=keys), options, tp_group, ep_group,

@@ -75,7 +75,8 @@ class WorkloadOptions:
     ``prompt_lengths``: a prefill over a batch of prompts of these lengths (tokens), each attending only to
     itself (``prompts.py``), instead of one ``tokens``-long sequence; ``prompt_counts`` (same length): how
     many prompts of each length (a histogram; default one each). Every attention group (each DP group of a
-    ``DP…EP…`` strategy) carries this batch, so a pass has DP × Σ counts·lengths tokens (``tokens`` unused).
+    ``DP…EP…`` strategy) carries this batch, so a pass has DP × Σ counts·lengths tokens (``tokens`` unused);
+    two-batch overlap splits it into micro-batches of whole prompts (``prompts.split_prompts``).
     """
 
     weight_bytes_per_param: float = field(default=1.0, metadata=constraint(low=0, high=64, low_open=True))
@@ -147,9 +148,6 @@ class WorkloadOptions:
             raise input_error("workload options", "prompt_counts",
                               f"{len(counts)} counts for {len(lengths)} prompt_lengths; give one count per length")
         TOKENS.check(batch_tokens(self.prompts or ()), "workload options: prompt_lengths × prompt_counts", strict=True)
-        if self.micro_batches is not None:
-            raise input_error("workload options", "prompt_lengths", "a batch of prompts runs as one batch "
-                              "(overlap=none); two-batch overlap splits one sequence")
 
     @property
     def skewed(self) -> bool:

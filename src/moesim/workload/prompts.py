@@ -24,6 +24,22 @@ def batch_tokens(prompts: Prompts) -> int:
     return sum(length * count for length, count in prompts)
 
 
+def split_prompts(prompts: Prompts, parts: int) -> list[Prompts]:
+    """The batch cut into ``parts`` micro-batches of whole prompts (two-batch overlap splits sequences, as
+    SGLang's does): each length's count split evenly, the remainders dealt round-robin over the parts so
+    no part collects them all. A part may be empty when the batch has fewer prompts than parts."""
+    out: list[list[tuple[int, int]]] = [[] for _ in range(parts)]
+    offset = 0
+    for length, count in prompts:
+        base, extra = divmod(count, parts)
+        for b in range(parts):
+            n = base + (1 if (b - offset) % parts < extra else 0)
+            if n:
+                out[b].append((length, n))
+        offset = (offset + extra) % parts
+    return [tuple(p) for p in out]
+
+
 def prompt_attention_work(model: ModelSpec, tp: int, prompts: Prompts, weight_bytes_per_param: float,
                           precision: Precision = STUDY_PRECISION) -> Work:
     """Prefill attention of one TP shard over a batch of prompts: the sum of each prompt's own
