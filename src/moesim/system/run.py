@@ -33,7 +33,7 @@ from moesim.topology.templates import SERVER_TEMPLATES
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
 from moesim.version import __version__
 from moesim.workload import mtp
-from moesim.workload.generator import generate, routing_imbalance
+from moesim.workload.generator import generate, pass_tokens, routing_imbalance
 from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.options import TOKENS, WorkloadOptions
@@ -190,6 +190,10 @@ def prepare(spec: RunSpec) -> PreparedRun:
             raise MoesimError(f"run {run_label_of(spec)}: field 'tokens': a prefill length; a decode run "
                               f"takes batch, context_tokens and decode_steps")
         tokens = options.batch * options.decode_steps  # type: ignore[operator]
+    elif options.prompt_lengths is not None:  # a batch of prompts: its tokens, on every attention group
+        if "tokens" in spec.override_dict():
+            raise MoesimError(f"{source}: field 'tokens': a batch of prompts has the tokens of its prompt_lengths")
+        tokens = pass_tokens(layout, tokens, options)
     _check_size(source, layout.num_ranks * model.num_layers * (options.decode_steps or 1) * (options.micro_batches or 1))
     tp_impl, ep_impl = ALGORITHMS[spec.algorithm]
     if a2a is not None:
@@ -202,7 +206,7 @@ def prepare(spec: RunSpec) -> PreparedRun:
     settings = dataclasses.replace(settings, **sys_over)
     if gpu_value is not None:
         settings = _with_gpu(settings, gpu_value, topology_ref, sys_over, source)
-    placement = resolve_placement(placement_value, topology, layout.tp, layout.ep, source)
+    placement = resolve_placement(placement_value, topology, *layout.grid, source)
     imbalance = routing_imbalance(model, layout, tokens, options)  # reads a routing table / placement file
     return PreparedRun(spec=spec, model=model, layout=layout, params=params, topology_ref=topology_ref,
                        topology=topology, settings=settings, backend_cls=backend_cls, tokens=tokens,

@@ -11,6 +11,7 @@ from moesim.schema import MAX_COUNT, Constraint, Param, check_fields, constraint
 from moesim.workload.efficiency import COMPUTE_MODELS
 from moesim.workload.mtp import MAX_DRAFT_TOKENS
 from moesim.workload.precision import DTYPES, Precision
+from moesim.workload.prompts import Prompts, batch_tokens, prompt_batch
 from moesim.workload.routing import PLACEMENT_RULES, ROUTINGS
 
 STUDY_TOKENS = 4096
@@ -43,6 +44,8 @@ MAX_MICRO_BATCHES = 64
 PRECISION_FIELDS = {"expert_dtype": "expert_bytes_per_param", "dense_dtype": "weight_bytes_per_param",
                     "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None}
 """Precision option → the weight-width option it replaces when set (None: no weights)."""
+MAX_PROMPT_ENTRIES = 4096
+"""The most entries of ``prompt_lengths`` (each distinct length is one attention term; counts repeat it)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,11 @@ class WorkloadOptions:
     accepted with probability a once the ones before it were (``mtp.py``).
     ``compute_model``: ``"roofline"`` (every compute node at its roofline, the study's model) or
     ``"measured"`` (at its kernels' published efficiencies, ``efficiency.py``).
+    ``prompt_lengths``: a prefill over a batch of prompts of these lengths (tokens), each attending only to
+    itself (``prompts.py``), instead of one ``tokens``-long sequence; ``prompt_counts`` (same length): how
+    many prompts of each length (a histogram; default one each). Every attention group (each DP group of a
+    ``DP…EP…`` strategy) carries this batch, so a pass has DP × Σ counts·lengths tokens (``tokens`` unused);
+    two-batch overlap splits it into micro-batches of whole prompts (``prompts.split_prompts``).
     """
 
     weight_bytes_per_param: float = field(default=1.0, metadata=constraint(low=0, high=64, low_open=True))
@@ -106,6 +114,8 @@ class WorkloadOptions:
     mtp_draft_tokens: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DRAFT_TOKENS))
     mtp_acceptance: float | None = field(default=None, metadata=constraint(low=0, high=1))
     compute_model: str = field(default="roofline", metadata=constraint(choices=COMPUTE_MODELS))
+    prompt_lengths: tuple[int, ...] | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_TOKENS))
+    prompt_counts: tuple[int, ...] | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_TOKENS))
 
     def __post_init__(self) -> None:
         check_fields(self, "workload options")
@@ -114,6 +124,7 @@ class WorkloadOptions:
         self._check_overlap()
         self._check_precision()
         self._check_mtp()
+        self._check_prompts()
 
     @property
     def precision(self) -> Precision:
@@ -140,6 +151,27 @@ class WorkloadOptions:
             if self.skewed:
                 raise input_error("workload options", name, "multi-token prediction needs uniform routing "
                                   f"(routing={self.routing} routes the batch, not its drafts)")
+
+    @property
+    def prompts(self) -> Prompts | None:
+        """The prefill's batch of prompts as (length, count) pairs; None: one sequence of ``tokens``."""
+        return None if self.prompt_lengths is None else prompt_batch(self.prompt_lengths, self.prompt_counts)
+
+    def _check_prompts(self) -> None:
+        lengths, counts = self.prompt_lengths, self.prompt_counts
+        if lengths is None:
+            if counts is not None:
+                raise input_error("workload options", "prompt_counts", "applies only with prompt_lengths")
+            return
+        if self.phase != "prefill":
+            raise input_error("workload options", "prompt_lengths", "applies only with phase=prefill")
+        if not 1 <= len(lengths) <= MAX_PROMPT_ENTRIES:
+            raise input_error("workload options", "prompt_lengths",
+                              f"{len(lengths)} entries; give 1 to {MAX_PROMPT_ENTRIES} lengths")
+        if counts is not None and len(counts) != len(lengths):
+            raise input_error("workload options", "prompt_counts",
+                              f"{len(counts)} counts for {len(lengths)} prompt_lengths; give one count per length")
+        TOKENS.check(batch_tokens(self.prompts or ()), "workload options: prompt_lengths × prompt_counts", strict=True)
 
     @property
     def skewed(self) -> bool:
