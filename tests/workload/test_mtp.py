@@ -94,6 +94,9 @@ def test_acceptance_0_costs_more_per_token_and_acceptance_1_gives_k_plus_1_token
     assert per_token["every"] < per_token["plain"]
     assert none.wall_s == every.wall_s  # the acceptance changes the tokens, not the step
     assert "tokens_per_step" not in plain.parameters["decode"]
+    steps = every.parameters["decode"]["decode_steps"]  # the record's throughput counts every accepted token
+    assert every.summary()["tokens_per_s"] == pytest.approx(batch * steps * (k + 1) / every.wall_s, rel=1e-12)
+    assert plain.summary()["tokens_per_s"] == pytest.approx(batch * steps / plain.wall_s, rel=1e-12)
 
 
 def test_acceptance_is_no_simulation_input_and_unset_mtp_keeps_the_key() -> None:
