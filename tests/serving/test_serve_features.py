@@ -28,6 +28,7 @@ from moesim.serving import (
     serve,
 )
 from moesim.serving.config import ADDED
+from moesim.serving.costs.grid import step_spec
 from moesim.serving.simulate import grids, step_costs
 
 FIXED = parse_length("fixed:10", "p", "prompt_tokens"), parse_length("5", "o", "output_tokens")
@@ -146,6 +147,30 @@ def test_dp_ranks_split_the_kv_cache_and_conserve_requests(tiny_model, cache_dir
         mine = rank == k
         assert max(int(np.sum((start[mine] <= t) & (end[mine] > t))) for t in start[mine]) == 1
     assert np.all(np.isfinite(end)) and sorted(np.bincount(rank)) == [4, 4]
+
+
+def test_a_dp_split_gives_each_gpu_a_rank_with_its_own_cache_and_steps_with_every_ranks_batch(
+        tiny_model, cache_dir, small_config):
+    """DP2EP2: two ranks without ``dp_ranks``, each holding the 120 tokens of its own GPU's cache (one
+    120-token request at a time per rank, two on the replica); a grid step of x tokens per rank is the run
+    of 2x (both ranks' batches); TP inside a rank and a conflicting ``dp_ranks`` are one-line errors."""
+    dep = Deployment(tiny_model, "star:2", "DP2EP2", backend="flow")
+    kind = dep.replicas()[0].kind
+    assert kind.dp_ranks == 2
+    assert dict(step_spec(kind, "prefill", 64, 0).overrides)["tokens"] == 128
+    assert dict(step_spec(kind, "decode", 4, 1024).overrides)["batch"] == 8
+    config = dataclasses.replace(small_config, kv_tokens=120)
+    res = serve(dep, requests(np.linspace(0, 1e-4, 8), 100, 20), config, cache=StepCache(cache_dir), check_points=0)
+    start, end, rank = column(res, "scheduled_s"), column(res, "finish_s"), column(res, "dp_rank")
+    for k in (0, 1):
+        mine = rank == k
+        assert max(int(np.sum((start[mine] <= t) & (end[mine] > t))) for t in start[mine]) == 1
+    assert np.all(np.isfinite(end)) and sorted(np.bincount(rank)) == [4, 4]
+    with pytest.raises(MoesimError, match="field 'dp_ranks': 4, but the DP2EP2 split has 2"):
+        serve(dep, requests([0.0], 10, 1), dataclasses.replace(config, dp_ranks=4), cache=StepCache(cache_dir),
+              check_points=0)
+    with pytest.raises(MoesimError, match="TP inside a rank is not"):
+        _ = Deployment(tiny_model, "star:4", "DP2TP2EP4", backend="flow").replicas()[0].kind.dp_ranks
 
 
 # ---------------------------------------------------------------------------------------------- prefix caching

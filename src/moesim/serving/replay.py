@@ -65,7 +65,7 @@ def _check(requests: Requests, states: list[ReplicaState], config: SchedulerConf
         needs = requests.prompt_tokens + (0 if s.role == PREFILL else requests.output_tokens)
         worst = int(np.argmax(needs))
         if needs[worst] > s.capacity:
-            where = f"{s.replica.kind.strategy} replica{' rank' if config.dp_ranks > 1 else ''}"
+            where = f"{s.replica.kind.strategy} replica{' rank' if s.gpus != s.replica.gpus else ''}"
             raise MoesimError(f"request {int(requests.ids[worst])}: needs {int(needs[worst])} KV-cache tokens, a "
                               f"{where} holds {s.capacity} (shorten the requests or give "
                               "the cache more memory)")
@@ -191,7 +191,7 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
         kick(g, t)
     if np.isnan(finish).any():  # pragma: no cover - every request is checked to fit before the loop
         raise MoesimError(f"replay: {int(np.isnan(finish).sum())} requests never finished")
-    dp = config.dp_ranks > 1
+    dp = any(len(g.ranks) > 1 for g in groups)
     cached = config.prefix_hit_rate > 0 or requests.prefix_id is not None
     return ReplayResult(scheduled, first_token, finish, placed, decoded_on, t_start, t_end,
                         tuple(g.steps for g in groups), tuple(g.busy_s for g in groups),

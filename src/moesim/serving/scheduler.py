@@ -24,9 +24,11 @@ Prefix caching: a request whose prompt starts with a prefix this rank has alread
 they count as cached context for attention, not as prefill tokens. Prefixes stay cached (no eviction) and
 the request still reserves its whole prompt (no sharing of cache blocks).
 
-Data-parallel attention (``dp_ranks``): a replica has that many ranks, each with its own queue, running
-requests and a 1/``dp_ranks`` share of the KV cache; the ranks step together (one expert-parallel step),
-so a step lasts as long as its slowest rank's batch (``ReplicaGroup``).
+Data-parallel attention (a ``DP<d>…EP<e>`` split, or ``dp_ranks`` on a TP×EP split): a replica has that many
+ranks, each with its own queue, running requests and KV cache; the ranks step together (one expert-parallel
+step), so a step lasts as long as its slowest rank's batch (``ReplicaGroup``). A DP split's rank holds the
+KV-cache tokens one GPU of its group holds; ``dp_ranks`` on a TP×EP split gives each rank 1/``dp_ranks`` of
+the replica's cache.
 
 Multi-token prediction (``mtp_draft_tokens`` k, ``mtp_acceptance`` a): a decode step advances each
 sequence by 1 + a + … + a^k tokens (expected) and costs the step of k + 1 tokens per sequence.
@@ -96,7 +98,7 @@ class ReplicaState:
     step costs O(1) plus its chunks and completions."""
 
     def __init__(self, replica: Replica, costs: StepCosts, config: SchedulerConfig, capacity_tokens: int,
-                 book: Book, rank: int = 0, gpus: tuple[int, ...] | None = None) -> None:
+                 book: Book, rank: int = 0, gpus: tuple[int, ...] | None = None, kv_split: int = 1) -> None:
         self.replica = replica
         self.role = replica.role
         self.rank = rank
@@ -115,7 +117,7 @@ class ReplicaState:
         tau = config.decode_tokens_per_step
         self.tau: float = 1 if tau == 1 else tau
         """Tokens a decoding sequence gains per decode step (an int 1 without multi-token prediction)."""
-        self.kv_bytes_per_token = costs.kv_bytes_per_token * config.dp_ranks
+        self.kv_bytes_per_token = costs.kv_bytes_per_token * kv_split
         """KV bytes of one token on each GPU of this rank (a rank holds its own sequences' whole cache)."""
         self.waiting: deque[int] = deque()
         """Requests not admitted yet (colocated and prefill replicas)."""
@@ -384,16 +386,21 @@ class ReplicaGroup:
 
     def __init__(self, replica: Replica, costs: StepCosts, config: SchedulerConfig, capacity_tokens: int,
                  book: Book) -> None:
-        d = config.dp_ranks
+        d = replica.kind.dp_ranks
+        if d > 1 and config.dp_ranks not in (1, d):
+            raise input_error("scheduler", "dp_ranks", f"{config.dp_ranks}, but the {replica.kind.strategy} split has "
+                              f"{d} data-parallel attention ranks (leave it unset or give {d})")
+        kv_split = 1 if d > 1 else config.dp_ranks  # a DP split's rank has its own GPUs' whole cache
+        d = max(d, config.dp_ranks)
         per = len(replica.gpus) // d
         if per * d != len(replica.gpus):
             raise input_error("scheduler", "dp_ranks", f"{d} ranks do not divide the {len(replica.gpus)} GPUs of a "
                               f"{replica.kind.strategy} replica evenly")
         self.replica = replica
         self.role = replica.role
-        self.capacity = capacity_tokens
-        self.ranks = [ReplicaState(replica, costs, config, capacity_tokens // d, book, k,
-                                   replica.gpus[k * per:(k + 1) * per]) for k in range(d)]
+        self.capacity = capacity_tokens // kv_split * d
+        self.ranks = [ReplicaState(replica, costs, config, capacity_tokens // kv_split, book, k,
+                                   replica.gpus[k * per:(k + 1) * per], kv_split) for k in range(d)]
         self.single = d == 1
         self.busy = False
         self.steps = 0
