@@ -6,6 +6,9 @@ benchmarks/reference/ and regenerated with one command each:
 
     python benchmarks/accuracy.py packet-validation --out DIR   # 48 configurations × tokens 256, 1024 × seeds 1-5
     python benchmarks/accuracy.py packet-matrix --out DIR       # V4 Flash, all 192 study runs at 4096 tokens
+    python benchmarks/accuracy.py packet-models --study DIR --out DIR [--limit-s S]
+        # the other study models: the runs on topologies 1, 2 and 6 that the default report's unresolved
+        # orderings name, cheapest first (estimated), into packet_models.parquet with its command and CPU time
 
 Checks (they print the figures and exit 1 when a target is missed):
 
@@ -36,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +58,7 @@ from moesim.analysis.bands import (
     measure,
     measure_paired,
     parse_bands,
+    row_spec,
 )
 from moesim.analysis.results import as_table, levels, load_results
 from moesim.commands.run import parse_set
@@ -66,6 +71,9 @@ MODEL = "deepseek-v4-flash"
 REFERENCE = Path(__file__).resolve().parent / "reference"
 VALIDATION_PARQUET = REFERENCE / "packet_validation.parquet"
 MATRIX_PARQUET = REFERENCE / "packet_v4_flash.parquet"
+MODELS_PARQUET = REFERENCE / "packet_models.parquet"
+"""Packet rows of the study's other models (``packet-models``): the certainty rule's out-of-sample check."""
+MODELS_TOPOLOGIES = ("1", "2", "6")
 BANDS_YAML = Path(__file__).resolve().parents[1] / "src" / "moesim" / "analysis" / "references" / BANDS_FILE
 SEEDS = 5
 JITTER_S = 1e-8
@@ -134,6 +142,62 @@ def packet_matrix(out: Path, workers: int) -> int:
     return 0
 
 
+def model_reference_specs(study: Path, topologies: tuple[str, ...] = MODELS_TOPOLOGIES) -> list[tuple[RunSpec, float]]:
+    """The packet runs that settle the default report's unresolved orderings (``study``: a store of the default
+    study), for every model but V4 Flash (whose whole matrix is a reference) on ``topologies``, each with its
+    estimated packet cost in seconds (``moesim.analysis.refine_cost``, per packet-hop measured on the V4 Flash
+    matrix), cheapest first."""
+    from moesim.analysis.bands import load_bands
+    from moesim.analysis.confidence import orderings, unresolved
+    from moesim.analysis.refine_cost import cost_model, family, simulated_share, work
+    from moesim.analysis.study import analyse
+
+    table = load_results(study)
+    a = analyse(table, with_architecture=False)
+    wanted = {tuple(sorted(c.items())) for o in unresolved(orderings(a, load_bands())) for c in o.settle}
+    model = cost_model("packet", _reference(MATRIX_PARQUET).to_pylist())
+    out: dict[str, tuple[RunSpec, float]] = {}
+    for r in table.to_pylist():
+        config = {k: str(r[k]) for k in ("model", *a.factors) if k in r}
+        if (r["model"] == MODEL or str(r["topology"]) not in topologies
+                or not any(all(config.get(k) == v for k, v in c) for c in wanted)):
+            continue
+        spec = replace(row_spec(r), backend="packet")
+        w = work(spec)
+        out[spec.key()] = (spec, model.estimate_s(family(spec), w, simulated_share(r, w.layers)))
+    return sorted(out.values(), key=lambda sc: (sc[1], sc[0].key()))
+
+
+def packet_models(study: Path, out: Path, workers: int, limit_s: float | None) -> int:
+    """Run ``model_reference_specs`` at packet level into ``out`` (resumable), cheapest first, as many as fit in
+    ``limit_s`` of estimated CPU time, and export every packet row stored there to ``MODELS_PARQUET`` with a
+    sidecar naming the command, the commit and the CPU time."""
+    chosen, total = [], 0.0
+    for spec, cost in model_reference_specs(study):
+        if limit_s is not None and total + cost > limit_s:
+            break
+        chosen.append(spec)
+        total += cost
+    print(f"{len(chosen)} packet runs, estimated {total / 3600:.1f} CPU h")
+    summary = run_sweep(chosen, out, workers=workers, progress="plain", source="packet references of the other models")
+    print("\n".join(summary.lines()))
+    export_models(out)
+    return 1 if summary.failures else 0
+
+
+def export_models(out: Path) -> None:
+    """Write the packet rows stored in ``out`` to ``MODELS_PARQUET`` and its sidecar (command, CPU time)."""
+    import json
+
+    _export(out, MODELS_PARQUET)
+    rows = pq.read_table(MODELS_PARQUET).to_pylist()
+    note = {"command": repository_command(sys.argv[1:]), "commit": _commit(), "moesim_version": __version__,
+            "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"), "runs": len(rows),
+            "cpu_s": round(sum(float(r["sim_wallclock_s"]) for r in rows), 1),
+            "cpu_s_per_run": {r["run_id"]: round(float(r["sim_wallclock_s"]), 1) for r in rows}}
+    atomic_write(MODELS_PARQUET.with_suffix(".json"), json.dumps(note, indent=1) + "\n")
+
+
 def repository_command(args: list[str]) -> str:
     """The command as anyone can run it from the repository: a folder given to an option is named DIR (a
     scratch path of the machine that ran it means nothing elsewhere)."""
@@ -154,6 +218,12 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--export-only", action="store_true",
                        help="write the runs stored so far to benchmarks/reference/ without simulating")
     sub.choices["packet-validation"].add_argument("--tokens", default="256,1024")
+    pm = sub.add_parser("packet-models")
+    pm.add_argument("--study", type=Path, required=True, help="a store of the default study (fluid)")
+    pm.add_argument("--out", type=Path, required=True, help="the packet sweep's store (resumable)")
+    pm.add_argument("--workers", type=int, default=1)
+    pm.add_argument("--limit-s", type=float, help="estimated CPU seconds to spend (default: every run)")
+    pm.add_argument("--export-only", action="store_true")
     v = sub.add_parser("validation")
     v.add_argument("--tokens", default="256,1024")
     v.add_argument("--backend", default="fluid")
@@ -165,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--store", type=Path, help="a V4 Flash study store of the candidate backend (default: run it)")
     s.add_argument("--validation-store", type=Path,
                    help="the candidate's validation runs, for the cross-validated bands (default: run them)")
+    s.add_argument("--models-store", type=Path,
+                   help="the candidate's runs of the other models' packet references (default: run them)")
     s.add_argument("--splits", type=int, default=3, help="random halvings of the configurations to cross-validate on")
     s.add_argument("--bands", help=f"the error bands judged in-sample (default: the shipped {BANDS_FILE})")
     s.add_argument("--backend", default="fluid")
@@ -181,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--keep-costs", action="store_true",
                    help="keep the relative costs of the file being replaced (timings depend on the machine's load)")
     args = ap.parse_args(argv)
+    if args.what == "packet-models":
+        if args.export_only:
+            export_models(args.out)
+            return 0
+        return packet_models(args.study, args.out, args.workers, args.limit_s)
     if args.what.startswith("packet-") and args.export_only:
         _export(args.out, VALIDATION_PARQUET if args.what == "packet-validation" else MATRIX_PARQUET)
         return 0
@@ -196,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "refine-cost":
         return refine_cost(args.store, args.backend, args.workers)
     return study(args.store, args.backend, args.workers, validation_store=args.validation_store, splits=args.splits,
-                 bands_file=args.bands)
+                 bands_file=args.bands, models_store=args.models_store)
 
 
 def _reference(path: Path) -> pa.Table:
@@ -246,7 +323,8 @@ def validation(tokens: tuple[int, ...], backend: str, overrides: tuple[tuple[str
 
 
 def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.03,
-          validation_store: Path | None = None, splits: int = 3, bands_file: str | None = None) -> int:
+          validation_store: Path | None = None, splits: int = 3, bands_file: str | None = None,
+          models_store: Path | None = None) -> int:
     """Every statistic of the V4 Flash study against the packet matrix, and how the error bands judge each
     ordering, in-sample and cross-validated; exit 1 when a target is missed."""
     from moesim.experiments import study_matrix
@@ -278,7 +356,53 @@ def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.0
         for r in differ:
             print(f"  {r['statistic']}: packet {r['reference']}; {backend} {r['candidate']}")
     missed = _judge_study(candidate, ref, agreement, backend, workers, validation_store, splits, bands_file)
+    if MODELS_PARQUET.is_file():
+        missed |= out_of_sample(backend, models_store, workers, bands_file)
     return int(agreement.worst_abs_error > tolerance or bool(differ) or missed)
+
+
+def out_of_sample(backend: str, store: Path | None, workers: int, bands_file: str | None) -> bool:
+    """Judge the certainty rule on the other models' packet rows (``MODELS_PARQUET``), which the bands were not
+    fit on: every pair of runs of one model that both have a packet row is an ordering the rule calls resolved
+    (log ratio above the pair's band) or not, and packet says whether the backend's order holds; likewise every
+    ordering of the analysis of those runs. True when a resolved one is contradicted."""
+    import itertools
+
+    from moesim.analysis.bands import load_bands, row_keys
+
+    ref = _reference(MODELS_PARQUET)
+    bands = load_bands(bands_file)
+    specs = [replace(row_spec(r), backend=backend) for r in ref.to_pylist()]
+    cand = _pick(_candidate(specs, store, workers), "backend", {backend})
+    runs = per_configuration(cand, ref)
+    print(f"\nout of sample: {backend} against {ref.num_rows} packet runs of "
+          f"{', '.join(sorted(levels(ref, 'model')))} ({MODELS_PARQUET.name}; the bands were fit on V4 Flash)")
+    print("per run: " + summarise(runs).lines()[0])
+    missed = False
+    pairs = resolved = contradicted = flagged_contradicted = 0
+    table = runs.to_pylist()
+    key_of = {(r["model"], *_config(r)): k for r, k in zip(cand.to_pylist(), row_keys(cand, bands), strict=True)}
+    for a, b in itertools.combinations(table, 2):
+        if a["model"] != b["model"]:
+            continue
+        pairs += 1
+        ca, cb, pa_, pb = a["candidate_s"], b["candidate_s"], a["reference_s"], b["reference_s"]
+        band = bands.pair_band(key_of[(a["model"], *_config(a))], key_of[(b["model"], *_config(b))])
+        sure = abs(np.log(cb / ca)) > band
+        wrong = (cb - ca) * (pb - pa_) < 0
+        resolved += sure
+        contradicted += wrong
+        flagged_contradicted += wrong and not sure
+        missed |= bool(sure and wrong)
+    print(f"pairs of runs of one model: {pairs}; resolved by the rule {resolved}; contradicted by packet "
+          f"{contradicted}, of which flagged {flagged_contradicted}"
+          + ("" if contradicted == flagged_contradicted else " — A RESOLVED PAIR IS CONTRADICTED"))
+    for model in sorted(levels(ref, "model")):
+        c, r = _pick(cand, "model", {model}), _pick(ref, "model", {model})
+        print("  " + _counts_line(f"{model}, orderings of its {r.num_rows} runs", statistics_agreement(c, r),
+                                  _unresolved(c, bands)))
+        missed |= bool(_counts(statistics_agreement(c, r), _unresolved(c, bands))[3])
+    return missed
 
 
 def refine_cost(store: Path | None, backend: str, workers: int) -> int:
@@ -447,7 +571,6 @@ def _fit(backend: str, references: list[list[dict]], study: tuple[pa.Table, pa.T
     """One backend's per-run and paired bands from the runs of each reference that ``keep`` accepts, the
     paired bands' ``mean_factor`` calibrated on the kept runs of ``study`` (the candidate's V4 Flash matrix
     and packet's)."""
-    from dataclasses import replace
 
     from moesim.analysis.confidence import calibrate
 

@@ -397,7 +397,8 @@ def _serving_inputs(model: str | Path, topology: str | int | Path, strategy: str
 def serve(model: str | Path, topology: str | int | Path, strategy: str, algorithm: str = ALGORITHM,
           network: str = NETWORK, backend: str = BACKEND, *, trace: str | Path | None = None,
           rate: float | None = None, requests: int = 1000, prompt: str | None = None, output: str | None = None,
-          seed: int = 0, disaggregate: tuple[int, int] | None = None, prefill_strategy: str | None = None,
+          seed: int = 0, arrivals: str = "poisson", disaggregate: tuple[int, int] | None = None,
+          prefill_strategy: str | None = None,
           slo_ttft: str | float | None = None, slo_tpot: str | float | None = None,
           token_budget: int = SCHED["token_budget"], max_seqs: int = SCHED["max_seqs"], chunk_tokens: int | None = None,
           policy: str = SCHED["policy"], kv_tokens: int | None = None,
@@ -409,7 +410,7 @@ def serve(model: str | Path, topology: str | int | Path, strategy: str, algorith
 
     Requests: ``trace`` (a CSV/Parquet file) or ``rate`` requests/s of Poisson arrivals (``requests`` of them,
     lengths from ``prompt``/``output``: ``fixed:N``, ``uniform:LO:HI``, ``lognormal:MEDIAN:SIGMA[:MAX]``,
-    ``trace:FILE``; ``seed``). ``disaggregate=(P, D)`` puts prefill replicas (``prefill_strategy``) on the first
+    ``trace:FILE``; ``seed``; ``arrivals``: ``poisson`` or ``gamma:CV``). ``disaggregate=(P, D)`` puts prefill replicas (``prefill_strategy``) on the first
     P servers and decode replicas (``strategy``) on the next D. ``slo_ttft``/``slo_tpot``: seconds or text
     (``"1s"``, ``"50ms"``). Scheduler knobs as ``moesim.serving.SchedulerConfig``; ``overrides`` are the step
     runs' parameters (as ``moesim.run``). ``out`` also stores the result (``moesim report`` shows it).
@@ -421,7 +422,7 @@ def serve(model: str | Path, topology: str | int | Path, strategy: str, algorith
                    token_budget=token_budget, max_seqs=max_seqs, chunk_tokens=chunk_tokens, policy=policy,
                    kv_tokens=kv_tokens, gpu_memory_bytes=gpu_memory_bytes, memory_fraction=memory_fraction)
     deployment, config, slo = _serving_inputs(model, topology, strategy, algorithm, network, backend, overrides, serving)
-    reqs = make_requests(trace, rate, requests, prompt or DEFAULT_PROMPT, output or DEFAULT_OUTPUT, seed)
+    reqs = make_requests(trace, rate, requests, prompt or DEFAULT_PROMPT, output or DEFAULT_OUTPUT, seed, arrivals)
     result = simulate(deployment, reqs, config, slo, cache=StepCache(cache), executor=Executor(executor, workers, address),
                       check_points=check_points, kv_backend=kv_backend)
     if out is not None:
@@ -436,8 +437,8 @@ def serve_search(model: str | Path, topology: str | int | Path, strategies: Iter
                  servers: Iterable[int] = (), modes: Iterable[str] = ("colocated", "disaggregated"),
                  ratios: Iterable[tuple[int, int]] | None = None, trace: str | Path | None = None,
                  rate: float | None = None, requests: int = 4000, prompt: str | None = None,
-                 output: str | None = None, seed: int = 0, slo_ttft: str | float | None = None,
-                 slo_tpot: str | float | None = None, attainment: float = 0.9, iterations: int = 6,
+                 output: str | None = None, seed: int = 0, arrivals: str = "poisson",
+                 slo_ttft: str | float | None = None, slo_tpot: str | float | None = None, attainment: float = 0.9, iterations: int = 6,
                  token_budget: int = SCHED["token_budget"], max_seqs: int = SCHED["max_seqs"],
                  chunk_tokens: int | None = None, policy: str = SCHED["policy"], kv_tokens: int | None = None,
                  gpu_memory_bytes: float = SCHED["gpu_memory_bytes"], memory_fraction: float = SCHED["memory_fraction"], kv_backend: str = "flow", cache: str | Path | None = None,
@@ -455,7 +456,7 @@ def serve_search(model: str | Path, topology: str | int | Path, strategies: Iter
     splits = tuple(_strategy(s) for s in (strategies or STUDY_STRATEGIES))
     _, config, slo = _serving_inputs(model, topology, splits[0], algorithm, network, backend, overrides, serving)
     reqs = make_requests(trace, None if trace is not None else 1.0, requests, prompt or DEFAULT_PROMPT,
-                         output or DEFAULT_OUTPUT, seed)
+                         output or DEFAULT_OUTPUT, seed, arrivals)
     space = SearchSpace(str(model), str(topology), splits, tuple(servers), tuple(modes),
                         tuple((int(p), int(d)) for p, d in ratios) if ratios is not None else None,
                         algorithm, network, backend, tuple(sorted(overrides.items())))

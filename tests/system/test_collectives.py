@@ -124,13 +124,13 @@ def test_astra_receives_chain_a_ring_members_steps_and_count_arrivals_per_pair()
 
 
 def test_the_ep_all_to_all_choices_are_the_algorithms_marked_for_it():
-    """``all_to_all_algorithm`` offers the registered algorithms marked ``expert_all_to_all`` (direct and the
-    per-server hierarchical one), each able to run ALL_TO_ALL; ring runs one but is not offered; marking an
+    """``all_to_all_algorithm`` offers the registered algorithms marked ``expert_all_to_all`` (direct, the
+    per-server hierarchical one and DeepEP's low-latency one), each able to run ALL_TO_ALL; ring runs one but is not offered; marking an
     algorithm that cannot run ALL_TO_ALL is refused at registration."""
     from moesim.system.collectives.base import Algorithm, expert_all_to_all_algorithms
     from moesim.system.run import ALL_TO_ALL_ALGORITHMS, OVERRIDES
 
-    assert ALL_TO_ALL_ALGORITHMS == expert_all_to_all_algorithms() == ("direct", "hierarchical")
+    assert ALL_TO_ALL_ALGORITHMS == expert_all_to_all_algorithms() == ("direct", "hierarchical", "low_latency")
     assert OVERRIDES["all_to_all_algorithm"].allowed.choices == ALL_TO_ALL_ALGORITHMS
     assert all(C.ALL_TO_ALL in COLLECTIVES.get(n).supports for n in ALL_TO_ALL_ALGORITHMS)
     assert C.ALL_TO_ALL in COLLECTIVES.get("ring").supports and "ring" not in ALL_TO_ALL_ALGORITHMS

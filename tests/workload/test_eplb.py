@@ -226,3 +226,15 @@ def test_ranks_share_each_layers_pair_matrix():
         for name in ("ep_dispatch", "ep_combine"):
             tuples = {id(n.pair_bytes) for g in wl.graphs for n in g.nodes if n.name == name}
             assert len(tuples) == layers
+
+
+@pytest.mark.parametrize("extra", [{}, {"routing": "zipf", "expert_placement": "eplb"}])
+def test_replicas_under_data_parallel_attention(extra):
+    """DP3TP2EP6 (experts whole on each of the 6 ranks): every MoE layer's expert FLOPs over the ranks add up
+    to T·k·6·h·w, the rows of all replicas."""
+    layout = ParallelLayout.parse("DP3TP2EP6")
+    wl = generate(TINY, layout, 48, WorkloadOptions(redundant_experts=8, **extra))
+    per = 6 * TINY.comm_dim * TINY.expert_ffn_width
+    for layer in range(TINY.first_dense_layers, TINY.num_layers):
+        assert sum(n.flops for g in wl.graphs for n in g.nodes
+                   if n.layer == layer and n.name == "routed_experts") == 48 * TINY.top_k * per

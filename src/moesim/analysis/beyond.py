@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from moesim.analysis import figures as figs
 from moesim.analysis.overlap import overlap_table
 from moesim.analysis.results import DEFAULT_LEVEL, MODEL, natural_key
+from moesim.system.spec import decode_output_tokens
 
 DEFAULT_PLACEMENT = "contiguous"
 CONFIG = (MODEL, "topology", "strategy", "algorithm", "network", "backend")
@@ -111,7 +112,7 @@ def phase_table(t: pa.Table) -> pa.Table | None:
             b = int(decode["batch"])
             batches.add(b)
             cell[f"decode_b{b}_step_s"] = r["wall_s"] / decode["decode_steps"]
-            cell[f"decode_b{b}_tokens_per_s"] = b * decode["decode_steps"] / r["wall_s"]
+            cell[f"decode_b{b}_tokens_per_s"] = decode_output_tokens(decode) / r["wall_s"]
     columns = [MODEL, "topology", "strategy", "prefill_wall_s"]
     for b in sorted(batches):
         columns += [f"decode_b{b}_step_s", f"decode_b{b}_tokens_per_s"]

@@ -38,6 +38,7 @@ from moesim.analysis.tables import NUMBER, PERCENT, SECONDS, format_seconds, to_
 from moesim.errors import MoesimError
 from moesim.experiments.store_schema import COMMAND_KEY
 from moesim.fileio import atomic_write
+from moesim.system.spec import decode_output_tokens
 
 MAX_DIAGNOSTIC_RUNS = 12
 MIN_FILTER_ROWS = 10
@@ -103,7 +104,7 @@ def decode_columns(t: pa.Table) -> dict[str, pa.Array]:
     walls = t.column("wall_s").to_pylist()
     return {"step_s": pa.array([w / d["decode_steps"] if d else None for w, d in zip(walls, params, strict=True)],
                                pa.float64()),
-            "tokens_per_s": pa.array([d["batch"] * d["decode_steps"] / w if d else None
+            "tokens_per_s": pa.array([decode_output_tokens(d) / w if d else None
                                       for w, d in zip(walls, params, strict=True)], pa.float64())}
 
 

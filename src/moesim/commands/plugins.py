@@ -27,6 +27,7 @@ KINDS: tuple[tuple[str, str, str], ...] = (
     ("executors", "moesim.experiments.executors", "EXECUTORS"),
     ("progress", "moesim.experiments.progress", "PROGRESS"),
     ("serving-policies", "moesim.serving.policies", "POLICIES"),
+    ("serving-routers", "moesim.serving.routing", "ROUTERS"),
 )
 """Each pluggable kind and where its registry lives (moesim.registry.Registry, one per kind)."""
 

@@ -54,6 +54,23 @@ KvTokens = Annotated[int | None, typer.Option("--kv-tokens", help="KV-cache toke
                                                                   "left after the weights)")]
 GpuMemory = Annotated[float, typer.Option("--gpu-memory-gb", help="accelerator memory per GPU, decimal GB")]
 MemFraction = Annotated[float, typer.Option("--memory-fraction", help="share of the memory for weights and KV cache")]
+Arrivals = Annotated[str, typer.Option("--arrivals", help="with --rate: poisson | gamma:CV (gaps of coefficient of "
+                                                          "variation CV: > 1 bursty, < 1 regular)")]
+Routing = Annotated[str, typer.Option("--routing", help="replica an arriving request joins: least-loaded | "
+                                                        "round-robin | random (seeded by --seed)")]
+DpRanks = Annotated[int, typer.Option("--dp-ranks", help="data-parallel attention ranks per replica, each with its "
+                                                         "own queue and KV cache; a step waits for the slowest")]
+Preemption = Annotated[str | None, typer.Option(
+    "--preemption", help="recompute | swap: reserve KV as tokens come and preempt the latest-arrived request "
+                         "when full (default: reserve whole outputs, never preempt)")]
+SwapGbps = Annotated[float, typer.Option("--swap-bandwidth-gbps", help="with --preemption swap: host link per GPU, "
+                                                                       "Gbit/s (default PCIe 5.0 x16)")]
+PrefixHit = Annotated[float, typer.Option("--prefix-hit-rate", help="share of every prompt found in the prefix cache "
+                                                                    "(a trace's prefix_id column takes precedence)")]
+MtpDrafts = Annotated[int, typer.Option("--mtp-draft-tokens", help="multi-token prediction: draft tokens per "
+                                                                   "decode step (0: none)")]
+MtpAccept = Annotated[float, typer.Option("--mtp-acceptance", help="multi-token prediction: acceptance rate of "
+                                                                   "each draft token")]
 SloTtft = Annotated[str | None, typer.Option("--slo-ttft", help="TTFT limit, e.g. 1s, 500ms")]
 SloTpot = Annotated[str | None, typer.Option("--slo-tpot", help="TPOT limit, e.g. 50ms")]
 KvBackend = Annotated[str, typer.Option("--kv-backend", help="backend of the KV transfers (disaggregated): flow "
@@ -68,6 +85,11 @@ Json = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 Quiet = Annotated[bool, typer.Option("--quiet", help="no progress lines on stderr")]
 
 
+FEATURES = ("arrivals", "routing", "dp_ranks", "preemption", "swap_bandwidth_gbps", "prefix_hit_rate",
+            "mtp_draft_tokens", "mtp_acceptance")
+"""Options both commands pass to ``_common`` as one dict: the arrivals and the later scheduler fields."""
+
+
 def _ratio(text: str, option: str = "--disaggregate") -> tuple[int, int]:
     parts = text.strip().split(":")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
@@ -77,17 +99,30 @@ def _ratio(text: str, option: str = "--disaggregate") -> tuple[int, int]:
 
 def _common(model: str | None, topology: str | None, trace: Path | None, rate: float | None, count: int, prompt: str,
             output: str, seed: int, budget: int, max_seqs: int, chunk: int | None, policy: str, kv_tokens: int | None,
-            gpu_memory_gb: float, fraction: float, slo_ttft: str | None, slo_tpot: str | None) -> tuple[Any, Any, Any]:
-    """(requests, scheduler, SLO) from the options both commands share; --model and --topology are required."""
+            gpu_memory_gb: float, fraction: float, slo_ttft: str | None, slo_tpot: str | None,
+            features: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(requests, scheduler, SLO) from the options both commands share; --model and --topology are required.
+    ``features``: ``arrivals`` and the later scheduler fields (``moesim.serving.config.ADDED``)."""
     from moesim.serving import Slo, make_requests, parse_duration_s
 
     for value, name in ((model, "--model"), (topology, "--topology")):
         if value is None:
             raise typer.BadParameter("required", param_hint=f"'{name}'")
-    requests = make_requests(trace, rate, count, prompt, output, seed) if trace or rate is not None else None
+    features = dict(features)
+    arrivals = features.pop("arrivals")
+    if trace and arrivals != "poisson":
+        raise MoesimError("--arrivals: applies to generated requests (--rate), not to a trace")
+    requests = make_requests(trace, rate, count, prompt, output, seed, arrivals) if trace or rate is not None else None
     if not 0 < gpu_memory_gb < math.inf:
         raise input_error("--gpu-memory-gb", "memory", f"must be a finite number of GB > 0, got {gpu_memory_gb!r}")
-    config = SchedulerConfig(budget, max_seqs, chunk, policy, kv_tokens, gpu_memory_gb * 1e9, fraction)
+    swap = features.pop("swap_bandwidth_gbps")
+    if not 0 < swap < math.inf:
+        raise input_error("--swap-bandwidth-gbps", "bandwidth", f"must be a finite number of Gbit/s > 0, got {swap!r}")
+    if features["routing"] == "random":
+        features["routing_seed"] = seed
+    default_bps = SCHED["swap_bandwidth_bps"]
+    config = SchedulerConfig(budget, max_seqs, chunk, policy, kv_tokens, gpu_memory_gb * 1e9, fraction,
+                             swap_bandwidth_bps=default_bps if swap == default_bps / 1e9 else swap * 1e9, **features)
     slo = Slo(parse_duration_s(slo_ttft, "--slo-ttft") if slo_ttft is not None else None,
               parse_duration_s(slo_tpot, "--slo-tpot") if slo_tpot is not None else None)
     return requests, config, slo
@@ -163,6 +198,13 @@ def _print(result: Any) -> None:
         typer.echo(f"  SLO {limits}: {100 * s['slo_attainment']:.1f} % of all requests met; goodput "
                    f"{_n(s['goodput_rps'])} requests/s, {_n(s['goodput_per_gpu_rps'])} per GPU (completions within "
                    "the SLO per second of the window)")
+    if "prefill_tokens" in s:
+        parts = [f"{s['prefill_tokens']} prompt tokens prefilled"]
+        if "cached_tokens" in s:
+            parts.append(f"{s['cached_tokens']} served by the prefix cache")
+        if "preemptions" in s:
+            parts.append(f"{s['preemptions']} preemptions ({result.config.preemption})")
+        typer.echo(f"  {'; '.join(parts)}")
     if not s["sustained"]:
         typer.echo(f"  warning: {unsustained(s)}")
     typer.echo(f"  Little's law: mean requests in the system {_n(s['mean_in_system'])}, arrival rate × mean time "
@@ -183,6 +225,10 @@ def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
            policy: Policy = SCHED["policy"], kv_tokens: KvTokens = None,
            gpu_memory_gb: GpuMemory = SCHED["gpu_memory_bytes"] / 1e9, fraction: MemFraction = SCHED["memory_fraction"],
            slo_ttft: SloTtft = None, slo_tpot: SloTpot = None, kv_backend: KvBackend = "flow",
+           arrivals: Arrivals = "poisson", routing: Routing = SCHED["routing"], dp_ranks: DpRanks = SCHED["dp_ranks"],
+           preemption: Preemption = SCHED["preemption"], swap_bandwidth_gbps: SwapGbps = SCHED["swap_bandwidth_bps"] / 1e9,
+           prefix_hit_rate: PrefixHit = SCHED["prefix_hit_rate"], mtp_draft_tokens: MtpDrafts = SCHED["mtp_draft_tokens"],
+           mtp_acceptance: MtpAccept = SCHED["mtp_acceptance"],
            check_points: Annotated[int, typer.Option(
                "--check-points", min=0, help="simulate the N most used grid cells per phase to report the "
                                              "interpolation error (0: none)")] = 2,
@@ -200,8 +246,9 @@ def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
     from moesim.serving.costs import progress_lines
     from moesim.serving.store import record_serving
 
+    features = {k: v for k, v in locals().items() if k in FEATURES}
     requests, config, slo = _common(model, topology, trace, rate, count, prompt, output, seed, budget, max_seqs,
-                                    chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot)
+                                    chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot, features)
     if strategy is None:
         raise typer.BadParameter("required", param_hint="'--strategy'")
     if requests is None:
@@ -276,7 +323,11 @@ def _search(model: Model = None, topology: Topology = None,
                 "--attainment", help="share of requests that must meet the SLO")] = 0.9,
             iterations: Annotated[int, typer.Option(
                 "--iterations", min=0, help="bisection steps on the rate after bracketing it")] = 6,
-            kv_backend: KvBackend = "flow", cache: Cache = None, executor: ExecutorOpt = "local",
+            kv_backend: KvBackend = "flow", arrivals: Arrivals = "poisson", routing: Routing = SCHED["routing"],
+            dp_ranks: DpRanks = SCHED["dp_ranks"], preemption: Preemption = SCHED["preemption"],
+            swap_bandwidth_gbps: SwapGbps = SCHED["swap_bandwidth_bps"] / 1e9,
+            prefix_hit_rate: PrefixHit = SCHED["prefix_hit_rate"], mtp_draft_tokens: MtpDrafts = SCHED["mtp_draft_tokens"],
+            mtp_acceptance: MtpAccept = SCHED["mtp_acceptance"], cache: Cache = None, executor: ExecutorOpt = "local",
             workers: Annotated[int | None, typer.Option(
                 "--workers", min=1, help="parallel step simulations (default: one per CPU; 1: in this process)")] = None,
             address: Address = None, out: Out = None, as_json: Json = False, quiet: Quiet = False) -> None:
@@ -289,15 +340,16 @@ def _search(model: Model = None, topology: Topology = None,
     from moesim.workload.options import STUDY_STRATEGIES
 
     first_rate = None if trace else rate  # with a trace, --rate is only the first rate tried
+    features = {k: v for k, v in locals().items() if k in FEATURES}
     requests, config, slo = _common(model, topology, trace, first_rate, count, prompt, output, seed, budget, max_seqs,
-                                    chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot)
+                                    chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot, features)
     confirm = None
-    if trace is None:  # Poisson: the confirming run draws fresh requests, CONFIRM_REPEATS times as many
+    if trace is None:  # generated: the confirming run draws fresh requests, CONFIRM_REPEATS times as many
         if count * CONFIRM_REPEATS > MAX_REQUESTS:
             raise input_error("--requests", "requests", f"at most {MAX_REQUESTS // CONFIRM_REPEATS} for a search (a "
                               f"capacity is confirmed on {CONFIRM_REPEATS} times as many), got {count}")
-        requests = make_requests(None, 1.0, count, prompt, output, seed)
-        confirm = make_requests(None, 1.0, count * CONFIRM_REPEATS, prompt, output, seed)
+        requests = make_requests(None, 1.0, count, prompt, output, seed, arrivals)
+        confirm = make_requests(None, 1.0, count * CONFIRM_REPEATS, prompt, output, seed, arrivals)
     if out is not None:
         check_output_folder(out)
     mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())

@@ -118,7 +118,10 @@ KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
     "workload_options": {"phase": "prefill", "batch": None, "context_tokens": None, "decode_steps": None,
                          "overlap": "none", "micro_batches": None, "expert_dtype": None, "dense_dtype": None,
                          "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None,
+                         "mtp_draft_tokens": None, "mtp_acceptance": None, "compute_model": "roofline",
+                         "prompt_lengths": None, "prompt_counts": None,
                          "redundant_experts": 0, "eplb_groups": 1, "eplb_nodes": 1},
+    "layout": {"dp_attention": False},
     "system": {"collective_optimization": "localBWAware", "logical_dims": (), "comm_sms": 0.0, "expert_routing": (),
                "fast_forward_noise": 0.0, "astra_receives": False},
     "network": {"analytical_model": "rdma", "nic_model": "fast", "ecn_seed": 1},
@@ -139,9 +142,11 @@ ROUTING_FIELDS = ("routing", "routing_zipf_exponent", "routing_hot_fraction", "r
 
 
 def _workload_options(options: Any) -> dict[str, Any]:
-    """The workload options as data: decode knobs only in decode; routing fields only for skewed routing
+    """The workload options as data: decode knobs only in decode; MTP's acceptance never (it does not change
+    the step's cost, only its tokens, ``mtp.py``); routing fields only for skewed routing
     (uniform, Zipf 0 included, keeps its key), with a routing table or placement file keyed by its contents."""
     data = _keyed("workload_options", dataclasses.asdict(options))
+    data.pop("mtp_acceptance", None)  # only the result's tokens per step reads it, not the simulation
     if not options.per_expert:
         for name in ROUTING_FIELDS:
             data.pop(name, None)
@@ -178,7 +183,7 @@ def _inputs(p: Any, diagnostics: bool, legacy: bool = False) -> dict[str, Any]:
     inputs: dict[str, Any] = {
         "version": __version__,
         "model": _simulated_fields(p.model),
-        "layout": dataclasses.asdict(p.layout),
+        "layout": _keyed("layout", dataclasses.asdict(p.layout)),
         "network": _keyed("network", network),
         "topology": _topology_hash(p.topology),
         "system": _keyed("system", dataclasses.asdict(p.settings)),

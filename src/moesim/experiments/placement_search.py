@@ -164,7 +164,7 @@ def search_placement(search: SearchSpec, executor: str = "local", workers: int |
     seen: set[object] = set()
     pending: list[Scored] = []
     for entry in PLACEMENT_RULES:
-        mapping = entry.obj(topology, layout.tp, layout.ep)
+        mapping = entry.obj(topology, *layout.grid)
         key = symmetry.canonical_key(mapping)
         if key not in seen:
             seen.add(key)

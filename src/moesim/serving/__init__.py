@@ -27,7 +27,7 @@ _HOME = {
     "SchedulerConfig": "config", "Grid": "costs", "StepCache": "costs", "StepCosts": "costs",
     "Deployment": "deployment", "Replica": "deployment", "ReplicaKind": "deployment", "Slo": "metrics",
     "parse_duration_s": "metrics", "POLICIES": "policies", "Requests": "requests", "make_requests": "requests",
-    "parse_length": "requests", "poisson": "requests", "read_trace": "requests", "SearchResult": "search",
+    "parse_length": "requests", "parse_arrivals": "requests", "poisson": "requests", "read_trace": "requests", "SearchResult": "search",
     "SearchSpace": "search", "search": "search", "Executor": "simulate", "ServeResult": "simulate",
     "serve": "simulate",
 }
@@ -36,7 +36,7 @@ _HOME = {
 __all__ = [
     "POLICIES", "Deployment", "Executor", "Grid", "Replica", "ReplicaKind", "Requests", "SchedulerConfig",
     "SearchResult", "SearchSpace", "ServeResult", "Slo", "StepCache", "StepCosts", "make_requests",
-    "parse_duration_s", "parse_length", "poisson", "read_trace", "search", "serve",
+    "parse_arrivals", "parse_duration_s", "parse_length", "poisson", "read_trace", "search", "serve",
 ]
 
 

@@ -40,6 +40,17 @@ class ReplicaKind:
     def strategy(self) -> str:
         return self.run.strategy
 
+    @property
+    def dp_ranks(self) -> int:
+        """Attention ranks of a data-parallel-attention split (``DP<d>EP<e>``: d), else 1: each holds its own
+        requests and KV cache, and a step's grid run carries that many ranks' equal batches."""
+        layout = ParallelLayout.parse(self.strategy)
+        if layout.dp_attention and layout.tp > 1:
+            raise MoesimError(f"serve: strategy {self.strategy}: data-parallel attention is served with one GPU per "
+                              f"attention rank (DP<n>EP<n>, e.g. DP{layout.ep}EP{layout.ep}); TP inside a rank is "
+                              "not (its step grid has batches of 1 and 2 sequences per rank)")
+        return layout.dp if layout.dp_attention else 1
+
     def spec(self, **step: Any) -> RunSpec:
         """The RunSpec of one step (``tokens=T`` for a prefill pass; ``phase="decode", batch=B,
         context_tokens=C`` for a decode step) with the deployment's overrides."""

@@ -93,6 +93,10 @@ def request_table(requests: Requests, result: ReplayResult, slo: Slo) -> pa.Tabl
         "kv_sent_s": result.transfer_start_s, "kv_transfer_s": result.transfer_end_s - result.transfer_start_s,
         "ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "slo_met": slo.met(ttft, tpot),
     }
+    for name, values in (("dp_rank", result.rank), ("cached_tokens", result.cached_tokens),
+                         ("preemptions", result.preemptions)):
+        if values is not None:  # only where the feature is on: other runs keep their tables
+            columns[name] = values
     return pa.table(columns)
 
 
@@ -175,4 +179,10 @@ def aggregates(table: pa.Table, result: ReplayResult, slo: Slo, gpus: int,
     record["steps"] = int(sum(result.steps))
     record["utilization"] = [b / span if span > 0 else None for b in result.busy_s]
     record["kv_capacity_tokens"] = list(result.kv_capacity_tokens)
+    if result.cached_tokens is not None or result.preemptions is not None:
+        record["prefill_tokens"] = result.prefill_tokens
+    if result.cached_tokens is not None:
+        record["cached_tokens"] = int(result.cached_tokens.sum())
+    if result.preemptions is not None:
+        record["preemptions"] = int(result.preemptions.sum())
     return record

@@ -3,10 +3,11 @@
 Each replica runs one step at a time (``scheduler.ReplicaState``); a step's duration comes from the
 interpolated step costs, so the loop never calls the network simulator for a step. Under
 disaggregation, KV transfers are flows of one backend (``disagg.KvTransfers``), advanced between the
-loop's events. Arriving requests go to the entry replica (colocated, or prefill) with the fewest
-outstanding requests, ties to the lowest index; a request leaving prefill goes to the decode replica with
-the fewest. Its transfer starts when that replica has room for its whole KV cache (prompt and output), in
-the order the prefills ended; until then the prefill replica keeps the cache.
+loop's events. Arriving requests go to the entry replica (colocated, or prefill) the routing policy picks
+(``routing``; default the one with the fewest outstanding requests, ties to the lowest index), and within
+a replica with data-parallel attention to its rank with the fewest; a request leaving prefill goes to the
+decode replica, then rank, with the fewest. Its transfer starts when that rank has room for its whole KV
+cache (prompt and output), in the order the prefills ended; until then the prefill replica keeps the cache.
 
 Events at one instant are taken in the order: transfers ending, arrivals, step ends, so a step that
 starts at t sees everything that arrived by t. The loop also integrates the number of requests in the
@@ -27,7 +28,8 @@ from moesim.serving.costs import StepCosts
 from moesim.serving.deployment import DECODE, PREFILL, Replica, ReplicaKind
 from moesim.serving.disagg import KvTransfers
 from moesim.serving.requests import Requests
-from moesim.serving.scheduler import ReplicaState, SchedulerConfig
+from moesim.serving.routing import ROUTERS
+from moesim.serving.scheduler import Book, ReplicaGroup, ReplicaState, SchedulerConfig
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +49,14 @@ class ReplayResult:
     busy_s: tuple[float, ...]
     kv_capacity_tokens: tuple[int, ...]
     area: float
+    rank: np.ndarray | None = None
+    """Per request the data-parallel rank of its replica that served it (None: one rank per replica)."""
+    cached_tokens: np.ndarray | None = None
+    """Per request the prompt tokens the prefix cache served (None: no prefix caching)."""
+    preemptions: np.ndarray | None = None
+    """Per request how often it was preempted (None: no preemption)."""
+    prefill_tokens: int = 0
+    """Prompt tokens prefilled over the run (recomputed ones included, cached ones not)."""
 
 
 def _check(requests: Requests, states: list[ReplicaState], config: SchedulerConfig) -> None:
@@ -55,8 +65,9 @@ def _check(requests: Requests, states: list[ReplicaState], config: SchedulerConf
         needs = requests.prompt_tokens + (0 if s.role == PREFILL else requests.output_tokens)
         worst = int(np.argmax(needs))
         if needs[worst] > s.capacity:
+            where = f"{s.replica.kind.strategy} replica{' rank' if s.gpus != s.replica.gpus else ''}"
             raise MoesimError(f"request {int(requests.ids[worst])}: needs {int(needs[worst])} KV-cache tokens, a "
-                              f"{s.replica.kind.strategy} replica holds {s.capacity} (shorten the requests or give "
+                              f"{where} holds {s.capacity} (shorten the requests or give "
                               "the cache more memory)")
     longest = int(np.argmax(requests.prompt_tokens))
     if not config.chunked and requests.prompt_tokens[longest] > config.token_budget:
@@ -76,52 +87,59 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
     t_start, t_end = nan.copy(), nan.copy()
     placed = np.full(n, -1, dtype=np.int64)
     decoded_on = np.full(n, -1, dtype=np.int64)
-    prefilled = np.zeros(n, dtype=np.int64)
-    states = [ReplicaState(rep, costs[rep.kind], config, config.kv_capacity(rep, costs[rep.kind]), prompt, output,
-                           prefilled) for rep in replicas]
-    _check(requests, states, config)
-    entry = [s for s in states if s.role != DECODE]
-    decoders = [s for s in states if s.role == DECODE]
+    rank_of = np.zeros(n, dtype=np.int64)
+    book = Book(prompt, output, requests.prefix_id, requests.prefix_tokens)
+    groups = [ReplicaGroup(rep, costs[rep.kind], config, config.kv_capacity(rep, costs[rep.kind]), book)
+              for rep in replicas]
+    ranks = [s for g in groups for s in g.ranks]
+    _check(requests, ranks, config)
+    entry = [g for g in groups if g.role != DECODE]
+    decoders = [g for g in groups if g.role == DECODE]
     if decoders and transfers is None:
         raise MoesimError("a disaggregated replay needs the KV transfers' network (transfers=KvTransfers(...))")
-    queued: dict[int, deque[int]] = {s.replica.index: deque() for s in decoders}
+    router = ROUTERS.get(config.routing)(config.routing_seed)
+    queued: dict[ReplicaState, deque[int]] = {s: deque() for g in decoders for s in g.ranks}
     inbound = dict.fromkeys(queued, 0)
+    rank_at: dict[int, ReplicaState] = {}
+    """Request → the rank holding it (its prefill rank until its KV cache has moved)."""
+    bound: dict[int, ReplicaState] = {}
+    """Request → the decode rank its KV cache goes to (disaggregated, until it has landed)."""
     heap: list[tuple[float, int, int]] = []
     counter = 0
     in_system = 0
     area = 0.0
     t_last = float(arrival[0]) if n else 0.0
 
-    def kick(s: ReplicaState, now: float) -> None:
+    def kick(g: ReplicaGroup, now: float) -> None:
         nonlocal counter
-        if s.step is None:
-            step = s.plan(now, scheduled)
-            if step is not None:
-                heapq.heappush(heap, (now + step.duration_s, counter, s.replica.index))
+        if not g.busy:
+            duration = g.plan(now, scheduled)
+            if duration is not None:
+                heapq.heappush(heap, (now + duration, counter, g.replica.index))
                 counter += 1
 
     def start_transfers(d: ReplicaState, now: float) -> None:
-        q = queued[d.replica.index]
+        q = queued[d]
         while q and d.kv_used + d.kv_need(q[0]) <= d.capacity:
             r = q.popleft()
             d.kv_used += d.kv_need(r)
-            inbound[d.replica.index] += 1
+            inbound[d] += 1
             t_start[r] = now
             assert transfers is not None
-            transfers.start(r, now, states[placed[r]].replica.gpus, d.replica.gpus,
-                            int(prompt[r]) * d.costs.kv_bytes_per_token)
+            transfers.start(r, now, rank_at[r].gpus, d.gpus, int(prompt[r]) * d.kv_bytes_per_token)
 
     def land(r: int, now: float) -> None:
         t_end[r] = now
-        src, d = states[placed[r]], states[decoded_on[r]]
+        src, d = rank_at[r], bound.pop(r)
         src.release(r)
-        kick(src, now)
-        inbound[d.replica.index] -= 1
+        kick(groups[src.replica.index], now)
+        rank_at[r] = d
+        inbound[d] -= 1
         d.ready.append(r)
-        kick(d, now)
+        kick(groups[d.replica.index], now)
 
     def load(d: ReplicaState) -> int:
-        return d.outstanding + len(queued[d.replica.index]) + inbound[d.replica.index]
+        return d.outstanding + len(queued[d]) + inbound[d]
 
     i = 0
     while True:
@@ -141,35 +159,43 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
         if t_arr <= t_step:  # every request arriving now joins a queue before any replica plans a step
             touched = []
             while i < n and arrival[i] == t:
-                s = min(entry, key=lambda e: e.outstanding)
-                placed[i] = s.replica.index
+                g = entry[router.pick(len(entry), lambda k: entry[k].outstanding)]
+                s = g.rank_for()
+                placed[i], rank_of[i], rank_at[i] = g.replica.index, s.rank, s
                 s.waiting.append(i)
                 in_system += 1
                 i += 1
-                touched.append(s)
-            for s in touched:
-                kick(s, t)
+                touched.append(g)
+            for g in touched:
+                kick(g, t)
             continue
         _, _, index = heapq.heappop(heap)
-        s = states[index]
-        first, done = s.finish()
-        for r in first:
-            first_token[r] = t
-        for r in done:
-            finish[r] = t
-            in_system -= 1
-        if s.role == PREFILL:
+        g = groups[index]
+        for s, first, done in g.finish():
             for r in first:
-                if output[r] > 1:
-                    d = min(decoders, key=load)
-                    decoded_on[r] = d.replica.index
-                    queued[d.replica.index].append(r)
-                    start_transfers(d, t)
-        elif s.role == DECODE and done:
-            start_transfers(s, t)
-        kick(s, t)
+                first_token[r] = t
+            for r in done:
+                finish[r] = t
+                in_system -= 1
+            if s.role == PREFILL:
+                for r in first:
+                    if output[r] > 1:
+                        dg = min(decoders, key=lambda e: sum(load(x) for x in e.ranks))
+                        d = min(dg.ranks, key=load)
+                        decoded_on[r] = dg.replica.index
+                        bound[r] = d
+                        queued[d].append(r)
+                        start_transfers(d, t)
+            elif s.role == DECODE and done:
+                start_transfers(s, t)
+        kick(g, t)
     if np.isnan(finish).any():  # pragma: no cover - every request is checked to fit before the loop
         raise MoesimError(f"replay: {int(np.isnan(finish).sum())} requests never finished")
+    dp = any(len(g.ranks) > 1 for g in groups)
+    cached = config.prefix_hit_rate > 0 or requests.prefix_id is not None
     return ReplayResult(scheduled, first_token, finish, placed, decoded_on, t_start, t_end,
-                        tuple(s.steps for s in states), tuple(s.busy_s for s in states),
-                        tuple(s.capacity for s in states), area)
+                        tuple(g.steps for g in groups), tuple(g.busy_s for g in groups),
+                        tuple(g.capacity for g in groups), area, rank_of if dp else None,
+                        np.asarray(book.cached, dtype=np.int64) if cached else None,
+                        np.asarray(book.preemptions, dtype=np.int64) if config.preemption else None,
+                        sum(s.prefill_tokens for s in ranks))

@@ -6,6 +6,13 @@ A trace has one row per request and the columns ``arrival_s`` (seconds from the 
 arrival time, stable, and keep their row number as the request id). Length distributions are written
 ``fixed:N`` (or ``N``), ``uniform:LO:HI`` (integers, both included), ``lognormal:MEDIAN:SIGMA[:MAX]``
 (rounded, at least 1) and ``trace:FILE[:COLUMN]`` (drawn with replacement from a trace column).
+
+A trace may also have the columns ``prefix_id`` (any value naming a shared prompt prefix: a system prompt,
+a conversation's history) and ``prefix_tokens`` (its length, an integer in [0, prompt_tokens]; 0: none):
+the replica's prefix cache then serves those tokens once a request with that prefix has prefilled them.
+Generated arrivals are ``poisson`` (exponential gaps) or ``gamma:CV``, gamma-distributed gaps of mean
+1/rate and coefficient of variation CV (standard deviation / mean): CV = 1 is as random as Poisson, CV > 1
+is bursty (arrivals bunch together with long quiet gaps), CV < 1 more regular (CV → 0: evenly spaced).
 """
 
 from __future__ import annotations
@@ -22,6 +29,12 @@ from moesim.errors import MoesimError, input_error
 from moesim.serving.config import DEFAULT_OUTPUT, DEFAULT_PROMPT
 
 COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
+PREFIX_COLUMNS = ("prefix_id", "prefix_tokens")
+"""Optional trace columns, both or neither: a shared prompt prefix's name and length."""
+ARRIVALS = ("poisson", "gamma:CV")
+MAX_CV = 100.0
+"""The largest coefficient of variation of gamma gaps (shape 1/CV² = 1e-4 already puts nearly every
+request in a few bursts)."""
 MAX_TOKENS = 10**7
 """The longest prompt or output a request may have (a KV cache far beyond any accelerator's memory)."""
 MAX_REQUESTS = 10**6
@@ -43,6 +56,10 @@ class Requests:
     output_tokens: np.ndarray
     ids: np.ndarray
     source: str
+    prefix_id: np.ndarray | None = None
+    """Per request the code of its shared prompt prefix (−1: none), or None when the requests have none."""
+    prefix_tokens: np.ndarray | None = None
+    """Per request the length of its prefix (0 with code −1)."""
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -61,7 +78,7 @@ class Requests:
             arrival = self.arrival_s / factor
         _check_arrivals(arrival, f"{self.source}, arrivals ×{factor:g}")
         return Requests(arrival, self.prompt_tokens, self.output_tokens, self.ids,
-                        f"{self.source}, arrivals ×{factor:g}")
+                        f"{self.source}, arrivals ×{factor:g}", self.prefix_id, self.prefix_tokens)
 
     def repeated(self, times: int) -> Requests:
         """The requests ``times`` times over, each copy arriving one mean gap after the previous copy's last
@@ -70,14 +87,16 @@ class Requests:
         span = float(self.arrival_s[-1] - self.arrival_s[0]) if n > 1 else 0.0
         period = span + (span / (n - 1) if n > 1 else 0.0)
         copies = np.arange(times).repeat(n)
+        tiled = [None if a is None else np.tile(a, times) for a in (self.prefix_id, self.prefix_tokens)]
         return Requests(np.tile(self.arrival_s, times) + copies * period, np.tile(self.prompt_tokens, times),
                         np.tile(self.output_tokens, times), np.tile(self.ids, times) + copies * (int(self.ids.max()) + 1),
-                        f"{self.source}, ×{times} in a row")
+                        f"{self.source}, ×{times} in a row", *tiled)
 
     def fingerprint(self) -> str:
         """sha256 of the arrays (what a replay reads), for result keys."""
         h = hashlib.sha256()
-        for a in (self.arrival_s, self.prompt_tokens, self.output_tokens, self.ids):
+        extra = () if self.prefix_id is None else (self.prefix_id, self.prefix_tokens)
+        for a in (self.arrival_s, self.prompt_tokens, self.output_tokens, self.ids, *extra):
             h.update(np.ascontiguousarray(a).tobytes())
         return h.hexdigest()
 
@@ -119,17 +138,17 @@ def _table(path: str | Path) -> dict[str, np.ndarray]:
     return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
 
 
-def _integers(values: np.ndarray, source: str, column: str) -> np.ndarray:
-    """``values`` as int64 tokens in [1, MAX_TOKENS]; the first bad row is named."""
+def _integers(values: np.ndarray, source: str, column: str, low: int = 1) -> np.ndarray:
+    """``values`` as int64 tokens in [``low``, MAX_TOKENS]; the first bad row is named."""
     try:
         as_float = values.astype(np.float64)
     except (TypeError, ValueError):
         raise input_error(source, column, "must hold numbers") from None
-    bad = ~np.isfinite(as_float) | (as_float != np.round(as_float)) | (as_float < 1) | (as_float > MAX_TOKENS)
+    bad = ~np.isfinite(as_float) | (as_float != np.round(as_float)) | (as_float < low) | (as_float > MAX_TOKENS)
     if bad.any():
         row = int(np.argmax(bad))
         raise input_error(source, f"{column} (row {row + 1})",
-                          f"must be an integer in [1, {MAX_TOKENS}], got {values[row]!r}")
+                          f"must be an integer in [{low}, {MAX_TOKENS}], got {values[row]!r}")
     return as_float.astype(np.int64)
 
 
@@ -157,7 +176,32 @@ def read_trace(path: str | Path) -> Requests:
     prompt = _integers(cols["prompt_tokens"], source, "prompt_tokens")
     output = _integers(cols["output_tokens"], source, "output_tokens")
     order = np.argsort(arrival, kind="stable")
-    return Requests(arrival[order], prompt[order], output[order], order.astype(np.int64), f"trace {Path(path).name}")
+    prefix = _prefixes(cols, source, prompt)
+    code, length = (None, None) if prefix is None else (prefix[0][order], prefix[1][order])
+    return Requests(arrival[order], prompt[order], output[order], order.astype(np.int64), f"trace {Path(path).name}",
+                    code, length)
+
+
+def _prefixes(cols: dict[str, np.ndarray], source: str, prompt: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(prefix code per row, −1 for none; prefix length) from the optional columns, or None without them."""
+    given = [c for c in PREFIX_COLUMNS if c in cols]
+    if not given:
+        return None
+    if len(given) == 1:
+        missing = PREFIX_COLUMNS[1 - PREFIX_COLUMNS.index(given[0])]
+        raise input_error(source, missing, f"missing column (given {given[0]}; the prefix columns go together)",
+                          PREFIX_COLUMNS)
+    length = _integers(cols["prefix_tokens"], source, "prefix_tokens", low=0)
+    over = length > prompt
+    if over.any():
+        row = int(np.argmax(over))
+        raise input_error(source, f"prefix_tokens (row {row + 1})",
+                          f"must be at most prompt_tokens ({int(prompt[row])}), got {int(length[row])}")
+    names = cols["prefix_id"]
+    valid = np.array([v is not None and v == v for v in names.tolist()], dtype=bool)  # null and NaN: no prefix
+    _, codes = np.unique(np.where(valid, names.astype(str), ""), return_inverse=True)
+    has = valid & (length > 0)
+    return np.where(has, codes, -1).astype(np.int64), np.where(has, length, 0).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -225,33 +269,56 @@ def parse_length(text: str, option: str, column: str) -> LengthDist:
     raise input_error(option, "distribution", f"cannot read {text!r}", DISTRIBUTIONS)
 
 
-def poisson(rate_rps: float, count: int, prompt: LengthDist, output: LengthDist, seed: int = 0) -> Requests:
+def parse_arrivals(text: str, option: str = "--arrivals") -> float:
+    """The coefficient of variation of the arrival gaps written ``poisson`` (1) or ``gamma:CV``."""
+    parts = str(text).strip().lower().split(":")
+    if parts == ["poisson"]:
+        return 1.0
+    if parts[0] == "gamma" and len(parts) == 2:
+        try:
+            cv = float(parts[1])
+        except ValueError:
+            cv = math.nan
+        if not 0 < cv <= MAX_CV:
+            raise input_error(option, "CV", f"must be a number in (0, {MAX_CV:g}], got {parts[1]!r}")
+        return cv
+    raise input_error(option, "arrivals", f"cannot read {text!r}", ARRIVALS)
+
+
+def poisson(rate_rps: float, count: int, prompt: LengthDist, output: LengthDist, seed: int = 0,
+            cv: float | None = None) -> Requests:
     """``count`` requests with exponential gaps of mean 1/``rate_rps`` (the first arrives after one gap) and
     lengths drawn from ``prompt`` and ``output``. One generator seeded with ``seed`` draws the unit gaps,
     then the prompts, then the outputs, so the same seed at another rate gives the same requests with
-    arrival times scaled (common random numbers for rate sweeps)."""
+    arrival times scaled (common random numbers for rate sweeps). With ``cv``, the gaps are gamma-distributed,
+    shape 1/cv² and scale cv²/rate (mean 1/rate, coefficient of variation cv; cv = 1 is the exponential)."""
     if not (isinstance(rate_rps, int | float) and math.isfinite(rate_rps) and rate_rps > 0):
         raise input_error("--rate", "rate", f"must be a positive number of requests per second, got {rate_rps!r}")
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_REQUESTS:
         raise input_error("--requests", "requests", f"must be an integer in [1, {MAX_REQUESTS}], got {count!r}")
     rng = np.random.default_rng(seed)
+    gaps = rng.exponential(1.0, count) if cv is None else rng.gamma(1 / cv**2, cv**2, count)
     with np.errstate(over="ignore", under="ignore"):
-        arrival = np.cumsum(rng.exponential(1.0, count)) / rate_rps
+        arrival = np.cumsum(gaps) / rate_rps
     _check_arrivals(arrival, f"{count} requests at {rate_rps:g}/s", "--rate", "rate")
     prompts = prompt.sample(rng, count)
     outputs = output.sample(rng, count)
+    kind = "poisson" if cv is None else f"gamma cv {cv:g}"
     return Requests(arrival, prompts, outputs, np.arange(count, dtype=np.int64),
-                    f"poisson {rate_rps:g}/s, prompt {prompt.text}, output {output.text}, seed {seed}")
+                    f"{kind} {rate_rps:g}/s, prompt {prompt.text}, output {output.text}, seed {seed}")
 
 
 def make_requests(trace: str | Path | None = None, rate_rps: float | None = None, count: int = 1000,
-                  prompt: str = DEFAULT_PROMPT, output: str = DEFAULT_OUTPUT, seed: int = 0) -> Requests:
-    """The requests of a command line or API call: a trace file, or ``count`` Poisson arrivals at ``rate_rps``."""
+                  prompt: str = DEFAULT_PROMPT, output: str = DEFAULT_OUTPUT, seed: int = 0,
+                  arrivals: str = "poisson") -> Requests:
+    """The requests of a command line or API call: a trace file, or ``count`` arrivals at ``rate_rps``
+    (``arrivals``: ``poisson`` or ``gamma:CV``)."""
     if trace is not None and rate_rps is not None:
         raise MoesimError("requests: give a trace (--trace) or a rate (--rate), not both")
     if trace is not None:
         return read_trace(trace)
     if rate_rps is None:
         raise MoesimError("requests: give a trace (--trace FILE) or an arrival rate (--rate R requests/s)")
+    cv = None if str(arrivals).strip().lower() == "poisson" else parse_arrivals(arrivals)
     return poisson(rate_rps, count, parse_length(prompt, "--prompt", "prompt_tokens"),
-                   parse_length(output, "--output", "output_tokens"), seed)
+                   parse_length(output, "--output", "output_tokens"), seed, cv)

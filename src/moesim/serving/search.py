@@ -204,7 +204,7 @@ class SearchResult:
 
 def search_id(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo, attainment: float,
               kv_backend: str, confirm: Requests | None = None) -> str:
-    data = {"space": asdict(space), "requests": base.fingerprint(), "scheduler": asdict(config), "slo": asdict(slo),
+    data = {"space": asdict(space), "requests": base.fingerprint(), "scheduler": config.key(), "slo": asdict(slo),
             "attainment": attainment, "kv_backend": kv_backend, "version": __version__}
     if confirm is not None:
         data["confirm"] = confirm.fingerprint()
@@ -224,7 +224,8 @@ def rough_capacity_rps(deployment: Deployment, base: Requests, config: Scheduler
         if rep.role != DECODE:
             seconds += prompt * c.interpolated("prefill", config.token_budget, 0) / config.token_budget
         if rep.role != PREFILL:
-            seconds += out * c.interpolated("decode", config.max_seqs, int(context)) / config.max_seqs
+            steps = out / config.decode_tokens_per_step  # fewer steps with multi-token prediction
+            seconds += steps * c.interpolated("decode", config.max_seqs, int(context)) / config.max_seqs
         sides[rep.role] += 1.0 / seconds
     return sides[BOTH] if deployment.disaggregate is None else min(sides[PREFILL], sides[DECODE])
 
@@ -340,7 +341,7 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
             f"{'; runs too short to bound it' if c.conservative else ''})")
     results.sort(key=lambda c: (-c.goodput_per_gpu_rps, c.deployment.num_gpus, c.deployment.label()))
     settings = {"attainment": attainment, "start_rps": start_rps, "iterations": iterations, "kv_backend": kv_backend,
-                "requests": len(base), "requests_source": base.source, "scheduler": asdict(config), "slo": asdict(slo)}
+                "requests": len(base), "requests_source": base.source, "scheduler": config.key(), "slo": asdict(slo)}
     return SearchResult(search_id(space, base, config, slo, attainment, kv_backend, confirm), tuple(results),
                         tuple(skipped),
                         report, time.monotonic() - t0, settings)

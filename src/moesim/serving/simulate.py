@@ -56,7 +56,8 @@ def grids(deployment: Deployment, requests: Iterable[Requests], config: Schedule
     for rep in deployment.replicas():
         g = Grid(prefill_tokens=batch_axis(config.token_budget)) if rep.role != DECODE else Grid()
         if rep.role != PREFILL:
-            g = g.union(Grid(decode_batch=batch_axis(config.max_seqs), decode_context=context_axis(longest)))
+            tokens = config.max_seqs * (config.mtp_draft_tokens + 1)  # a step verifies k drafts per sequence
+            g = g.union(Grid(decode_batch=batch_axis(tokens), decode_context=context_axis(longest)))
         out[rep.kind] = out[rep.kind].union(g) if rep.kind in out else g
     return out
 
@@ -114,7 +115,7 @@ class ServeResult:
         errors = [abs(e["error"]) for e in self.interpolation]
         return {
             "serve_id": self.serve_id, **self.deployment.as_dict(), "gpus": self.deployment.num_gpus,
-            "requests_source": self.requests.source, "scheduler": dataclasses.asdict(self.config),
+            "requests_source": self.requests.source, "scheduler": self.config.key(),
             "kv_backend": self.kv_backend, **self.summary,
             "step_grid": [{"strategy": k.strategy, "topology": k.topology, **g.describe()} for k, g in self.grids.items()],
             "step_costs": dataclasses.asdict(self.fill), "interpolation": self.interpolation,
@@ -126,7 +127,7 @@ class ServeResult:
 def serve_id(deployment: Deployment, requests: Requests, config: SchedulerConfig, slo: Slo, kv_backend: str) -> str:
     """sha256 of every input of a serving simulation (the requests by their arrays)."""
     data = {"deployment": deployment.as_dict(), "requests": requests.fingerprint(),
-            "scheduler": dataclasses.asdict(config), "slo": dataclasses.asdict(slo), "kv_backend": kv_backend,
+            "scheduler": config.key(), "slo": dataclasses.asdict(slo), "kv_backend": kv_backend,
             "version": __version__}
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=repr).encode()).hexdigest()
 

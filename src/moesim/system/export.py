@@ -25,7 +25,8 @@ from moesim.topology.ns3_export import write_ns3_topology
 from moesim.workload.chakra import write_et
 
 _ASTRA_IMPL = {"ring": "ring", "dbt": "doubleBinaryTree", "doubleBinaryTree": "doubleBinaryTree",
-               "direct": "direct", "halving_doubling": "halvingDoubling"}
+               "direct": "direct", "halving_doubling": "halvingDoubling",
+               "low_latency": "direct"}  # the same transfers as direct: one message per ordered pair
 
 
 def system_json(settings: SystemSettings) -> dict[str, object]:

@@ -114,6 +114,10 @@ def prepare_collective(spec: CollectiveSpec) -> PreparedBench:
     if wl_over:
         raise MoesimError(f"{source}: field '{next(iter(wl_over))}': a workload parameter; a collective "
                           "benchmark has no workload options (use -b/-e/-f for sizes)")
+    settings_fields = {f.name for f in dataclasses.fields(SystemSettings)}
+    for name in sys_over:
+        if name not in settings_fields:  # gpu, all_to_all_algorithm: what a run resolves, not a setting
+            raise MoesimError(f"{source}: field '{name}': a run parameter; a collective benchmark does not take it")
     # a benchmark reproduces the reference stack: ns-3's NIC bookkeeping unless --set says otherwise
     params = network_mode(spec.network).with_overrides({"nic_model": "ns3", **net_over})
     topology_ref = parse_topology(spec.topology)

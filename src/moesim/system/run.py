@@ -26,6 +26,7 @@ from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
 from moesim.topology.catalog import TopologyRef, parse_topology
+from moesim.topology.gpus import gpu_choices, gpu_roofline, resolve_gpu
 from moesim.topology.model import Topology
 from moesim.topology.placement import (
     DEFAULT_PLACEMENT,
@@ -34,9 +35,11 @@ from moesim.topology.placement import (
     check_ep_nodes,
     resolve_placement,
 )
+from moesim.topology.templates import SERVER_TEMPLATES
 from moesim.topology.units import BANDWIDTH_RANGE_BPS
 from moesim.version import __version__
-from moesim.workload.generator import generate, routing_imbalance
+from moesim.workload import mtp
+from moesim.workload.generator import generate, pass_tokens, routing_imbalance
 from moesim.workload.graph import Workload
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.options import TOKENS, WorkloadOptions
@@ -86,6 +89,10 @@ def _override_params() -> dict[str, Param]:
     out["placement"] = Param("placement", "placement", str, "", Constraint(),
                              note=f"a rule ({', '.join(PLACEMENT_RULES.names())}), a comma-separated GPU list "
                                   "or a .yaml/.json rank → GPU file")
+    # a GPU model whose data-sheet peak and HBM bandwidth the roofline takes (topology/gpus.py)
+    out["gpu"] = Param("gpu", "system", str, "", Constraint(choices=tuple(gpu_choices())),
+                       note=f"one of {', '.join(gpu_choices())}: the roofline's peak_flops and mem_bw_bytes_per_s "
+                            "from that GPU model's data sheet (topology: the server template's)")
     return out
 
 
@@ -166,6 +173,7 @@ def prepare(spec: RunSpec) -> PreparedRun:
     overrides = spec.override_dict()
     placement_value = check_override("placement", overrides.pop("placement", DEFAULT_PLACEMENT), source)
     a2a = overrides.pop("all_to_all_algorithm", None)
+    gpu_value = check_override("gpu", overrides.pop("gpu"), source) if "gpu" in overrides else None
     backend_cls = BACKENDS.get(spec.backend)
     if ensemble.ENSEMBLE in overrides:
         index = check_override(ensemble.ENSEMBLE, overrides.pop(ensemble.ENSEMBLE), source)
@@ -189,6 +197,10 @@ def prepare(spec: RunSpec) -> PreparedRun:
             raise MoesimError(f"run {run_label_of(spec)}: field 'tokens': a prefill length; a decode run "
                               f"takes batch, context_tokens and decode_steps")
         tokens = options.batch * options.decode_steps  # type: ignore[operator]
+    elif options.prompt_lengths is not None:  # a batch of prompts: its tokens, on every attention group
+        if "tokens" in spec.override_dict():
+            raise MoesimError(f"{source}: field 'tokens': a batch of prompts has the tokens of its prompt_lengths")
+        tokens = pass_tokens(layout, tokens, options)
     _check_size(source, layout.num_ranks * model.num_layers * (options.decode_steps or 1) * (options.micro_batches or 1))
     tp_impl, ep_impl = ALGORITHMS[spec.algorithm]
     if a2a is not None:
@@ -199,13 +211,29 @@ def prepare(spec: RunSpec) -> PreparedRun:
         # an all-to-all placed per server (hierarchical) reads the routing: plain top-k over the model's experts
         sys_over["expert_routing"] = (model.routed_experts, model.top_k, 1, 1)
     settings = dataclasses.replace(settings, **sys_over)
-    placement = resolve_placement(placement_value, topology, layout.tp, layout.ep, source)
-    if options.eplb_nodes > 1 and layout.ep % options.eplb_nodes == 0:  # EPLB's nodes are the run's servers
-        check_ep_nodes(topology, placement, layout.tp, layout.ep, options.eplb_nodes, source)
+    if gpu_value is not None:
+        settings = _with_gpu(settings, gpu_value, topology_ref, sys_over, source)
+    placement = resolve_placement(placement_value, topology, *layout.grid, source)
+    experts = layout.experts
+    if options.eplb_nodes > 1 and experts.ep % options.eplb_nodes == 0:  # EPLB's nodes are the run's servers
+        check_ep_nodes(topology, placement, experts.tp, experts.ep, options.eplb_nodes, source)
     imbalance = routing_imbalance(model, layout, tokens, options)  # reads a routing table / placement file
     return PreparedRun(spec=spec, model=model, layout=layout, params=params, topology_ref=topology_ref,
                        topology=topology, settings=settings, backend_cls=backend_cls, tokens=tokens,
                        workload_options=options, placement=placement, ep_imbalance=imbalance)
+
+
+def _with_gpu(settings: SystemSettings, value: str, ref: TopologyRef, sys_over: dict[str, Any],
+              source: str) -> SystemSettings:
+    """``settings`` with the roofline of GPU model ``value`` (``topology``: the server template's), which an
+    explicit ``peak_flops`` or ``mem_bw_bytes_per_s`` would contradict (a one-line error)."""
+    template_gpu = SERVER_TEMPLATES.get(ref.template).gpu if ref.template and ref.template in SERVER_TEMPLATES else None
+    roofline = gpu_roofline(resolve_gpu(value, template_gpu, source), source)
+    for name in roofline:
+        if name in sys_over:
+            raise MoesimError(f"{source}: field '{name}': gpu={value} sets it; leave one of them out")
+    return dataclasses.replace(settings, peak_flops=roofline["peak_flops"],
+                               mem_bw_bytes_per_s=roofline["mem_bw_bytes_per_s"])
 
 
 def _check_size(source: str, rank_layers: int) -> None:
@@ -371,7 +399,8 @@ def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
     options = prepared.workload_options
     if options.phase == "decode":
         parameters["decode"] = {"batch": options.batch, "context_tokens": options.context_tokens,
-                                "decode_steps": options.decode_steps}
+                                "decode_steps": options.decode_steps,
+                                **mtp.result_fields(options.mtp_draft_tokens, options.mtp_acceptance)}
     if prepared.ep_imbalance is not None:  # skewed routing only: uniform records keep their keys
         parameters["routing"] = {"ep_imbalance": prepared.ep_imbalance[0],
                                  "ep_imbalance_before": prepared.ep_imbalance[1]}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -125,9 +126,15 @@ class RunResult:
         decode = self.parameters.get("decode")
         if decode:  # decode runs only: prefill records keep their keys
             record["step_s"] = self.wall_s / decode["decode_steps"]
-            record["tokens_per_s"] = decode["batch"] * decode["decode_steps"] / self.wall_s
+            record["tokens_per_s"] = decode_output_tokens(decode) / self.wall_s
         routing = self.parameters.get("routing")
         if routing:  # skewed routing only
             record["ep_imbalance"] = routing["ep_imbalance"]
             record["ep_imbalance_before"] = routing["ep_imbalance_before"]
         return record
+
+
+def decode_output_tokens(decode: Mapping[str, Any]) -> float:
+    """Tokens a decode run yields (its ``parameters.decode``): batch × steps × the expected tokens per step
+    (more than 1 with multi-token prediction, ``moesim.workload.mtp``)."""
+    return float(decode["batch"] * decode["decode_steps"] * decode.get("tokens_per_step", 1))

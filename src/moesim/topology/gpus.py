@@ -5,13 +5,15 @@ peaks with 2:4 structured sparsity; the dense peak is half of it, and that is wh
 layer's GEMMs are dense). Bandwidths are as the sheet states them: the GPU-interconnect figure is the
 total of both directions (a server template halves it per direction). The server templates
 (``templates.py``) name their GPU; a run takes its roofline peak and bandwidth from ``peak_flops`` and
-``mem_bw_bytes_per_s`` (set them from a record here, docs/topology.md "GPU models").
+``mem_bw_bytes_per_s``, or from a record here with the run option ``gpu`` (``gpu_roofline``,
+docs/deployments.md "GPU models").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from moesim.errors import input_error
 from moesim.registry import Registry
 
 TERA, PETA = 1e12, 1e15
@@ -76,3 +78,46 @@ _DESCRIPTIONS = {"h100": "H100 SXM", "h800": "H800 SXM (H100 with NVLink cut to 
 
 for _gpu in _GPUS:
     GPU_MODELS.register(_gpu.name, _DESCRIPTIONS[_gpu.name], _gpu.source)(_gpu)
+
+
+GPU_FROM_TOPOLOGY = "topology"
+"""The ``gpu`` value that takes the GPU model of the run's server template."""
+PEAK_RATIO_TOLERANCE = 1e-3
+"""How far (relative) a record's FP8 peak may sit from ``PEAK_RATIO`` × its BF16 peak: the data sheets
+round each figure on its own (MI300X: 2,614.9 against 2 × 1,307.4 TFLOPS)."""
+
+
+def gpu_choices() -> list[str]:
+    """What the ``gpu`` option accepts: every registered GPU model, or ``topology``."""
+    return [*GPU_MODELS.names(), GPU_FROM_TOPOLOGY]
+
+
+def resolve_gpu(value: str, template_gpu: str | None, source: str) -> GpuModel:
+    """The GPU model ``value`` names; ``topology`` takes ``template_gpu`` (the run's server template's),
+    which a study topology or a YAML file does not have (a one-line error)."""
+    if value == GPU_FROM_TOPOLOGY:
+        if template_gpu is None:
+            raise input_error(source, "gpu", "gpu=topology needs a server-template topology (e.g. hgx-h800:4); "
+                              "name the GPU model instead", GPU_MODELS.names())
+        value = template_gpu
+    if value not in GPU_MODELS:
+        raise input_error(source, "gpu", f"unknown GPU model {value!r}", gpu_choices())
+    return GPU_MODELS.get(value)
+
+
+def gpu_roofline(gpu: GpuModel, source: str) -> dict[str, float]:
+    """The run settings a GPU model gives its roofline: ``peak_flops`` its dense BF16 peak (the precision
+    model's base) and ``mem_bw_bytes_per_s`` its HBM bandwidth. An FP8 class then computes at
+    ``PEAK_RATIO['fp8']`` × the BF16 peak, which is the record's FP8 peak to the data sheet's rounding
+    (checked: a record that breaks the ratio is refused)."""
+    from moesim.workload.precision import PEAK_RATIO  # here: listings import this module without the workload
+
+    bf16 = gpu.peak("bf16")
+    if bf16 is None:
+        raise input_error(source, "gpu", f"GPU model {gpu.name} has no BF16 peak")
+    for dtype, ratio in PEAK_RATIO.items():
+        peak = gpu.peak(dtype)
+        if peak is not None and abs(peak / bf16 - ratio) > PEAK_RATIO_TOLERANCE * ratio:
+            raise input_error(source, "gpu", f"GPU model {gpu.name}: its {dtype} peak {peak:.4g} FLOP/s is not "
+                              f"{ratio} × its BF16 peak {bf16:.4g}, which the precision model assumes")
+    return {"peak_flops": bf16, "mem_bw_bytes_per_s": gpu.mem_bw_bytes_per_s}

@@ -7,6 +7,7 @@ from moesim.workload.generator import GENERATORS, generate
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.options import STUDY_STRATEGIES, STUDY_TOKENS, WorkloadOptions
+from moesim.workload.prompts import batch_tokens, prompt_attention_work, prompt_batch
 from moesim.workload.summary import WorkloadSummary, summary
 
 __all__ = [
@@ -21,9 +22,12 @@ __all__ = [
     "Workload",
     "WorkloadOptions",
     "WorkloadSummary",
+    "batch_tokens",
     "comm_proxies",
     "ep_alltoall_bytes",
     "generate",
+    "prompt_attention_work",
+    "prompt_batch",
     "read_et",
     "summary",
     "tp_allreduce_bytes",

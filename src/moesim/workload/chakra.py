@@ -87,6 +87,8 @@ def _node_message(node: Node) -> pb.Node:
         msg.attr.add(name="duration_ns", uint64_val=node.duration_ns)
     if node.peak_scale != 1.0:  # a node in FP8 (precision.py); ASTRA-sim times it at its one peak-perf
         msg.attr.add(name="peak_scale", double_val=node.peak_scale)
+    if node.bw_scale != 1.0:  # a node at its kernels' measured bandwidth (efficiency.py); ASTRA-sim ignores it
+        msg.attr.add(name="bw_scale", double_val=node.bw_scale)
     return msg
 
 
@@ -264,6 +266,7 @@ class _NodeReader:
                 flops=self.integer("num_ops", 0),
                 bytes_moved=self.integer("tensor_size", 0),
                 peak_scale=self.positive("peak_scale", 1.0),
+                bw_scale=self.positive("bw_scale", 1.0),
                 **common,
             )
         ctype = self.integer("comm_type")

@@ -1,6 +1,7 @@
 """What each node of a layer costs: collective volumes (docs/study.md §3), per-rank compute work (FLOPs
 and bytes moved; the formulas are in docs/workload.md) and the one roofline that times a compute node
-(the engine's and the summary's)."""
+(the engine's and the summary's). With ``compute_model=measured`` (``Precision.measured``) each node's
+peak and bandwidth are further taken at its kernels' measured efficiency (``efficiency.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from moesim.models.spec import ModelSpec
+from moesim.workload.efficiency import (
+    DECODE_ATTENTION_COMPUTE,
+    DECODE_ATTENTION_MEMORY,
+    gemm_efficiency,
+    grouped_gemm_efficiency,
+    prefill_attention_efficiency,
+)
 from moesim.workload.graph import Node
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.precision import Precision, peak_scale
@@ -43,12 +51,14 @@ def comm_proxies(model: ModelSpec) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Work:
-    """FLOPs and bytes of one compute node on one rank, and its peak over the run's ``peak_flops``
-    (``precision.peak_scale``; 1 = the run's peak)."""
+    """FLOPs and bytes of one compute node on one rank, its peak over the run's ``peak_flops``
+    (``precision.peak_scale``; 1 = the run's peak) and its bandwidth over ``mem_bw_bytes_per_s``
+    (``efficiency.py``; 1 = the run's)."""
 
     flops: int
     bytes_moved: int
     peak_scale: float = 1.0
+    bw_scale: float = 1.0
 
     @property
     def empty(self) -> bool:
@@ -64,6 +74,29 @@ def work_of(flops: Fraction | int, bytes_moved: Fraction | int, scale: Fraction 
     return Work(int(flops), int(bytes_moved), float(scale))
 
 
+Part = tuple[Fraction | int, float, float]
+"""(FLOPs or bytes, rate over the run's peak, efficiency) of one kernel of a node."""
+
+
+def measured(work: Work, compute: list[Part], memory: list[tuple[Fraction | int, float]]) -> Work:
+    """``work`` at its kernels' measured efficiencies (``efficiency.py``): its parts run one after the other,
+    so its peak is F / Σ Fᵢ/(rᵢ·ηᵢ) and its bandwidth B / Σ Bⱼ/ηⱼ of the run's; the FLOPs and bytes stay."""
+    flops = sum(float(f) for f, _, _ in compute)
+    moved = sum(float(b) for b, _ in memory)
+    scale = flops / sum(float(f) / (r * e) for f, r, e in compute) if flops else work.peak_scale
+    bw = moved / sum(float(b) / e for b, e in memory) if moved else 1.0
+    return Work(work.flops, work.bytes_moved, scale, bw)
+
+
+def _gemms(tokens: Fraction | int, shapes: list[tuple[int, int]], rate: float, weight_bytes: Fraction,
+           ) -> tuple[list[Part], list[tuple[Fraction | int, float]]]:
+    """Dense GEMMs of ``tokens`` rows, one per (N, K) of ``shapes``: their (FLOPs, rate, efficiency) and
+    (weight bytes, efficiency) parts at DeepGEMM's measured efficiency for the shape."""
+    effs = [gemm_efficiency(float(tokens), n, k) for n, k in shapes]
+    return ([(2 * tokens * n * k, rate, e) for (n, k), e in zip(shapes, effs, strict=True)],
+            [(n * k * weight_bytes, e) for (n, k), e in zip(shapes, effs, strict=True)])
+
+
 @dataclass(frozen=True)
 class AttentionShard:
     """One TP shard's attention: its projection parameters, heads, score and value widths, and the
@@ -74,6 +107,8 @@ class AttentionShard:
     qk_dim: int
     v_dim: int
     kv_cache_bytes_per_token: int
+    shapes: tuple[tuple[int, int], ...] = ()
+    """Each projection's (outputs N, inputs K); ``params`` is their Σ N·K."""
 
 
 def attention_shard(model: ModelSpec, tp: int, kv_bytes: int | None = None) -> AttentionShard:
@@ -97,32 +132,42 @@ def attention_shard(model: ModelSpec, tp: int, kv_bytes: int | None = None) -> A
         qk_dim = nope + rope
         kv_lora = att.kv_lora_rank or 0
         if att.q_lora_rank:
-            params = hidden * att.q_lora_rank + att.q_lora_rank * heads * qk_dim
+            shapes = [(att.q_lora_rank, hidden), (heads * qk_dim, att.q_lora_rank)]
         else:
-            params = hidden * heads * qk_dim
-        params += hidden * (kv_lora + rope) + kv_lora * heads * (nope + v_dim)
-        params += heads * v_dim * hidden
+            shapes = [(heads * qk_dim, hidden)]
+        shapes += [(kv_lora + rope, hidden), (heads * (nope + v_dim), kv_lora), (hidden, heads * v_dim)]
         cached = kv_lora + rope
     else:
         qk_dim = v_dim = att.head_dim
         kv_heads = _ceil_div(att.num_kv_heads, tp)
-        params = hidden * heads * qk_dim + 2 * hidden * kv_heads * qk_dim + heads * v_dim * hidden
+        shapes = [(heads * qk_dim, hidden), (2 * kv_heads * qk_dim, hidden), (hidden, heads * v_dim)]  # Q, KV, O
         cached = 2 * kv_heads * att.head_dim
+    params = sum(n * k for n, k in shapes)
     return AttentionShard(params, heads, qk_dim, v_dim, cached * (model.bytes_per_activation if kv_bytes is None
-                                                                 else kv_bytes))
+                                                                 else kv_bytes), tuple(shapes))
 
 
 def _attention(model: ModelSpec, tp: int, queries: int, keys: int, weight_bytes_per_param: float,
                precision: Precision, cached_tokens: int) -> Work:
     """Attention of one TP shard: the projections are dense GEMMs, the score and value products the
-    attention core, each at its class's peak and weight width; ``cached_tokens`` tokens of KV cache read."""
+    attention core, each at its class's peak and weight width; ``cached_tokens`` tokens of KV cache read
+    (a decode step: measured, its core runs at FlashMLA's efficiencies, else at FlashAttention-3's)."""
     a = attention_shard(model, tp, precision.kv_bytes(model.bytes_per_activation))
     projections = 2 * queries * a.params
     core = 2 * queries * keys * a.heads * (a.qk_dim + a.v_dim)
     act = 2 * queries * model.hidden_size * model.bytes_per_activation
-    weights = a.params * precision.weight_bytes(precision.dense, weight_bytes_per_param)
+    wb = precision.weight_bytes(precision.dense, weight_bytes_per_param)
+    weights = a.params * wb
+    cache = cached_tokens * a.kv_cache_bytes_per_token
     scale = peak_scale([(projections, precision.rate(precision.dense)), (core, precision.rate(precision.attention))])
-    return work_of(projections + core, weights + cached_tokens * a.kv_cache_bytes_per_token + act, scale)
+    work = work_of(projections + core, weights + cache + act, scale)
+    if not precision.measured:
+        return work
+    compute, memory = _gemms(queries, list(a.shapes), precision.rate(precision.dense), wb)
+    core_eff = DECODE_ATTENTION_COMPUTE if cached_tokens else prefill_attention_efficiency(keys)
+    compute.append((core, precision.rate(precision.attention), core_eff))
+    memory += [(cache, DECODE_ATTENTION_MEMORY), (act, 1.0)]
+    return measured(work, compute, memory)
 
 
 def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
@@ -137,15 +182,17 @@ def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_para
 
 def decode_attention_work(
     model: ModelSpec, tp: int, batch: int, context_tokens: int, weight_bytes_per_param: float,
-    precision: Precision = STUDY_PRECISION,
+    precision: Precision = STUDY_PRECISION, queries_per_sequence: int = 1,
 ) -> Work:
-    """One decode step's attention on one TP shard: B new tokens, each attending to a C-token cache.
+    """One decode step's attention on one TP shard: B sequences of q new tokens each (q = 1, or k + 1
+    with k MTP drafts, ``mtp.py``), each attending to a C-token cache.
 
-    FLOPs: 2·B·params (projections) + 2·B·C·heads·(qk_dim + v_dim) (scores and values).
-    Bytes: the shard's weights + the KV cache it reads, B·C·``kv_cache_bytes_per_token`` + the
-    activations in and out (B·hidden·2 each).
+    FLOPs: 2·B·q·params (projections) + 2·B·q·C·heads·(qk_dim + v_dim) (scores and values).
+    Bytes: the shard's weights + the KV cache it reads once per sequence, B·C·``kv_cache_bytes_per_token``
+    (its q queries share it, as FlashMLA's ``s_q``) + the activations in and out (B·q·hidden·2 each).
     """
-    return _attention(model, tp, batch, context_tokens, weight_bytes_per_param, precision, batch * context_tokens)
+    return _attention(model, tp, batch * queries_per_sequence, context_tokens, weight_bytes_per_param, precision,
+                      batch * context_tokens)
 
 
 def routed_expert_work(
@@ -164,7 +211,22 @@ def routed_expert_work(
     flops = rows * 6 * h * w / layout.tp
     weights = Fraction(model.routed_experts * 3 * h * w, layout.tp * layout.ep) * precision.weight_bytes(
         precision.expert, expert_bytes_per_param)
-    return work_of(flops, weights, precision.rate(precision.expert))
+    return measured_expert_work(model, layout, work_of(flops, weights, precision.rate(precision.expert)),
+                                Fraction(tokens * k, model.routed_experts), precision)
+
+
+def measured_expert_work(model: ModelSpec, layout: ParallelLayout, work: Work, tokens_per_expert: Fraction,
+                         precision: Precision) -> Work:
+    """Routed-expert ``work`` at DeepGEMM's grouped-GEMM efficiency for ``tokens_per_expert`` rows per
+    expert (``compute_model=measured``; else ``work`` as it is): gate and up (N = 2·w/TP, K = h) take two
+    thirds of its FLOPs and weights, down (N = h, K = w/TP) one third."""
+    if not precision.measured:
+        return work
+    h, w, rate = model.comm_dim, model.expert_ffn_width, precision.rate(precision.expert)
+    up = grouped_gemm_efficiency(float(tokens_per_expert), max(2 * w // layout.tp, 1), h)
+    down = grouped_gemm_efficiency(float(tokens_per_expert), h, max(w // layout.tp, 1))
+    f, b = Fraction(work.flops, 3), Fraction(work.bytes_moved, 3)
+    return measured(work, [(2 * f, rate, up), (f, rate, down)], [(2 * b, up), (b, down)])
 
 
 EXACT_MISS_BATCH = 65536
@@ -190,7 +252,8 @@ def decode_routed_expert_work(
     full = routed_expert_work(model, layout, batch, expert_bytes_per_param, precision)
     weights = Fraction(model.routed_experts * 3 * model.comm_dim * model.expert_ffn_width,
                        layout.tp * layout.ep) * precision.weight_bytes(precision.expert, expert_bytes_per_param)
-    return work_of(full.flops, weights * expert_hit_fraction(model, batch), precision.rate(precision.expert))
+    work = work_of(full.flops, weights * expert_hit_fraction(model, batch), precision.rate(precision.expert))
+    return measured_expert_work(model, layout, work, Fraction(batch * model.top_k, model.routed_experts), precision)
 
 
 def shared_ffn_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float,
@@ -209,8 +272,35 @@ def shared_ffn_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float
         params += 2 * hidden * h
     flops = 2 * tokens * params  # the router, shared experts and latent projections are all GEMMs
     act = 2 * tokens * hidden * model.bytes_per_activation
-    return work_of(flops, params * precision.weight_bytes(precision.dense, weight_bytes_per_param) + act,
-                   precision.rate(precision.dense))
+    wb = precision.weight_bytes(precision.dense, weight_bytes_per_param)
+    work = work_of(flops, params * wb + act, precision.rate(precision.dense))
+    shapes = [(model.routed_experts, hidden), (2 * model.shared_experts * w, h), (h, model.shared_experts * w)]
+    if h != hidden:
+        shapes += [(h, hidden), (hidden, h)]
+    return _measured_gemms(work, tokens, [s for s in shapes if s[0] * s[1]], precision, wb, act)
+
+
+def _measured_gemms(work: Work, tokens: Fraction | int, shapes: list[tuple[int, int]], precision: Precision,
+                    weight_bytes: Fraction, act: Fraction | int) -> Work:
+    """A node of dense GEMMs (``shapes``, weights ``weight_bytes`` each, ``act`` activation bytes) at DeepGEMM's
+    measured efficiencies (``compute_model=measured``; else ``work`` as it is)."""
+    if not precision.measured:
+        return work
+    compute, memory = _gemms(tokens, shapes, precision.rate(precision.dense), weight_bytes)
+    return measured(work, compute, [*memory, (act, 1.0)])
+
+
+def mtp_projection_work(model: ModelSpec, tokens: int, weight_bytes_per_param: float,
+                        precision: Precision = STUDY_PRECISION) -> Work:
+    """The MTP module's projection (DeepSeek-V3 technical report §2.2: M_k ∈ R^{h×2h} joins the previous
+    depth's hidden state and the next token's embedding), replicated on every rank: 2·T·2·hidden²
+    FLOPs; bytes: its 2·hidden² weights + activations in (two rows) and out."""
+    hidden = model.hidden_size
+    params = 2 * hidden * hidden
+    act = 3 * tokens * hidden * model.bytes_per_activation
+    wb = precision.weight_bytes(precision.dense, weight_bytes_per_param)
+    work = work_of(2 * tokens * params, params * wb + act, precision.rate(precision.dense))
+    return _measured_gemms(work, tokens, [(hidden, 2 * hidden)], precision, wb, act)
 
 
 def dense_ffn_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
@@ -219,20 +309,25 @@ def dense_ffn_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_para
     hidden, w = model.hidden_size, model.dense_ffn_width
     params = Fraction(3 * hidden * w, tp)
     act = 2 * tokens * hidden * model.bytes_per_activation
-    return work_of(2 * tokens * params, params * precision.weight_bytes(precision.dense, weight_bytes_per_param) + act,
-                   precision.rate(precision.dense))
+    wb = precision.weight_bytes(precision.dense, weight_bytes_per_param)
+    work = work_of(2 * tokens * params, params * wb + act, precision.rate(precision.dense))
+    return _measured_gemms(work, tokens, [(max(2 * w // tp, 1), hidden), (hidden, max(w // tp, 1))], precision, wb,
+                           act)
 
 
 def roofline_time_s(node: Node, peak_flops: float, mem_bw_bytes_per_s: float, roofline: bool = True) -> float:
     """A compute node's time as ASTRA-sim's ``Roofline.cc`` gives it (docs/reference-semantics.md B.6):
     max(FLOPs/peak, bytes/bandwidth), truncated to whole ns; peak = ``peak_flops`` × the node's
-    ``peak_scale`` (its data types', ``precision.py``).
+    ``peak_scale`` (its data types', ``precision.py``), bandwidth = ``mem_bw_bytes_per_s`` × its ``bw_scale``
+    (its kernels' measured efficiency, ``efficiency.py``).
 
     With roofline on, a node without FLOPs takes bytes/bandwidth (not truncated) and one without bytes
     is skipped (zero time); with it off, the node's recorded duration is replayed (1 ns when zero).
     """
     if not roofline:
         return max(node.duration_ns, 1) * 1e-9
+    if node.bw_scale != 1.0:
+        mem_bw_bytes_per_s *= node.bw_scale
     if node.bytes_moved <= 0 or node.flops <= 0:
         return node.bytes_moved / mem_bw_bytes_per_s if node.flops <= 0 and node.bytes_moved > 0 else 0.0
     intensity = node.flops / node.bytes_moved

@@ -7,7 +7,10 @@ docs/overlap.md):
 
 * MoE layer: attention → TP all-reduce → EP dispatch all-to-all → routed experts → EP combine
   all-to-all → shared FFN (router + shared experts) → TP output all-reduce;
-* dense layer: attention → TP all-reduce → dense FFN → TP output all-reduce.
+* dense layer: attention → TP all-reduce → dense FFN → TP output all-reduce;
+* under data-parallel attention (``DP<d>[TP<n>]EP<m>``, ``layout.py``) each attention group runs its own
+  share of the batch, and the TP all-reduces become a reduce-scatter after attention and an all-gather at
+  the end of the layer, between which each rank dispatches and runs the replicated FFNs on its own slice.
 
 What each node costs is in ``costs.py``, the knobs in ``options.py``, the per-rank totals in
 ``summary.py``. Under uniform routing every rank's graph is the same and every MoE layer repeats the
@@ -26,6 +29,7 @@ from moesim.errors import input_error
 from moesim.models.spec import ModelSpec
 from moesim.registry import Registry
 from moesim.schema import check_fields
+from moesim.workload import mtp
 from moesim.workload.costs import (
     EXACT_MISS_BATCH,
     Work,
@@ -34,6 +38,8 @@ from moesim.workload.costs import (
     decode_routed_expert_work,
     dense_ffn_work,
     ep_alltoall_bytes,
+    measured_expert_work,
+    mtp_projection_work,
     routed_expert_work,
     shared_ffn_work,
     tp_allreduce_bytes,
@@ -43,6 +49,7 @@ from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Wor
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.options import STUDY_TOKENS, TOKENS, WorkloadOptions
 from moesim.workload.precision import Precision
+from moesim.workload.prompts import Prompts, batch_tokens, prompt_attention_work, split_prompts
 from moesim.workload.routing import (
     PLACEMENT_RULES,
     LayerRouting,
@@ -91,20 +98,52 @@ def _validate(model: ModelSpec, layout: ParallelLayout, tokens: int, options: Wo
         raise input_error(src, "top_k", f"{model.top_k} exceeds routed_experts {model.routed_experts}")
     layout.validate(num_ranks=options.num_ranks, routed_experts=model.routed_experts, source=src,
                     redundant_experts=options.redundant_experts)
-    per_pass = options.batch if options.phase == "decode" else tokens
-    if options.micro_batches and per_pass is not None and options.micro_batches > per_pass:
-        what = "batch" if options.phase == "decode" else "tokens"
+    what = "batch" if options.phase == "decode" else "prompt_lengths" if options.prompts else "tokens"
+    per_pass = pass_tokens(layout, tokens, options)
+    layout.check_batch(per_pass, what, "workload options" if what != "tokens" else "workload")
+    per_group = per_pass // layout.dp if layout.dp_attention else per_pass
+    if options.micro_batches and options.micro_batches > per_group:
         raise input_error("workload options", "micro_batches",
-                          f"{options.micro_batches} micro-batches exceed the {per_pass} {what} of a pass")
+                          f"{options.micro_batches} micro-batches exceed the {per_group} {what} of a pass"
+                          + (" per attention group" if layout.dp_attention else ""))
+    prompts = options.prompts
+    if prompts is not None and options.micro_batches:
+        parts = split_prompts(prompts, options.micro_batches)
+        if not all(parts):
+            raise input_error("workload options", "micro_batches", f"{options.micro_batches} micro-batches exceed "
+                              f"the {sum(n for _, n in prompts)} prompts of the batch (each holds whole prompts)")
+        if layout.dp_attention and any(batch_tokens(p) % layout.tp for p in parts):
+            raise input_error("workload options", "prompt_lengths",
+                              f"strategy {layout.name}: the tokens of each of the {options.micro_batches} micro-batches "
+                              f"({', '.join(str(batch_tokens(p)) for p in parts)}) must split evenly over TP = "
+                              f"{layout.tp} ranks")
+    elif options.micro_batches and layout.dp_attention and layout.tp > 1 and \
+            per_group % (layout.tp * options.micro_batches):
+        raise input_error("workload options", "micro_batches",
+                          f"strategy {layout.name}: each of the {options.micro_batches} micro-batches of an attention "
+                          f"group's {per_group} {what} must split evenly over its TP = {layout.tp} ranks")
+
+
+def pass_tokens(layout: ParallelLayout, tokens: int, options: WorkloadOptions) -> int:
+    """The tokens one pass routes over all ranks: ``tokens`` (prefill), the batch of prompts on every attention
+    group (``prompt_lengths``: DP × Σ), or one decode step's ``batch``."""
+    if options.phase == "decode":
+        assert options.batch is not None
+        return options.batch
+    prompts = options.prompts
+    if prompts is None:
+        return tokens
+    return batch_tokens(prompts) * (layout.dp if layout.dp_attention else 1)
 
 
 def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
                 options: WorkloadOptions) -> tuple[LayerRouting, ...] | None:
-    """Per MoE layer, the skewed routing of ``tokens`` tokens (one decode step: the batch) and its
-    placement on the EP ranks (uniform routing over redundant experts: one for all layers); None under
-    uniform routing without them."""
+    """Per MoE layer, the skewed routing of ``tokens`` tokens (``pass_tokens``) and its placement on the EP
+    ranks (uniform routing over redundant experts: one for all layers); None under uniform routing without
+    them."""
     if not options.per_expert:
         return None
+    layout = layout.experts
     experts, k = model.routed_experts, model.top_k
     layers = model.num_layers - model.first_dense_layers
     if not options.skewed:  # uniform routing over redundant experts: one layer stands for every MoE layer
@@ -130,8 +169,7 @@ def routing_imbalance(model: ModelSpec, layout: ParallelLayout, tokens: int,
     """(after, before balancing) EP imbalance, max/mean rows per EP rank summed over the MoE layers
     (``routing.ep_imbalance``) of one pass (prefill, or one decode step); None under uniform routing."""
     _validate(model, layout, tokens, options)
-    per_pass = options.batch if options.phase == "decode" and options.batch is not None else tokens
-    layers = moe_routing(model, layout, per_pass, options)
+    layers = moe_routing(model, layout, pass_tokens(layout, tokens, options), options)
     return None if not layers else ep_imbalance(layers)
 
 
@@ -150,42 +188,70 @@ def _skewed_expert_work(model: ModelSpec, layout: ParallelLayout, tokens: int, r
     else:
         whole = tokens ** tokens  # Σ 1 − (1 − x/B)^B over one denominator B^B: exact, without a gcd per term
         read = Fraction(sum(whole - (tokens - min(x, tokens)) ** tokens for x in replicas), whole)
-    return work_of(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read,
+    work = work_of(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read,
                    precision.rate(precision.expert))
+    return measured_expert_work(model, layout, work, Fraction(routing.rows[ep_index], max(len(replicas), 1)),
+                                precision)
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """The tokens of one micro-batch of one pass, as one rank's layer sees them.
+
+    ``queries``: tokens of the rank's attention group (TP×EP: the whole pass; DP attention: its group's
+    share); ``routed``: tokens all ranks route to the experts together (the pass's, over all groups);
+    ``local``: tokens of the rank's replicated FFNs (TP×EP: ``queries``; DP attention: its own slice,
+    ``routed`` / ranks). Prefill: ``keys`` each query attends to (None: ``queries``) or ``prompts``, a
+    batch of prompts each attending to itself; decode: ``context_tokens`` cached tokens per sequence, and
+    ``queries_per_sequence`` queries of each sequence (k + 1 with multi-token prediction).
+    """
+
+    queries: int
+    routed: int
+    local: int
+    keys: int | None = None
+    context_tokens: int | None = None
+    prompts: Prompts | None = None
+    queries_per_sequence: int = 1
+
+
+def _batch(layout: ParallelLayout, queries: int, **kw: Any) -> _Batch:
+    """A micro-batch of ``queries`` tokens (or sequences) per attention group."""
+    if not layout.dp_attention:
+        return _Batch(queries, queries, queries, **kw)
+    return _Batch(queries, queries * layout.dp, queries // layout.tp, **kw)
 
 
 def _layer_templates(
     model: ModelSpec,
     layout: ParallelLayout,
-    tokens: int,
+    batch: _Batch,
     options: WorkloadOptions,
     tp_group: int,
     ep_group: int,
-    context_tokens: int | None = None,
     routing: tuple[LayerRouting, ...] | None = None,
     ep_index: int = 0,
-    keys: int | None = None,
 ) -> Templates:
-    """The (dense layer, MoE layers) node sequences of one rank: a prefill of ``tokens`` tokens (whose
-    queries attend to ``keys`` tokens, default ``tokens``: a micro-batch of a longer sequence), or
-    with ``context_tokens`` one decode step of ``tokens`` sequences over a cache that long. The MoE
-    layers are one sequence for all under uniform routing, else one per MoE layer."""
+    """The (dense layer, MoE layers) node sequences of one rank for one micro-batch (``_Batch``): a prefill,
+    or one decode step. The MoE layers are one sequence for all under uniform routing, else one per MoE layer.
+    TP×EP: attention and the dense FFN TP-split, each followed by a TP all-reduce. DP attention: attention
+    TP-split inside the group, then a TP reduce-scatter leaves each rank its slice of the group's tokens,
+    which it dispatches, runs through the replicated FFNs and all-gathers back at the end of the layer. A
+    decode step's queries may be ``queries_per_sequence`` per sequence (multi-token prediction, ``mtp.py``)."""
     tp_kw: dict[str, Any] = {"group": tp_group} if tp_group else {"involved_dims": (True, False)}
     ep_kw: dict[str, Any] = {"group": ep_group} if ep_group else {"involved_dims": (False, True)}
-    v_tp = tp_allreduce_bytes(model, tokens)
     wb, eb, prec = options.weight_bytes_per_param, options.expert_bytes_per_param, options.precision
+    experts_layout, dp = layout.experts, layout.dp_attention
     dispatch_row = prec.row_bytes(prec.dispatch, model.comm_dim, model.bytes_per_activation)
     combine_row = prec.row_bytes(prec.combine, model.comm_dim, model.bytes_per_activation)
 
     def comp(name: str, work: Work) -> list[_Op]:
         return [] if work.empty else [_Op(name, NodeKind.COMPUTE, work=work)]
 
-    def tp_ar(name: str) -> list[_Op]:
+    def tp_coll(name: str, kind: CollectiveType, tokens: int) -> list[_Op]:
         if layout.tp == 1:
             return []
-        return [
-            _Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_REDUCE, size_bytes=v_tp, **tp_kw)
-        ]
+        return [_Op(name, NodeKind.COLLECTIVE, collective=kind, size_bytes=tp_allreduce_bytes(model, tokens), **tp_kw)]
 
     def ep_a2a(name: str, row_bytes: int, pair_bytes: tuple[int, ...] = ()) -> list[_Op]:
         """One EP all-to-all of ``row_bytes`` per token row (skewed: ``pair_bytes`` per member pair)."""
@@ -193,20 +259,31 @@ def _layer_templates(
             return []
         if not pair_bytes:
             return [_Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL,
-                        size_bytes=ep_alltoall_bytes(model, layout, tokens, row_bytes), **ep_kw)]
+                        size_bytes=ep_alltoall_bytes(model, experts_layout, batch.routed, row_bytes), **ep_kw)]
         own = sum(pair_bytes[ep_index * layout.ep:(ep_index + 1) * layout.ep])
         return [_Op(name, NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL, size_bytes=own,
                     pair_bytes=pair_bytes, **ep_kw)]
 
-    if context_tokens is None:
-        attention = attention_work(model, layout.tp, tokens, wb, keys, prec)
-        experts = routed_expert_work(model, layout, tokens, eb, prec)
+    decode = batch.context_tokens is not None
+    if decode:
+        assert batch.context_tokens is not None
+        q = batch.queries_per_sequence
+        attention = decode_attention_work(model, layout.tp, batch.queries // q, batch.context_tokens, wb, prec, q)
+        experts = decode_routed_expert_work(model, experts_layout, batch.routed, eb, prec)
     else:
-        attention = decode_attention_work(model, layout.tp, tokens, context_tokens, wb, prec)
-        experts = decode_routed_expert_work(model, layout, tokens, eb, prec)
-    head = comp("attention", attention) + tp_ar("tp_allreduce_attn")
-    dense = head + comp("dense_ffn", dense_ffn_work(model, layout.tp, tokens, wb, prec)) + tp_ar("tp_allreduce_out")
-    tail = comp("shared_ffn", shared_ffn_work(model, tokens, wb, prec)) + tp_ar("tp_allreduce_out")
+        attention = (prompt_attention_work(model, layout.tp, batch.prompts, wb, prec) if batch.prompts
+                     else attention_work(model, layout.tp, batch.queries, wb, batch.keys, prec))
+        experts = routed_expert_work(model, experts_layout, batch.routed, eb, prec)
+    if dp:
+        head = comp("attention", attention) + tp_coll("tp_reduce_scatter_attn", CollectiveType.REDUCE_SCATTER,
+                                                      batch.queries)
+        out = tp_coll("tp_allgather_out", CollectiveType.ALL_GATHER, batch.local)
+    else:
+        head = comp("attention", attention) + tp_coll("tp_allreduce_attn", CollectiveType.ALL_REDUCE, batch.queries)
+        out = tp_coll("tp_allreduce_out", CollectiveType.ALL_REDUCE, batch.queries)
+    dense_tp = 1 if dp else layout.tp
+    dense = head + comp("dense_ffn", dense_ffn_work(model, dense_tp, batch.local, wb, prec)) + out
+    tail = comp("shared_ffn", shared_ffn_work(model, batch.local, wb, prec)) + out
     if routing is None:
         moe = (head + ep_a2a("ep_dispatch", dispatch_row) + comp("routed_experts", experts)
                + ep_a2a("ep_combine", combine_row) + tail)
@@ -214,7 +291,7 @@ def _layer_templates(
     layers = []
     for lr in routing:
         dispatch, combine = lr.pair_bytes(dispatch_row, combine_row)  # one pair of tuples per layer for all ranks
-        work = _skewed_expert_work(model, layout, tokens, lr, ep_index, eb, context_tokens is not None, prec)
+        work = _skewed_expert_work(model, experts_layout, batch.routed, lr, ep_index, eb, decode, prec)
         layers.append(tuple(head + ep_a2a("ep_dispatch", dispatch_row, dispatch) + comp("routed_experts", work)
                             + ep_a2a("ep_combine", combine_row, combine) + tail))
     return tuple(dense), tuple(layers)
@@ -235,20 +312,39 @@ def _passes(
 ) -> list[list[Templates]]:
     """Per forward pass (the prefill, or each decode step: step s reads a cache of ``context_tokens`` + s
     tokens, the tokens of the earlier steps join it), the layer templates of each micro-batch. A prefill
-    micro-batch's queries attend to the whole sequence; a decode micro-batch holds whole sequences.
-    ``routing``: the skewed routing of one pass (``moe_routing``), the same in every decode step."""
+    micro-batch's queries attend to the whole sequence; a decode micro-batch holds whole sequences. Under
+    data-parallel attention each attention group holds 1/DP of ``tokens`` (decode: of ``batch``), or with
+    ``prompt_lengths`` the whole batch of prompts (micro-batches: whole prompts, ``split_prompts``). ``routing``: the skewed routing of one pass
+    (``moe_routing``), the same in every decode step."""
     count = options.micro_batches or 1
+    groups = layout.dp if layout.dp_attention else 1
     if options.phase == "prefill":
-        keys = tokens if count > 1 else None
-        return [[_layer_templates(model, layout, t, options, tp_group, ep_group, None, routing, ep_index, keys)
-                 for t in micro_batch_sizes(tokens, count)]]
+        prompts = options.prompts
+        if prompts is not None:
+            return [[_layer_templates(model, layout, _batch(layout, batch_tokens(part), prompts=part),
+                                      options, tp_group, ep_group, routing, ep_index)
+                     for part in split_prompts(prompts, count)]]
+        per_group = tokens // groups
+        keys = per_group if count > 1 else None
+        return [[_layer_templates(model, layout, _batch(layout, t, keys=keys), options, tp_group, ep_group,
+                                  routing, ep_index)
+                 for t in micro_batch_sizes(per_group, count)]]
     assert options.batch is not None and options.context_tokens is not None and options.decode_steps is not None
-    return [
-        [_layer_templates(model, layout, b, options, tp_group, ep_group, options.context_tokens + step, routing,
-                          ep_index)
-         for b in micro_batch_sizes(options.batch, count)]
-        for step in range(options.decode_steps)
-    ]
+    q = mtp.verified_tokens(options.mtp_draft_tokens)
+
+    def step_templates(b: int, context: int) -> Templates:
+        main = _layer_templates(model, layout, _batch(layout, b * q, context_tokens=context, queries_per_sequence=q),
+                                options, tp_group, ep_group, routing, ep_index)
+        if options.mtp_draft_tokens is None:
+            return main
+        draft = _layer_templates(model, layout, _batch(layout, b, context_tokens=context), options, tp_group,
+                                 ep_group, routing, ep_index)
+        work = mtp_projection_work(model, b, options.weight_bytes_per_param, options.precision)
+        projection = (_Op("mtp_projection", NodeKind.COMPUTE, work=work),)
+        return mtp.with_mtp_layers(main, draft, projection, model.moe_layers, options.mtp_draft_tokens)
+
+    return [[step_templates(b, options.context_tokens + step) for b in micro_batch_sizes(options.batch // groups, count)]
+            for step in range(options.decode_steps)]
 
 
 def _instantiate(model: ModelSpec, passes: list[list[Templates]]) -> tuple[Node, ...]:
@@ -300,6 +396,7 @@ def _instantiate(model: ModelSpec, passes: list[list[Templates]]) -> tuple[Node,
                 layer=index,
                 pair_bytes=op.pair_bytes,
                 peak_scale=op.work.peak_scale,
+                bw_scale=op.work.bw_scale,
             )
         )
     return tuple(nodes)
@@ -335,29 +432,37 @@ def generate(
     options: WorkloadOptions | None = None,
 ) -> Workload:
     """Build the per-rank graphs of one ``tokens``-token prefill pass of ``model`` under ``layout``,
-    or with ``options.phase == "decode"`` of its decode steps (``tokens`` is then unused)."""
+    or with ``options.phase == "decode"`` of its decode steps, or with ``options.prompt_lengths`` of a batch of
+    prompts (``tokens`` is then unused). Under data-parallel attention ``tokens`` is the pass's, over all groups."""
     options = options or WorkloadOptions()
     _validate(model, layout, tokens, options)
     tp_of, ep_of, table = _comm_groups(layout)
     by_groups = options.collective_addressing == "groups"
+    # an all-rank EP group over TP > 1 spans two logical dimensions: addressed by its group, it stays one flat all-to-all
+    flat_ep = layout.dp_attention and layout.tp > 1
     cache: dict[tuple[int, int, int], tuple[Node, ...]] = {}
-    routing = moe_routing(model, layout, options.batch if options.phase == "decode" else tokens, options)  # type: ignore[arg-type]
+    per_pass = pass_tokens(layout, tokens, options)
+    routing = moe_routing(model, layout, per_pass, options)
     graphs = []
     for rank in range(layout.num_ranks):
-        key = (tp_of[rank], ep_of[rank]) if by_groups else (0, 0)
+        key = (tp_of[rank] if by_groups else 0, ep_of[rank] if by_groups or flat_ep else 0)
         ep_index = layout.ep_index(rank) if options.per_expert else 0
         if (*key, ep_index) not in cache:  # ranks with the same groups and load share one node tuple
             passes = _passes(model, layout, tokens, options, *key, routing, ep_index)
-            cache[(*key, ep_index)] = _instantiate(model, passes)
+            cache[(*key, ep_index)] = _instantiate(mtp.step_model(model, options.mtp_draft_tokens), passes)
         graphs.append(RankGraph(rank=rank, nodes=cache[(*key, ep_index)]))
-    name = f"{model.key}_{layout.name}_T{tokens}"
+    name = f"{model.key}_{layout.name}_T{per_pass}"
+    if options.prompts:
+        name += f"_P{sum(count for _, count in options.prompts)}"
     if options.phase == "decode":
         name = f"{model.key}_{layout.name}_decode_B{options.batch}_C{options.context_tokens}_S{options.decode_steps}"
+    if options.mtp_draft_tokens:
+        name += f"_MTP{options.mtp_draft_tokens}"
     if options.micro_batches:
         name += f"_MB{options.micro_batches}"
     return Workload(
         name=name,
         graphs=tuple(graphs),
-        logical_dims=(layout.tp, layout.ep),
+        logical_dims=layout.grid,
         comm_groups=table,
     )

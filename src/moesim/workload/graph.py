@@ -56,6 +56,9 @@ class Node:
     pair_bytes: tuple[int, ...] = ()
     peak_scale: float = 1.0
     """A compute node's peak over the run's ``peak_flops`` (its data types', ``precision.py``; 1 = the run's)."""
+    bw_scale: float = 1.0
+    """A compute node's memory bandwidth over the run's ``mem_bw_bytes_per_s`` (its kernels' measured
+    efficiency, ``efficiency.py``; 1 = the run's)."""
 
 
 @dataclass(frozen=True)

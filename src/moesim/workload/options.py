@@ -8,7 +8,10 @@ from pathlib import Path
 
 from moesim.errors import input_error
 from moesim.schema import MAX_COUNT, Constraint, Param, check_fields, constraint
+from moesim.workload.efficiency import COMPUTE_MODELS
+from moesim.workload.mtp import MAX_DRAFT_TOKENS
 from moesim.workload.precision import DTYPES, Precision
+from moesim.workload.prompts import Prompts, batch_tokens, prompt_batch
 from moesim.workload.routing import PLACEMENT_RULES, ROUTINGS, Redundancy
 
 STUDY_TOKENS = 4096
@@ -43,6 +46,8 @@ MAX_MICRO_BATCHES = 64
 PRECISION_FIELDS = {"expert_dtype": "expert_bytes_per_param", "dense_dtype": "weight_bytes_per_param",
                     "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None}
 """Precision option → the weight-width option it replaces when set (None: no weights)."""
+MAX_PROMPT_ENTRIES = 4096
+"""The most entries of ``prompt_lengths`` (each distinct length is one attention term; counts repeat it)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,16 @@ class WorkloadOptions:
     ``combine_dtype``: the data type of each operation class (``precision.py``); unset, the class keeps
     the study's model. A set ``expert_dtype`` / ``dense_dtype`` gives its weights the type's width, so
     ``expert_bytes_per_param`` / ``weight_bytes_per_param`` must then stay at their defaults.
+    ``mtp_draft_tokens``, ``mtp_acceptance`` (decode only, both or neither; uniform routing): each step
+    drafts k tokens per sequence with the MTP module and verifies them with the main model; each draft is
+    accepted with probability a once the ones before it were (``mtp.py``).
+    ``compute_model``: ``"roofline"`` (every compute node at its roofline, the study's model) or
+    ``"measured"`` (at its kernels' published efficiencies, ``efficiency.py``).
+    ``prompt_lengths``: a prefill over a batch of prompts of these lengths (tokens), each attending only to
+    itself (``prompts.py``), instead of one ``tokens``-long sequence; ``prompt_counts`` (same length): how
+    many prompts of each length (a histogram; default one each). Every attention group (each DP group of a
+    ``DP…EP…`` strategy) carries this batch, so a pass has DP × Σ counts·lengths tokens (``tokens`` unused);
+    two-batch overlap splits it into micro-batches of whole prompts (``prompts.split_prompts``).
     ``redundant_experts``: N replicas beyond the E routed experts, (E + N)/EP per EP rank, each expert's
     rows split over its replicas; placed by ``expert_placement`` (``eplb``: DeepSeek's EPLB, ``eplb.py``,
     over ``eplb_groups`` expert groups and ``eplb_nodes`` nodes; ``contiguous``: physical expert p is
@@ -102,6 +117,11 @@ class WorkloadOptions:
     kv_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
     dispatch_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
     combine_dtype: str | None = field(default=None, metadata=constraint(choices=DTYPES))
+    mtp_draft_tokens: int | None = field(default=None, metadata=constraint(low=1, high=MAX_DRAFT_TOKENS))
+    mtp_acceptance: float | None = field(default=None, metadata=constraint(low=0, high=1))
+    compute_model: str = field(default="roofline", metadata=constraint(choices=COMPUTE_MODELS))
+    prompt_lengths: tuple[int, ...] | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_TOKENS))
+    prompt_counts: tuple[int, ...] | None = field(default=None, metadata=constraint(low=1, high=MAX_DECODE_TOKENS))
     redundant_experts: int = field(default=0, metadata=constraint(low=0, high=MAX_REDUNDANT_EXPERTS))
     eplb_groups: int = field(default=1, metadata=constraint(low=1, high=MAX_REDUNDANT_EXPERTS))
     eplb_nodes: int = field(default=1, metadata=constraint(low=1, high=MAX_REDUNDANT_EXPERTS))
@@ -112,12 +132,14 @@ class WorkloadOptions:
         self._check_routing()
         self._check_overlap()
         self._check_precision()
+        self._check_mtp()
+        self._check_prompts()
 
     @property
     def precision(self) -> Precision:
         """The data type of each operation class (None: the study's model of it)."""
         return Precision(self.expert_dtype, self.dense_dtype, self.attention_dtype, self.kv_dtype,
-                         self.dispatch_dtype, self.combine_dtype)
+                         self.dispatch_dtype, self.combine_dtype, self.compute_model == "measured")
 
     def _check_precision(self) -> None:
         defaults = {f.name: f.default for f in fields(self)}
@@ -125,6 +147,43 @@ class WorkloadOptions:
             if width is not None and getattr(self, name) is not None and getattr(self, width) != defaults[width]:
                 raise input_error("workload options", width, f"{name}={getattr(self, name)} sets the weight width; "
                                   f"leave {width} at its default {defaults[width]}")
+
+    def _check_mtp(self) -> None:
+        for name, other in (("mtp_draft_tokens", "mtp_acceptance"), ("mtp_acceptance", "mtp_draft_tokens")):
+            if getattr(self, name) is None:
+                continue
+            if self.phase != "decode":
+                raise input_error("workload options", name, "applies only with phase=decode")
+            if getattr(self, other) is None:
+                raise input_error("workload options", other, f"{name} needs it too (multi-token prediction takes "
+                                  "the draft tokens per step and their acceptance)")
+            if self.skewed:
+                raise input_error("workload options", name, "multi-token prediction needs uniform routing "
+                                  f"(routing={self.routing} routes the batch, not its drafts)")
+            if self.redundant_experts:
+                raise input_error("workload options", name, "multi-token prediction needs redundant_experts=0 "
+                                  "(replicas route the batch, not its drafts)")
+
+    @property
+    def prompts(self) -> Prompts | None:
+        """The prefill's batch of prompts as (length, count) pairs; None: one sequence of ``tokens``."""
+        return None if self.prompt_lengths is None else prompt_batch(self.prompt_lengths, self.prompt_counts)
+
+    def _check_prompts(self) -> None:
+        lengths, counts = self.prompt_lengths, self.prompt_counts
+        if lengths is None:
+            if counts is not None:
+                raise input_error("workload options", "prompt_counts", "applies only with prompt_lengths")
+            return
+        if self.phase != "prefill":
+            raise input_error("workload options", "prompt_lengths", "applies only with phase=prefill")
+        if not 1 <= len(lengths) <= MAX_PROMPT_ENTRIES:
+            raise input_error("workload options", "prompt_lengths",
+                              f"{len(lengths)} entries; give 1 to {MAX_PROMPT_ENTRIES} lengths")
+        if counts is not None and len(counts) != len(lengths):
+            raise input_error("workload options", "prompt_counts",
+                              f"{len(counts)} counts for {len(lengths)} prompt_lengths; give one count per length")
+        TOKENS.check(batch_tokens(self.prompts or ()), "workload options: prompt_lengths × prompt_counts", strict=True)
 
     @property
     def redundancy(self) -> Redundancy:

@@ -38,7 +38,8 @@ def payload_bytes(channels: int, dtype: str) -> int:
 
 @dataclass(frozen=True)
 class Precision:
-    """The data type of each operation class; None = the study's model of that class (module docstring)."""
+    """The data type of each operation class; None = the study's model of that class (module docstring).
+    ``measured`` carries the compute model with them, as every cost function reads both."""
 
     expert: str | None = None
     dense: str | None = None
@@ -46,6 +47,9 @@ class Precision:
     kv: str | None = None
     dispatch: str | None = None
     combine: str | None = None
+    measured: bool = False
+    """How fast a class computes: at its roofline (False, the study's model) or at the measured efficiency
+    of its kernels (``efficiency.py``, the ``compute_model=measured`` option)."""
 
     @staticmethod
     def rate(dtype: str | None) -> int:

@@ -19,13 +19,17 @@ ROOFLINE = (Param("peak_flops", "workload", float, "FLOP/s", Constraint(low=0, l
             Param("mem_bw_bytes_per_s", "workload", float, "B/s", Constraint(low=0, low_open=True)))
 """The roofline rates of the summary's GPU-time estimate (any positive rate)."""
 
+TP_COLLECTIVES = (CollectiveType.ALL_REDUCE, CollectiveType.REDUCE_SCATTER, CollectiveType.ALL_GATHER)
+"""The collectives a generated workload runs inside its TP groups (``generator.py``)."""
+
 # ----------------------------------------------------------------------------------------------
 # Summary
 
 
 @dataclass(frozen=True)
 class RankSummary:
-    """Per-rank totals. TP bytes = all-reduce data sizes, EP bytes = all-to-all buffer sizes."""
+    """Per-rank totals. TP bytes = the TP collectives' data sizes (all-reduces; under data-parallel attention
+    the reduce-scatters' inputs and all-gathers' inputs), EP bytes = all-to-all buffer sizes."""
 
     rank: int
     nodes: int
@@ -90,7 +94,7 @@ def _rank_summary(
 ) -> RankSummary:
     comp = [n for n in nodes if n.kind is NodeKind.COMPUTE]
     coll = [n for n in nodes if n.kind is NodeKind.COLLECTIVE]
-    tp = sum(n.size_bytes for n in coll if n.collective is CollectiveType.ALL_REDUCE)
+    tp = sum(n.size_bytes for n in coll if n.collective in TP_COLLECTIVES)
     ep = sum(n.size_bytes for n in coll if n.collective is CollectiveType.ALL_TO_ALL)
     return RankSummary(
         rank=rank,

@@ -53,7 +53,9 @@ class Grid:
 
 
 def step_spec(kind: ReplicaKind, phase: str, x: int, context: int) -> RunSpec:
-    """The run of one step: a prefill pass of ``x`` tokens, or a decode step of batch ``x`` at ``context``."""
+    """The run of one step: a prefill pass of ``x`` tokens, or a decode step of batch ``x`` at ``context``;
+    with data-parallel attention ``x`` per rank (the run's batch: every rank's, ``ReplicaKind.dp_ranks`` × x)."""
+    x *= kind.dp_ranks
     if phase == "prefill":
         return kind.spec(tokens=x)
     return kind.spec(phase="decode", batch=x, context_tokens=context)

@@ -118,14 +118,20 @@ class StepCosts:
         ``cached_tokens`` read from the KV cache (``AttentionCost``)."""
         return self.layers * self.attention_cost.time_s(tokens, pairs, cached_tokens)
 
-    def step(self, prefill_tokens: int, pairs: int, cached_tokens: int, batch: int, context_sum: int) -> float:
+    def step(self, prefill_tokens: int, pairs: int, cached_tokens: int, batch: int, context_sum: float,
+             draft_tokens: int = 0) -> float:
         """One scheduler step (module docstring): prefill chunks of ``prefill_tokens`` tokens with
         ``pairs`` query–key pairs and ``cached_tokens`` earlier-chunk tokens read, plus ``batch`` decode
-        sequences holding ``context_sum`` cached tokens in all."""
+        sequences holding ``context_sum`` cached tokens in all. With ``draft_tokens`` k (multi-token
+        prediction), each decoding sequence runs k + 1 tokens through the model and reads its cache once:
+        the decode step of B sequences plus what B·k more tokens add at no context."""
         mean_context = context_sum / batch if batch else 0.0
         if prefill_tokens == 0:
-            return self.decode(batch, mean_context)
-        n = prefill_tokens + batch
+            t = self.decode(batch, mean_context)
+            if draft_tokens and batch:
+                t += self.decode(batch * (draft_tokens + 1), 0.0, count=False) - self.decode(batch, 0.0, count=False)
+            return t
+        n = prefill_tokens + batch * (draft_tokens + 1)
         t = self.prefill_rest(n) + self.attention(n, pairs, cached_tokens)
         if batch:
             t += max(0.0, self.decode(batch, mean_context) - self.decode(batch, 0.0, count=False))

@@ -17,4 +17,5 @@ if TYPE_CHECKING:
                    "vLLM V1 scheduler; Agrawal et al., Sarathi-Serve, OSDI 2024")
 def decode_first(state: ReplicaState, now_s: float, scheduled_s: np.ndarray) -> tuple[list[tuple[int, int]], int]:
     batch = state.decoders
-    return state.prefill_chunks(state.config.token_budget - batch, now_s, scheduled_s), batch
+    # with multi-token prediction each sequence runs its k draft tokens too
+    return state.prefill_chunks(state.config.token_budget - batch * (state.draft_tokens + 1), now_s, scheduled_s), batch

@@ -152,12 +152,15 @@ class Algorithm:
     trees on it). ``placed(ctype, n, chunk_bytes, timing, members)``, if set, is used instead when the
     engine knows where the members sit (a one-dimensional collective). ``expert_all_to_all``: a run may
     pick it for its EP dispatch and combine (the ``all_to_all_algorithm`` override), which a ring's
-    all-to-all of N(N-1)/2 sequential steps is not meant for."""
+    all-to-all of N(N-1)/2 sequential steps is not meant for. ``sm_free``: its transfers are posted to
+    the NIC and completed by a receive hook, so while it is in flight no SMs are taken from compute
+    (``SystemSettings.comm_sms`` does not apply to it; ``occupies_sms``)."""
 
     supports: frozenset[CollectiveType]
     plan: Callable[[CollectiveType, int, int, StepTiming, int, int], Plan]
     placed: Callable[[CollectiveType, int, int, StepTiming, Members], Plan] | None = None
     expert_all_to_all: bool = False
+    sm_free: bool = False
 
     def __post_init__(self) -> None:
         if self.expert_all_to_all and CollectiveType.ALL_TO_ALL not in self.supports:
@@ -194,6 +197,12 @@ def resolve(name: str) -> tuple[str, int]:
 def expert_all_to_all_algorithms() -> tuple[str, ...]:
     """The registered algorithms a run may pick for its EP all-to-all (``Algorithm.expert_all_to_all``)."""
     return tuple(e.name for e in COLLECTIVES if e.obj.expert_all_to_all)
+
+
+def occupies_sms(name: str) -> bool:
+    """Whether a collective run with implementation ``name`` takes ``comm_sms`` of its rank's GPU while in
+    flight (every algorithm but those registered ``sm_free``)."""
+    return not COLLECTIVES.get(resolve(name)[0]).sm_free
 
 
 def chunk_sizes(ctype: CollectiveType, size_bytes: int, splits: int, total_nodes: int) -> list[int]:

@@ -11,6 +11,10 @@ Bytes: a pair (i, j) carries D/N (the direct algorithm's message) over its last 
 from i to server S carries what i's tokens need on S once: D/N · |S| · dedup(S), where dedup(S) is the
 expected number of tokens hitting S over the expected token–expert rows sent to S (1 without routing
 information; ``expected_server_fanout``). Without placement (one server) the plan is the direct one.
+
+Streaming: the rail peer forwards an RDMA message piece by piece as the pieces arrive (DeepEP's forwarder
+polls its RDMA receive buffer), so the NVLink hop overlaps the wire instead of following the whole message
+(``STREAM_PIECE_BYTES``, ``stream_pieces``).
 """
 
 from __future__ import annotations
@@ -61,9 +65,44 @@ def expected_server_fanout(n: int, servers: tuple[int, ...], routing: tuple[int,
     return out
 
 
+STREAM_PIECE_BYTES = 12 * 8 * 7392
+"""The bytes an RDMA message streams in: the forwarder passes a piece on over the GPU domain once it has
+arrived, while later pieces are still on the wire. DeepEP's default internode config for EP32/EP64 (24 SMs:
+12 channels, each sending chunks of 8 tokens; ``Buffer.get_dispatch_config``) of 7392-byte FP8 tokens:
+12 · 8 · 7392 bytes leave together."""
+
+STREAM_MAX_PIECES = 16
+"""The most pieces one RDMA message is cut into (each piece is a transfer, and one per forward)."""
+
+
+def stream_piece_count(size_bytes: int) -> int:
+    """Pieces of about ``STREAM_PIECE_BYTES`` in a message of ``size_bytes`` (1 to ``STREAM_MAX_PIECES``)."""
+    return max(1, min(STREAM_MAX_PIECES, round(size_bytes / STREAM_PIECE_BYTES)))
+
+
+def stream_pieces(size_bytes: int, pieces: int) -> tuple[int, ...]:
+    """A message cut into ``pieces`` + 1 parts, half a piece first and last ([h, f, …, f, h], summing to
+    ``size_bytes``): sent two at a time, each arrival releasing the part after next, the pair in flight
+    is staggered by half a piece, so the link stays busy across one arrival's latency."""
+    if pieces <= 1 or size_bytes < 2 * pieces:
+        return (size_bytes,)
+    cuts = [0] + [round(size_bytes * (2 * k - 1) / (2 * pieces)) for k in range(1, pieces + 1)] + [size_bytes]
+    return tuple(b - a for a, b in zip(cuts, cuts[1:], strict=False))
+
+
+def _shares(total: int, parts: tuple[int, ...]) -> tuple[int, ...]:
+    """``total`` split in proportion to ``parts`` (cumulative rounding: the shares sum to ``total``)."""
+    whole, acc, cuts = sum(parts), 0, [0]
+    for p in parts:
+        acc += p
+        cuts.append(round(total * acc / whole) if whole else 0)
+    return tuple(b - a for a, b in zip(cuts, cuts[1:], strict=False))
+
+
 def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTiming, members: Members) -> Plan:
-    """One chunk: intra-server pairs direct; per remote server one RDMA message to the rail peer, then its
-    forwards to the other members there. A member's stream exits once everything bound for it arrived."""
+    """One chunk: intra-server pairs direct; per remote server one RDMA message to the rail peer, streamed in
+    pieces (``stream_piece_count``, ``stream_pieces``; whole when the peer is alone there), each forwarded to
+    the other members there once it has arrived. A member's stream exits once everything bound for it arrived."""
     servers = members.servers
     if len(set(servers)) == 1:
         return direct_plan(ctype, n, size, timing)
@@ -91,10 +130,15 @@ def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTimi
             if server == servers[i]:
                 continue
             peer = there[local % len(there)]
-            rdma = add(i, peer, round(msg * len(there) * fanout[server]), ())
-            for j in there:
-                if j != peer:
-                    add(peer, j, msg, (rdma,))
+            rdma = round(msg * len(there) * fanout[server])
+            parts = stream_pieces(rdma, stream_piece_count(rdma) if len(there) > 1 else 1)  # whole: nothing to forward
+            forwards = _shares(msg, parts)
+            sent: list[int] = []
+            for k, (part, fwd) in enumerate(zip(parts, forwards, strict=True)):
+                sent.append(add(i, peer, part, (sent[k - 2],) if k >= 2 else ()))
+                for j in there:
+                    if j != peer:
+                        add(peer, j, fwd, (sent[k],))
     return Plan(n, tuple(transfers), tuple(tuple(r) for r in received), (d,) * n)
 
 
