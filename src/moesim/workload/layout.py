@@ -1,4 +1,4 @@
-"""ParallelLayout: how a strategy numbers its ranks and splits a layer over them (docs/workload.md, "Strategies").
+"""ParallelLayout: how a strategy numbers its ranks and splits a layer (docs/workload.md, docs/dp-attention.md).
 
 ``TP<t>EP<e>`` (docs/study.md §3): t·e ranks, rank = ep_index × TP + tp_index; attention, its all-reduces and
 the expert FFN width are split over TP, the experts over EP. ``DP<d>[TP<t>]EP<e>``: data-parallel attention

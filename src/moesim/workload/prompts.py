@@ -1,4 +1,4 @@
-"""Batches of prompts in one prefill pass (docs/workload.md, "Batches of prompts"): every projection runs over
+"""Batches of prompts in one prefill pass (docs/dp-attention.md, "Batches of prompts"): every projection runs over
 all the batch's tokens, but a prompt's queries attend only to its own keys, so the attention core costs
 Σ nᵢ·Lᵢ² terms, not (Σ nᵢ·Lᵢ)² (varlen FlashAttention, as vLLM and SGLang batch a prefill)."""
 
