@@ -18,6 +18,7 @@ Checks (they print the figures and exit 1 when a target is missed):
         # under the error bands: in-sample (the shipped file) and cross-validated (bands fit on half the
         # configurations of both references, the orderings judged with them)
     python benchmarks/accuracy.py refine-cost [--store DIR]     # moesim refine's packet cost estimate per run
+    python benchmarks/accuracy.py out-of-sample [--store DIR]   # the certainty rule on packet_models.parquet
 
 The error bands the report states its confidence with (src/moesim/analysis/references/error_bands.yaml,
 moesim.analysis.bands) are measured against both references, one command, deterministic given the code:
@@ -241,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--bands", help=f"the error bands judged in-sample (default: the shipped {BANDS_FILE})")
     s.add_argument("--backend", default="fluid")
     s.add_argument("--workers", type=int, default=2)
+    o = sub.add_parser("out-of-sample", help="only the certainty rule on the other models' packet rows")
+    o.add_argument("--store", type=Path, help="keep the candidate runs in this store (reused when rerun)")
+    o.add_argument("--backend", default="fluid")
+    o.add_argument("--bands", help=f"the error bands judged (default: the shipped {BANDS_FILE})")
+    o.add_argument("--workers", type=int, default=2)
     c = sub.add_parser("refine-cost")
     c.add_argument("--store", type=Path, help="a V4 Flash study store of the backend refined from (default: run it)")
     c.add_argument("--backend", default="fluid")
@@ -270,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                           parse_set(args.overrides), args.workers, list(CI_SUBSET) if args.ci else None, args.store)
     if args.what == "bands":
         return bands(args.backends.split(","), args.store, args.workers, args.out, args.keep_costs)
+    if args.what == "out-of-sample":
+        return int(out_of_sample(args.backend, args.store, args.workers, args.bands))
     if args.what == "refine-cost":
         return refine_cost(args.store, args.backend, args.workers)
     return study(args.store, args.backend, args.workers, validation_store=args.validation_store, splits=args.splits,
