@@ -1,0 +1,180 @@
+"""Documented DeepSeek-V3 deployments as moesim commands, each beside the figure its operators published.
+
+docs/deployments.md ("Documented deployments") and docs/deployments-measured.md list the same commands with
+the source of every input. Each deployment is one ``moesim run`` invocation on the fluid backend; its
+figure is tokens per second per server (node): a prefill's tokens / wall / servers, a decode step's
+``tokens_per_s`` (batch × tokens per step / wall) / servers. Nothing is fitted to the published figures:
+the GPU is the template's data sheet (``gpu=topology``), the NIC per GPU the template's, the precision and
+the kernels' efficiency are the cited ones (docs/deployments.md), and batch, prompt and context lengths are
+the operators' own description of the run.
+
+    python benchmarks/bench_deployments.py [--quick] [--only NAME[,NAME]] [--list]
+
+Prints a table: deployment, moesim tokens/s per node, published, ratio (moesim / published), and the
+run's wall, GPU and exposed-communication times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from moesim.commands.run import normal_strategy, parse_set, with_flags
+from moesim.system.spec import RunSpec
+
+# DeepSeek's serving precision (open-infra-index, day 6 "Statistics": matrix multiplications and dispatch in
+# FP8, core MLA and combine in BF16; DeepSeek-V3 technical report §3.3), DeepGEMM / FlashMLA / FlashAttention-3
+# kernel efficiencies (compute_model=measured), the GPU of the server template (its data sheet).
+DEEPSEEK_STACK = ("gpu=topology", "expert_dtype=fp8", "dense_dtype=fp8", "attention_dtype=bf16", "kv_dtype=bf16",
+                  "dispatch_dtype=fp8", "combine_dtype=bf16", "compute_model=measured", "overlap=two-batch")
+STACK = " ".join(f"--set {s}" for s in DEEPSEEK_STACK)
+"""The settings every deployment shares, as ``moesim run`` flags (``$STACK`` in the docs)."""
+# DeepEP's modes: normal kernels (hierarchical: once per server over RDMA, NVLink forwards) in prefill, on 24
+# of the GPU's 132 SMs while in flight (DeepEP README: Buffer.set_num_sms(24); H800 / H100 SXM: 132 SMs),
+# low-latency kernels (every row its own RDMA write, no SMs) in decode (docs/overlap.md).
+PREFILL_A2A = ("all_to_all_algorithm=hierarchical", "comm_sms=0.18")
+DECODE_A2A = "all_to_all_algorithm=low_latency"
+# DeepSeek-V3 technical report §5.4.3: the second token predicted by MTP is accepted 85-90 % of the time.
+DEEPSEEK_MTP = ("mtp_draft_tokens=1", "mtp_acceptance=0.85")
+
+PROFILE = "https://github.com/deepseek-ai/profile-data (throughput as read in the SGLang blog's tables)"
+ONLINE = ("https://github.com/deepseek-ai/open-infra-index/blob/main/202502OpenSourceWeek/"
+          "day_6_one_more_thing_deepseekV3R1_inference_system_overview.md")
+SGLANG = "https://lmsys.org/blog/2025-05-05-large-scale-ep/"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One published deployment: its ``moesim run`` arguments and the figure its operators published."""
+
+    name: str
+    servers: int
+    phase: str  # prefill: input tokens/s per server; decode: output tokens/s per server
+    published: float
+    source: str
+    args: tuple[str, ...]
+    quick: bool = False
+
+    def command(self) -> str:
+        """The ``moesim run`` command line."""
+        return "moesim run " + " ".join(shlex.quote(a) for a in self.args)
+
+    def doc_command(self) -> str:
+        """The command as docs/deployments-measured.md prints it: the shared settings as ``$STACK``."""
+        return self.command().replace(STACK, "$STACK")
+
+
+def _run_args(topology: str, strategy: str, sets: tuple[str, ...], decode: tuple[int, int] | None = None) -> tuple[str, ...]:
+    head = ["--model", "deepseek-v3", "--topology", topology, "--strategy", strategy]
+    if decode is not None:
+        head += ["--phase", "decode", "--batch", str(decode[0]), "--context", str(decode[1])]
+    for s in sets:
+        head += ["--set", s]
+    return tuple(head)
+
+
+def _prefill(topology: str, gpus: int, prompt_len: int, tokens_per_gpu: int) -> tuple[str, ...]:
+    """DP attention over every GPU (``DP<g>EP<g>``), each GPU a batch of prompts of one length."""
+    prompts = (f"prompt_lengths=[{prompt_len}]", f"prompt_counts=[{tokens_per_gpu // prompt_len}]")
+    return _run_args(topology, f"DP{gpus}EP{gpus}", (*DEEPSEEK_STACK, *PREFILL_A2A, *prompts))
+
+
+def _decode(topology: str, gpus: int, per_gpu: int, context: int, mtp: tuple[str, ...]) -> tuple[str, ...]:
+    return _run_args(topology, f"DP{gpus}EP{gpus}", (*DEEPSEEK_STACK, DECODE_A2A, *mtp),
+                     decode=(per_gpu * gpus, context))
+
+
+DEPLOYMENTS = (
+    # DeepSeek's profile: prefill EP32/TP1, 4K prompts, 16K tokens per GPU, two micro-batches (profile-data
+    # README); the SGLang blog reads 62,713 input tokens/s per node from it.
+    Deployment("deepseek-profile-prefill", 4, "prefill", 62_713, PROFILE,
+               _prefill("hgx-h800:4", 32, 4096, 16_384), quick=True),
+    # DeepSeek's online service: prefill units of 4 nodes, EP32/DP32; ~73.7k input tokens/s per node including
+    # the 56.3 % that hit the on-disk KV cache: 73.7k × 0.437 = 32.2k computed (the SGLang blog's 32,206).
+    # Batch not published: the profile's 16K tokens per GPU of 4K prompts.
+    Deployment("deepseek-online-prefill", 4, "prefill", 32_206, ONLINE,
+               _prefill("hgx-h800:4", 32, 4096, 16_384)),
+    # DeepSeek's profile: decode EP128/TP1, 128 requests per GPU, 4K context, two micro-batches; SGLang reads
+    # 18,598 output tokens/s per node (16 nodes). MTP as DeepSeek serves (technical report §5.4.3).
+    Deployment("deepseek-profile-decode", 16, "decode", 18_598, PROFILE,
+               _decode("hgx-h800:16", 128, 128, 4096, DEEPSEEK_MTP), quick=True),
+    # DeepSeek's online service: decode EP144 on 18 nodes (2 routed experts per GPU); EP144 needs redundant
+    # experts, so EP128 on 16 nodes (also 2 per GPU). 14.8k output tokens/s per node at an average KV length
+    # of 4,989; 128 requests per GPU (the batch the SGLang blog lists for it).
+    Deployment("deepseek-online-decode", 16, "decode", 14_800, ONLINE,
+               _decode("hgx-h800:16", 128, 128, 4989, DEEPSEEK_MTP)),
+    # SGLang on 4 × 8 H100 (EP32, DP attention, DeepEP, DeepGEMM, two-batch overlap), 16,384 tokens per GPU:
+    # 57,674 / 54,543 / 50,302 input tokens/s per node for 1K / 2K / 4K prompts.
+    Deployment("sglang-prefill-1k", 4, "prefill", 57_674, SGLANG, _prefill("hgx-h100:4", 32, 1024, 16_384)),
+    Deployment("sglang-prefill-2k", 4, "prefill", 54_543, SGLANG, _prefill("hgx-h100:4", 32, 2048, 16_384)),
+    Deployment("sglang-prefill-4k", 4, "prefill", 50_302, SGLANG, _prefill("hgx-h100:4", 32, 4096, 16_384),
+               quick=True),
+    # The same run with "simulated perfect EPLB" (random experts within group-limited routing): 59,337, the
+    # balanced routing moesim models.
+    Deployment("sglang-prefill-4k-balanced", 4, "prefill", 59_337, SGLANG,
+               _prefill("hgx-h100:4", 32, 4096, 16_384)),
+    # SGLang decode on 9 × 8 H100, EP72 (288 experts with EPLB's 32 redundant: 4 per GPU), 256 requests per GPU,
+    # 2K inputs, no MTP: 22,282 output tokens/s per node. EP72 needs redundant experts: EP64 on 8 nodes
+    # (also 4 routed experts per GPU).
+    Deployment("sglang-decode-2k", 8, "decode", 22_282, SGLANG, _decode("hgx-h100:8", 64, 256, 2000, ()),
+               quick=True),
+)
+
+
+def spec_of(d: Deployment) -> RunSpec:
+    """The RunSpec ``moesim run`` builds from the deployment's arguments (fluid backend, default algorithm)."""
+    ap = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    for flag in ("--model", "--topology", "--strategy", "--phase"):
+        ap.add_argument(flag)
+    for flag in ("--batch", "--context"):
+        ap.add_argument(flag, type=int)
+    ap.add_argument("--set", action="append", dest="sets")
+    ns = ap.parse_args(list(d.args))
+    overrides = with_flags(parse_set(ns.sets), phase=ns.phase, batch=ns.batch, context_tokens=ns.context)
+    return RunSpec(ns.model, ns.topology, normal_strategy(ns.strategy), overrides=overrides)
+
+
+def per_server(d: Deployment, record: dict[str, Any]) -> float:
+    """Tokens per second per server of one run's summary: prefill input tokens, decode output tokens."""
+    if d.phase == "decode":
+        return float(record["tokens_per_s"]) / d.servers
+    return float(record["parameters"]["tokens"]) / float(record["wall_s"]) / d.servers
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="one prefill and one decode per operator (4 runs)")
+    ap.add_argument("--only", default="", help="comma-separated deployment names")
+    ap.add_argument("--list", action="store_true", help="print each deployment's command and source, run nothing")
+    args = ap.parse_args()
+    chosen = [d for d in DEPLOYMENTS if (not args.quick or d.quick)]
+    if args.only:
+        names = set(args.only.split(","))
+        unknown = names - {d.name for d in DEPLOYMENTS}
+        if unknown:
+            ap.error(f"--only: unknown {', '.join(sorted(unknown))} (allowed: {', '.join(d.name for d in DEPLOYMENTS)})")
+        chosen = [d for d in chosen if d.name in names]
+    if args.list:
+        for d in chosen:
+            print(f"{d.name}: {d.published:,.0f} {d.phase} tokens/s per node ({d.source})\n  {d.command()}")
+        return
+    from moesim.system.run import simulate_run
+
+    print(f"{'deployment':<26} {'moesim':>8} {'published':>9} {'ratio':>6} {'wall s':>8} {'GPU s':>7} "
+          f"{'exposed s':>9} {'sim s':>6}")
+    records: dict[tuple[str, ...], dict[str, Any]] = {}  # deployments compared with two figures run once
+    for d in chosen:
+        t0 = time.perf_counter()
+        if d.args not in records:
+            records[d.args] = simulate_run(spec_of(d)).summary()
+        record = records[d.args]
+        value = per_server(d, record)
+        print(f"{d.name:<26} {value:8,.0f} {d.published:9,.0f} {value / d.published:6.2f} {record['wall_s']:8.4f} "
+              f"{record['gpu_s']:7.4f} {record['exposed_comm_s']:9.4f} {time.perf_counter() - t0:6.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""benchmarks/bench_deployments.py: every documented deployment is a valid ``moesim run`` invocation whose
+inputs resolve (model, template, DP-attention strategy, every ``--set``), without simulating anything, and
+docs/deployments.md prints exactly the bench's commands."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from moesim.cli import app
+from moesim.system.run import prepare
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("bench_deployments", ROOT / "benchmarks" / "bench_deployments.py")
+assert _spec is not None and _spec.loader is not None
+bench = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = bench  # dataclasses look their module up while the file runs
+_spec.loader.exec_module(bench)
+
+RUN = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("deployment", bench.DEPLOYMENTS, ids=lambda d: d.name)
+def test_each_command_parses_and_resolves(deployment):
+    ctx = RUN.make_context("run", list(deployment.args))  # the CLI's own option parser: unknown flags fail here
+    assert ctx.params["model"] == "deepseek-v3"
+    spec = bench.spec_of(deployment)
+    assert spec.backend == "fluid"
+    prepared = prepare(spec)  # every input resolved, as `moesim run` does before simulating
+    assert prepared.layout.num_ranks == prepared.topology_ref.num_gpus == 8 * deployment.servers
+    assert prepared.workload_options.phase == deployment.phase
+    overrides = spec.override_dict()
+    assert overrides["gpu"] == "topology"
+    if deployment.phase == "prefill":  # a batch of prompts: 16K tokens on every GPU
+        assert prepared.tokens == 16_384 * prepared.layout.num_ranks
+        assert overrides["all_to_all_algorithm"] == "hierarchical" and overrides["comm_sms"] == 0.18
+    else:
+        assert overrides["all_to_all_algorithm"] == "low_latency"
+
+
+def test_names_are_unique_and_quick_covers_both_phases_of_both_operators():
+    names = [d.name for d in bench.DEPLOYMENTS]
+    assert len(names) == len(set(names))
+    quick = [d for d in bench.DEPLOYMENTS if d.quick]
+    assert {(d.name.split("-")[0], d.phase) for d in quick} == {
+        ("deepseek", "prefill"), ("deepseek", "decode"), ("sglang", "prefill"), ("sglang", "decode")}
+
+
+def test_docs_print_the_bench_commands():
+    text = " ".join((ROOT / "docs" / "deployments-measured.md").read_text().replace("\\\n", " ").split())
+    assert f'STACK="{bench.STACK}"' in text
+    for d in bench.DEPLOYMENTS:
+        assert "$STACK" in d.doc_command() and d.doc_command() in text, d.name
+
+
+def test_per_server_figures():
+    # prefill: tokens / wall / servers; decode: the run's tokens_per_s / servers
+    pre = next(d for d in bench.DEPLOYMENTS if d.phase == "prefill")
+    dec = next(d for d in bench.DEPLOYMENTS if d.phase == "decode")
+    assert bench.per_server(pre, {"parameters": {"tokens": 524_288}, "wall_s": 2.0}) == 524_288 / 2.0 / pre.servers
+    assert bench.per_server(dec, {"tokens_per_s": 160_000.0}) == 160_000.0 / dec.servers
