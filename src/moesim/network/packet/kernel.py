@@ -15,7 +15,7 @@ from __future__ import annotations
 from moesim.network.cc.dispatch import cc_on_timer
 from moesim.network.jit import entry, inline_helper
 from moesim.network.packet.ccdispatch import arm_timers
-from moesim.network.packet.events import EMPTY, ev_free, ev_next_time, ev_pop, ev_push
+from moesim.network.packet.events import EMPTY, PK_TAG, PORT_TAG, ev_free, ev_next_time, ev_pop, ev_push
 from moesim.network.packet.layout import (
     C_CC,
     C_SAMPLE_MIN_BYTES,
@@ -116,11 +116,20 @@ def sample_queues(S, now):
 
 @inline_helper
 def _dispatch(S, e, now):
-    ev = S.ev[e]
-    kind = ev.kind
-    a = ev.a
-    b = ev.b
-    ev_free(S, e)
+    if e >= PORT_TAG:
+        kind = EV_TXDONE
+        a = e - PORT_TAG
+        b = 0
+    elif e >= PK_TAG:
+        kind = EV_ARRIVE
+        a = e - PK_TAG
+        b = S.pk[a].in_link
+    else:
+        ev = S.ev[e]
+        kind = ev.kind
+        a = ev.a
+        b = ev.b
+        ev_free(S, e)
     kick = NIL
     if kind == EV_ARRIVE:
         link = b

@@ -46,9 +46,11 @@ PORT_DTYPE = np.dtype([
     ("txdone_pending", np.bool_), ("wake_pending", np.bool_), ("paused", np.bool_), ("ing_paused", np.bool_),
     ("rr_last", np.int32), ("rr_last_q", np.int32), ("rr_valid", np.bool_), ("qp_head", np.int32), ("n_qp", np.int32),
     ("ing_bytes", np.int64), ("hdrm_bytes", np.int64), ("wake_ns", np.int64), ("wake_id", np.int64),
+    ("ev_nxt", np.int32),
 ], align=True)
 """Dynamic state of an egress port (q0: PFC frames, strict priority; q1: the data class, or a NIC's ACK
-queue) and, for a link into a switch, the MMU's ingress counters of that switch port."""
+queue) and, for a link into a switch, the MMU's ingress counters of that switch port; ``ev_nxt``: the
+bucket link of its pending transmit-complete event (events.py)."""
 
 NODE_DTYPE = np.dtype([
     ("is_host", np.bool_), ("shared_used", np.int64), ("total_hdrm", np.int64), ("total_rsrv", np.int64),
@@ -59,7 +61,8 @@ PKT_DTYPE = np.dtype([
     ("wire", np.int32), ("hop", np.int32), ("in_link", np.int32), ("nxt", np.int32), ("nhop", np.int32),
     ("ts", np.int64),
 ], align=True)
-"""A packet in flight or queued; ``hop`` indexes its route, ``nxt`` links FIFO queues and the free list;
+"""A packet in flight or queued; ``hop`` indexes its route, ``nxt`` links FIFO queues, the free list and,
+while it is on a wire, the event bucket of its arrival, whose link is ``in_link`` (events.py);
 ``ts``: when its data packet started transmission at the sender (its ACK echoes it: the RTT sample)."""
 
 QP_DTYPE = np.dtype([

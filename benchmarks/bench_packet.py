@@ -1,0 +1,146 @@
+"""CPU time of the packet backend on a fixed set of V4 Flash study runs, and their bit-identity.
+
+    python benchmarks/bench_packet.py [--runs all|quick|T/STRATEGY/ALGO/NET,...] [--repeat N]
+                                      [--baseline-rev REV] [--tokens N]
+
+Each run is simulated in a fresh process (the kernel is loaded, or compiled, before the clock starts)
+and reports the process CPU time of the run, the kernel's share (wall time inside the compiled loop),
+events and data packets, and the run's wall time (simulated seconds). At the study's 4096 tokens the
+wall time must equal the stored matrix (benchmarks/reference/packet_v4_flash.parquet) to the bit.
+With ``--baseline-rev REV`` the tree at git revision REV (``git archive``, no worktree is touched) runs
+each configuration too, alternately with the current tree, so both see the same load; the script then
+prints per run the median CPU times and their ratio, and checks that both trees give bit-identical
+wall times. Exits non-zero when any run differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MATRIX = ROOT / "benchmarks" / "reference" / "packet_v4_flash.parquet"
+MODEL = "deepseek-v4-flash"
+
+RUNS = (  # topology/strategy/algorithm/network: every network mode, ring and DBT, 5-25 s of CPU each
+    "6/TP4EP8/ring_direct/ib_cc0",
+    "6/TP2EP16/dbt_direct/ib_cc0",
+    "2/TP2EP16/ring_direct/ib_hpcc",
+    "1/TP2EP16/ring_direct/roce_dcqcn",
+    "1/TP2EP16/ring_direct/roce_hpcc",
+    "2/TP2EP16/dbt_direct/ib_cc0",
+    "2/TP2EP16/dbt_direct/roce_dcqcn",
+)
+QUICK = RUNS[:3]
+
+
+def child(run: str, tokens: int | None) -> None:
+    """Simulate one run in this process and print one JSON line (called in a subprocess)."""
+    from moesim import api
+    from moesim.network.packet import backend as packet_backend
+
+    created: list[object] = []
+    init = packet_backend.PacketBackend.__init__
+
+    def recording_init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        init(self, *args, **kwargs)
+        created.append(self)
+
+    packet_backend.PacketBackend.__init__ = recording_init  # type: ignore[method-assign]
+    topo, strategy, algorithm, network = run.split("/")
+    overrides = {} if tokens is None else {"tokens": tokens}
+    api.run(MODEL, 6, "TP2EP16", "dbt_direct", "ib_cc0", "packet", tokens=64)  # loads/compiles the kernel
+    created.clear()
+    c0, w0 = time.process_time(), time.perf_counter()
+    out = api.run(MODEL, topo, strategy, algorithm, network, "packet", **overrides)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    stats = [b.stats() for b in created]  # type: ignore[attr-defined]
+    print(json.dumps({
+        "run": run, "wall_s": out.wall_s.hex(), "cpu_s": cpu, "elapsed_s": wall,
+        "kernel_s": sum(s["wallclock_s"] for s in stats), "events": sum(s["events"] for s in stats),
+        "data_packets": sum(s["data_packets"] for s in stats),
+    }))
+
+
+def measure(src: Path, run: str, tokens: int | None) -> dict[str, object]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", run]
+    if tokens is not None:
+        cmd += ["--tokens", str(tokens)]
+    env = dict(os.environ, PYTHONPATH=str(src))
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        sys.exit(f"bench_packet: run {run} failed with the tree at {src}:\n{res.stderr[-2000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def stored_walls() -> dict[str, float]:
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(MATRIX, columns=["topology", "strategy", "algorithm", "network", "wall_s"]).to_pylist()
+    return {f"{r['topology']}/{r['strategy']}/{r['algorithm']}/{r['network']}": r["wall_s"] for r in t}
+
+
+def export_rev(rev: str, into: Path) -> Path:
+    """The ``src`` tree of git revision ``rev`` unpacked under ``into`` (git archive: no worktree touched)."""
+    tar = into / "src.tar"
+    with tar.open("wb") as f:
+        subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], stdout=f, check=True)
+    with tarfile.open(tar) as tf:
+        tf.extractall(into, filter="data")
+    return into / "src"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", default="all", help="all, quick (the first three) or a comma-separated list")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--baseline-rev", default=None, help="git revision to compare against (e.g. main)")
+    ap.add_argument("--tokens", type=int, default=None, help="tokens per run (default: the study's 4096)")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.tokens)
+        return
+    runs = RUNS if args.runs == "all" else QUICK if args.runs == "quick" else tuple(args.runs.split(","))
+    stored = stored_walls() if args.tokens is None else {}
+    trees = {"current": ROOT / "src"}
+    with tempfile.TemporaryDirectory(prefix="bench_packet_") as tmp:
+        if args.baseline_rev:
+            trees = {"baseline": export_rev(args.baseline_rev, Path(tmp)), **trees}
+        failed = False
+        ratios = []
+        print(f"{'run':34s} " + " ".join(f"{name + ' CPU s':>13s}" for name in trees)
+              + "  ratio  kernel s  events/pkt  ns/event  bit-identical")
+        for run in runs:
+            samples: dict[str, list[dict[str, object]]] = {name: [] for name in trees}
+            for _ in range(args.repeat):
+                for name, src in trees.items():
+                    samples[name].append(measure(src, run, args.tokens))
+            cpu = {name: statistics.median(float(s["cpu_s"]) for s in ss) for name, ss in samples.items()}
+            cur = samples["current"][-1]
+            walls = {float.fromhex(str(s["wall_s"])) for ss in samples.values() for s in ss}
+            ok = len(walls) == 1 and (run not in stored or stored[run] in walls)
+            failed |= not ok
+            ratio = cpu["baseline"] / cpu["current"] if "baseline" in cpu else float("nan")
+            if "baseline" in cpu:
+                ratios.append(ratio)
+            kernel = statistics.median(float(s["kernel_s"]) for s in samples["current"])
+            ev, pk = int(cur["events"]), int(cur["data_packets"])  # type: ignore[call-overload]
+            print(f"{run:34s} " + " ".join(f"{cpu[name]:13.2f}" for name in trees)
+                  + f"  {ratio:5.2f}  {kernel:8.2f}  {ev / max(pk, 1):10.2f}  {kernel * 1e9 / max(ev, 1):8.1f}  "
+                  + ("yes" if ok else f"NO {sorted(walls)} stored {stored.get(run)}"), flush=True)
+        if ratios:
+            print(f"median ratio baseline/current CPU: {statistics.median(ratios):.2f}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
