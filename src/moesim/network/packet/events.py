@@ -181,7 +181,12 @@ def ev_next_time(S, limit):
                 return cur
             if cur >= limit:
                 return BEYOND
+            # skip empty buckets, then pull the heap once: the wheel holds nothing at or beyond the old
+            # cursor + W, so every bucket passed is empty for its time, and the heap's events enter their
+            # buckets in the order the step-by-step pull would give (no push happens in between)
             cur += 1
+            while cur < limit and S.wheel[cur & mask, 0] == NIL:
+                cur += 1
             _set_cursor(S, cur)
         else:
             if g[G_OVF_N] == 0:

@@ -179,14 +179,18 @@ def run(S, t_stop, stop_on_completion):
     g = S.g
     schedule_starts(S)
     g[G_NCOMP] = 0
-    n_links = S.link.shape[0]
     stall = S.cfg[C_STALL_NS]
     mask = S.wheel.shape[0] - 1
+    # pool and log fill levels from which to return (the arrays do not change size within the call)
+    pk_max = S.pk.shape[0] - MIN_FREE_PKTS
+    ev_max = S.ev.shape[0] - MIN_FREE_EVENTS
+    ovf_max = S.ovf.shape[0] - MIN_FREE_EVENTS
+    pfc_max = S.pfc_log.shape[0] - 4
+    qlen_max = S.qlen_log.shape[0] - S.link.shape[0]
     while True:
-        if (S.pk.shape[0] - g[G_PK_USED] < MIN_FREE_PKTS or S.ev.shape[0] - g[G_EV_USED] < MIN_FREE_EVENTS
-                or S.ovf.shape[0] - g[G_OVF_N] < MIN_FREE_EVENTS):
+        if g[G_PK_USED] > pk_max or g[G_EV_USED] > ev_max or g[G_OVF_N] > ovf_max:
             return RUN_GROW
-        if S.pfc_log.shape[0] - g[G_NPFC] < 4 or S.qlen_log.shape[0] - g[G_NQLEN] < n_links:
+        if g[G_NPFC] > pfc_max or g[G_NQLEN] > qlen_max:
             return RUN_DRAIN
         if g[G_NCOMP] > 0 and stop_on_completion and S.wheel[g[G_CUR] & mask, 0] == NIL:
             # no other event at the completion's ns: return before time (and the cursor) moves on

@@ -59,11 +59,13 @@ NODE_DTYPE = np.dtype([
 PKT_DTYPE = np.dtype([
     ("kind", np.int32), ("ecn", np.bool_), ("qp", np.int32), ("seq", np.int64), ("payload", np.int32),
     ("wire", np.int32), ("hop", np.int32), ("in_link", np.int32), ("nxt", np.int32), ("nhop", np.int32),
-    ("ts", np.int64),
+    ("ts", np.int64), ("route", np.int32),
 ], align=True)
 """A packet in flight or queued; ``hop`` indexes its route, ``nxt`` links FIFO queues, the free list and,
 while it is on a wire, the event bucket of its arrival, whose link is ``in_link`` (events.py);
-``ts``: when its data packet started transmission at the sender (its ACK echoes it: the RTT sample)."""
+``ts``: when its data packet started transmission at the sender (its ACK echoes it: the RTT sample);
+``route``: the row of ``rt`` it follows (its QP's forward route, or the reverse one for an ACK/NACK), so
+that a switch hop does not read the QP. 64 bytes in all."""
 
 QP_DTYPE = np.dtype([
     ("state", np.int32), ("cc_on", np.bool_), ("port", np.int32), ("fwd", np.int32), ("rev", np.int32),

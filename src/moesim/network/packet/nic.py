@@ -94,6 +94,7 @@ def _send_data(S, link, q, now):
     pk.payload = payload
     pk.wire = payload + qp.data_hdr
     pk.hop = 0
+    pk.route = qp.fwd
     pk.ts = now
     qp.snd_nxt += payload
     qp.inflight += 1
@@ -280,6 +281,7 @@ def rx_data(S, link, p, now):
     pk.payload = 0
     pk.wire = qp.ack_wire
     pk.hop = 0
+    pk.route = qp.rev
     out = S.rt[qp.rev, 0]
     q_push(S, out, 1, p)
     return out
