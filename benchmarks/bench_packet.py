@@ -7,7 +7,8 @@ Each run is simulated in a fresh process (the kernel is loaded, or compiled, bef
 and reports the process CPU time of the run, the kernel's share (CPU time inside the compiled loop),
 events and data packets, and the run's wall time (simulated seconds). At the study's 4096 tokens the
 wall time must equal the stored matrix (benchmarks/reference/packet_v4_flash.parquet) to the bit.
-With ``--baseline-rev REV`` the tree at git revision REV (``git archive``, no worktree is touched) runs
+With ``--baseline-rev REV`` the tree at git revision REV of the repository it is run from (``git archive``,
+no worktree is touched) runs
 each configuration too, alternately with the current tree, so both see the same load; the script then
 prints per run the median CPU times and their ratio, and checks that both trees give bit-identical
 wall times. Exits non-zero when any run differs.
@@ -104,7 +105,7 @@ def export_rev(rev: str, into: Path) -> Path:
     """The ``src`` tree of git revision ``rev`` unpacked under ``into`` (git archive: no worktree touched)."""
     tar = into / "src.tar"
     with tar.open("wb") as f:
-        subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], stdout=f, check=True)
+        subprocess.run(["git", "archive", rev, "src"], stdout=f, check=True)  # the repository of the cwd
     with tarfile.open(tar) as tf:
         tf.extractall(into, filter="data")
     return into / "src"
