@@ -58,7 +58,7 @@ from moesim.network.packet.layout import (
     RUN_STALL,
 )
 from moesim.network.packet.links import pk_free
-from moesim.network.packet.nic import nic_transmit, qp_start, rx_ack, rx_data
+from moesim.network.packet.nic import nic_transmit, qp_start, rx_ack, rx_data, update_win
 from moesim.network.packet.switch import switch_receive, switch_transmit
 
 MIN_FREE_PKTS = 8
@@ -158,6 +158,7 @@ def _dispatch(S, e, now):
         if S.qp[a].state == QP_ACTIVE and S.qp[a].cc_on:
             cc = S.cfg[C_CC]
             flags = cc_on_timer(cc, S.qp_cc[a], S.ccp, now, b)
+            update_win(S, a)
             arm_timers(S, cc, a, flags)
     elif kind == EV_SAMPLE:
         sample_queues(S, now)

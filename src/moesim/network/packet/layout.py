@@ -74,8 +74,10 @@ QP_DTYPE = np.dtype([
     ("ack_wire", np.int32), ("rr_next", np.int32), ("rr_prev", np.int32), ("inflight", np.int32),
     ("start_ns", np.int64), ("done_ns", np.int64), ("in_rr", np.bool_),
     ("rx_expected", np.int64), ("rx_nack_timer", np.int64), ("rx_last_nack", np.int64),
+    ("win_eff", np.int64),
 ], align=True)
-"""One queue pair (= one message): sender state, and the receiver's state for it."""
+"""One queue pair (= one message): sender state, and the receiver's state for it; ``win_eff``: the window
+in bytes at its current rate (nic.update_win)."""
 
 EV_DTYPE = np.dtype([("time", np.int64), ("b", np.int64), ("kind", np.int32), ("a", np.int32),
                      ("nxt", np.int32)], align=True)
