@@ -5,6 +5,13 @@ the event pool); later ones wait in the heap, ordered by (time, insertion seq), 
 wheel as the cursor approaches them, before any event pushed directly for the same time. So events
 run in (time, insertion order), the order of the ns-3 scheduler, at O(1) cost for the near events
 that dominate a packet simulation.
+
+The two event kinds that make up nearly all of a run have no record of their own: a packet on a wire
+has exactly one pending arrival and a port at most one pending "transmit complete", so their events
+are the packet's and the port's records, named by tagged ids (``PK_TAG + packet``, ``PORT_TAG + link``)
+whose bucket link is the packet's ``nxt`` (unused while it is on a wire) or the port's ``ev_nxt``.
+That spares the pool's allocation and keeps the event where its handler reads anyway; the order of
+events (bucket append order, heap sequence numbers) is the same as with pooled records.
 """
 
 from __future__ import annotations
@@ -14,6 +21,30 @@ from moesim.network.packet.layout import G_CUR, G_EV_FREE, G_EV_USED, G_OVF_N, G
 
 EMPTY = -2
 BEYOND = -1
+PK_TAG = 1 << 29
+"""Event ids from PK_TAG on are packets' arrivals (id − PK_TAG = packet; the pool stays below it)."""
+PORT_TAG = 1 << 30
+"""Event ids from PORT_TAG on are ports' transmit-completes (id − PORT_TAG = link)."""
+
+
+@helper
+def _set_nxt(S, e, nxt):
+    """Set the bucket link of event ``e`` (pooled, a packet's arrival or a port's transmit-complete)."""
+    if e >= PORT_TAG:
+        S.port[e - PORT_TAG].ev_nxt = nxt
+    elif e >= PK_TAG:
+        S.pk[e - PK_TAG].nxt = nxt
+    else:
+        S.ev[e].nxt = nxt
+
+
+@helper
+def _get_nxt(S, e):
+    if e >= PORT_TAG:
+        return S.port[e - PORT_TAG].ev_nxt
+    if e >= PK_TAG:
+        return S.pk[e - PK_TAG].nxt
+    return S.ev[e].nxt
 
 
 @helper
@@ -24,7 +55,7 @@ def _bucket_append(S, e, t):
     if tail == NIL:
         S.wheel[b, 0] = e
     else:
-        S.ev[tail].nxt = e
+        _set_nxt(S, tail, e)
     S.wheel[b, 1] = e
     S.g[G_WHEEL_N] += 1
 
@@ -95,11 +126,22 @@ def _set_cursor(S, cur):
 
 
 @helper
-def ev_push(S, t, kind, a, b):
-    """Schedule an event at integer ns ``t`` (never before the cursor)."""
+def _enqueue(S, t, e):
+    """Put event ``e`` (its bucket link already NIL) at integer ns ``t`` (never before the cursor)."""
     g = S.g
     if t < g[G_CUR]:
         t = g[G_CUR]
+    if t < g[G_CUR] + S.wheel.shape[0]:
+        _bucket_append(S, e, t)
+    else:
+        _ovf_push(S, t, g[G_SEQ], e)
+    g[G_SEQ] += 1
+
+
+@helper
+def ev_push(S, t, kind, a, b):
+    """Schedule a pooled event at integer ns ``t`` (never before the cursor)."""
+    g = S.g
     e = g[G_EV_FREE]
     g[G_EV_FREE] = S.ev[e].nxt
     g[G_EV_USED] += 1
@@ -108,11 +150,21 @@ def ev_push(S, t, kind, a, b):
     S.ev[e].a = a
     S.ev[e].b = b
     S.ev[e].nxt = NIL
-    if t < g[G_CUR] + S.wheel.shape[0]:
-        _bucket_append(S, e, t)
-    else:
-        _ovf_push(S, t, g[G_SEQ], e)
-    g[G_SEQ] += 1
+    _enqueue(S, t, e)
+
+
+@helper
+def ev_push_arrive(S, t, p):
+    """Schedule packet ``p``'s arrival at the far end of the link it is on (``p.in_link``) at ``t``."""
+    S.pk[p].nxt = NIL
+    _enqueue(S, t, PK_TAG + p)
+
+
+@helper
+def ev_push_txdone(S, t, link):
+    """Schedule the transmit-complete of port ``link`` at ``t`` (the port has at most one pending)."""
+    S.port[link].ev_nxt = NIL
+    _enqueue(S, t, PORT_TAG + link)
 
 
 @inline_helper
@@ -129,7 +181,12 @@ def ev_next_time(S, limit):
                 return cur
             if cur >= limit:
                 return BEYOND
+            # skip empty buckets, then pull the heap once: the wheel holds nothing at or beyond the old
+            # cursor + W, so every bucket passed is empty for its time, and the heap's events enter their
+            # buckets in the order the step-by-step pull would give (no push happens in between)
             cur += 1
+            while cur < limit and S.wheel[cur & mask, 0] == NIL:
+                cur += 1
             _set_cursor(S, cur)
         else:
             if g[G_OVF_N] == 0:
@@ -149,7 +206,7 @@ def ev_pop(S):
     mask = S.wheel.shape[0] - 1
     b = S.g[G_CUR] & mask
     e = S.wheel[b, 0]
-    nxt = S.ev[e].nxt
+    nxt = _get_nxt(S, e)
     S.wheel[b, 0] = nxt
     if nxt == NIL:
         S.wheel[b, 1] = NIL

@@ -15,7 +15,7 @@ from __future__ import annotations
 from moesim.network.cc.dispatch import cc_on_timer
 from moesim.network.jit import entry, inline_helper
 from moesim.network.packet.ccdispatch import arm_timers
-from moesim.network.packet.events import EMPTY, ev_free, ev_next_time, ev_pop, ev_push
+from moesim.network.packet.events import EMPTY, PK_TAG, PORT_TAG, ev_free, ev_next_time, ev_pop, ev_push
 from moesim.network.packet.layout import (
     C_CC,
     C_SAMPLE_MIN_BYTES,
@@ -58,7 +58,7 @@ from moesim.network.packet.layout import (
     RUN_STALL,
 )
 from moesim.network.packet.links import pk_free
-from moesim.network.packet.nic import nic_transmit, qp_start, rx_ack, rx_data
+from moesim.network.packet.nic import nic_transmit, qp_start, rx_ack, rx_data, update_win
 from moesim.network.packet.switch import switch_receive, switch_transmit
 
 MIN_FREE_PKTS = 8
@@ -116,11 +116,20 @@ def sample_queues(S, now):
 
 @inline_helper
 def _dispatch(S, e, now):
-    ev = S.ev[e]
-    kind = ev.kind
-    a = ev.a
-    b = ev.b
-    ev_free(S, e)
+    if e >= PORT_TAG:
+        kind = EV_TXDONE
+        a = e - PORT_TAG
+        b = 0
+    elif e >= PK_TAG:
+        kind = EV_ARRIVE
+        a = e - PK_TAG
+        b = S.pk[a].in_link
+    else:
+        ev = S.ev[e]
+        kind = ev.kind
+        a = ev.a
+        b = ev.b
+        ev_free(S, e)
     kick = NIL
     if kind == EV_ARRIVE:
         link = b
@@ -149,6 +158,7 @@ def _dispatch(S, e, now):
         if S.qp[a].state == QP_ACTIVE and S.qp[a].cc_on:
             cc = S.cfg[C_CC]
             flags = cc_on_timer(cc, S.qp_cc[a], S.ccp, now, b)
+            update_win(S, a)
             arm_timers(S, cc, a, flags)
     elif kind == EV_SAMPLE:
         sample_queues(S, now)
@@ -170,14 +180,18 @@ def run(S, t_stop, stop_on_completion):
     g = S.g
     schedule_starts(S)
     g[G_NCOMP] = 0
-    n_links = S.link.shape[0]
     stall = S.cfg[C_STALL_NS]
     mask = S.wheel.shape[0] - 1
+    # pool and log fill levels from which to return (the arrays do not change size within the call)
+    pk_max = S.pk.shape[0] - MIN_FREE_PKTS
+    ev_max = S.ev.shape[0] - MIN_FREE_EVENTS
+    ovf_max = S.ovf.shape[0] - MIN_FREE_EVENTS
+    pfc_max = S.pfc_log.shape[0] - 4
+    qlen_max = S.qlen_log.shape[0] - S.link.shape[0]
     while True:
-        if (S.pk.shape[0] - g[G_PK_USED] < MIN_FREE_PKTS or S.ev.shape[0] - g[G_EV_USED] < MIN_FREE_EVENTS
-                or S.ovf.shape[0] - g[G_OVF_N] < MIN_FREE_EVENTS):
+        if g[G_PK_USED] > pk_max or g[G_EV_USED] > ev_max or g[G_OVF_N] > ovf_max:
             return RUN_GROW
-        if S.pfc_log.shape[0] - g[G_NPFC] < 4 or S.qlen_log.shape[0] - g[G_NQLEN] < n_links:
+        if g[G_NPFC] > pfc_max or g[G_NQLEN] > qlen_max:
             return RUN_DRAIN
         if g[G_NCOMP] > 0 and stop_on_completion and S.wheel[g[G_CUR] & mask, 0] == NIL:
             # no other event at the completion's ns: return before time (and the cursor) moves on

@@ -46,9 +46,11 @@ PORT_DTYPE = np.dtype([
     ("txdone_pending", np.bool_), ("wake_pending", np.bool_), ("paused", np.bool_), ("ing_paused", np.bool_),
     ("rr_last", np.int32), ("rr_last_q", np.int32), ("rr_valid", np.bool_), ("qp_head", np.int32), ("n_qp", np.int32),
     ("ing_bytes", np.int64), ("hdrm_bytes", np.int64), ("wake_ns", np.int64), ("wake_id", np.int64),
+    ("ev_nxt", np.int32),
 ], align=True)
 """Dynamic state of an egress port (q0: PFC frames, strict priority; q1: the data class, or a NIC's ACK
-queue) and, for a link into a switch, the MMU's ingress counters of that switch port."""
+queue) and, for a link into a switch, the MMU's ingress counters of that switch port; ``ev_nxt``: the
+bucket link of its pending transmit-complete event (events.py)."""
 
 NODE_DTYPE = np.dtype([
     ("is_host", np.bool_), ("shared_used", np.int64), ("total_hdrm", np.int64), ("total_rsrv", np.int64),
@@ -57,10 +59,13 @@ NODE_DTYPE = np.dtype([
 PKT_DTYPE = np.dtype([
     ("kind", np.int32), ("ecn", np.bool_), ("qp", np.int32), ("seq", np.int64), ("payload", np.int32),
     ("wire", np.int32), ("hop", np.int32), ("in_link", np.int32), ("nxt", np.int32), ("nhop", np.int32),
-    ("ts", np.int64),
+    ("ts", np.int64), ("route", np.int32),
 ], align=True)
-"""A packet in flight or queued; ``hop`` indexes its route, ``nxt`` links FIFO queues and the free list;
-``ts``: when its data packet started transmission at the sender (its ACK echoes it: the RTT sample)."""
+"""A packet in flight or queued; ``hop`` indexes its route, ``nxt`` links FIFO queues, the free list and,
+while it is on a wire, the event bucket of its arrival, whose link is ``in_link`` (events.py);
+``ts``: when its data packet started transmission at the sender (its ACK echoes it: the RTT sample);
+``route``: the row of ``rt`` it follows (its QP's forward route, or the reverse one for an ACK/NACK), so
+that a switch hop does not read the QP. 64 bytes in all."""
 
 QP_DTYPE = np.dtype([
     ("state", np.int32), ("cc_on", np.bool_), ("port", np.int32), ("fwd", np.int32), ("rev", np.int32),
@@ -69,8 +74,10 @@ QP_DTYPE = np.dtype([
     ("ack_wire", np.int32), ("rr_next", np.int32), ("rr_prev", np.int32), ("inflight", np.int32),
     ("start_ns", np.int64), ("done_ns", np.int64), ("in_rr", np.bool_),
     ("rx_expected", np.int64), ("rx_nack_timer", np.int64), ("rx_last_nack", np.int64),
+    ("win_eff", np.int64),
 ], align=True)
-"""One queue pair (= one message): sender state, and the receiver's state for it."""
+"""One queue pair (= one message): sender state, and the receiver's state for it; ``win_eff``: the window
+in bytes at its current rate (nic.update_win)."""
 
 EV_DTYPE = np.dtype([("time", np.int64), ("b", np.int64), ("kind", np.int32), ("a", np.int32),
                      ("nxt", np.int32)], align=True)

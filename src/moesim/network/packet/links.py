@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from moesim.network.jit import helper, inline_helper
-from moesim.network.packet.events import ev_push
-from moesim.network.packet.layout import EV_ARRIVE, EV_TXDONE, G_PK_FREE, G_PK_USED, NIL
+from moesim.network.packet.events import ev_push_arrive, ev_push_txdone
+from moesim.network.packet.layout import G_PK_FREE, G_PK_USED, NIL
 
 
 @helper
@@ -92,10 +92,11 @@ def start_tx(S, link, p, now):
     port.tx_bytes += wire
     if S.ns3 is not None:
         port.txdone_pending = True
-        ev_push(S, now + tx, EV_TXDONE, link, 0)
+        ev_push_txdone(S, now + tx, link)
     else:
         port.busy_until = now + tx
-    ev_push(S, now + tx + S.link[link].delay_ns, EV_ARRIVE, p, link)
+    S.pk[p].in_link = link
+    ev_push_arrive(S, now + tx + S.link[link].delay_ns, p)
 
 
 @helper
@@ -105,7 +106,7 @@ def ensure_txdone(S, link):
     port = S.port[link]
     if S.ns3 is None and not port.txdone_pending:
         port.txdone_pending = True
-        ev_push(S, port.busy_until, EV_TXDONE, link, 0)
+        ev_push_txdone(S, port.busy_until, link)
 
 
 @inline_helper

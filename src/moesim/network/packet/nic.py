@@ -54,17 +54,23 @@ def pacing_ns(wire, rate):
 
 
 @helper
-def win_bound(S, q):
+def update_win(S, q):
+    """Recompute the QP's window in bytes (``win_eff``) after its rate may have changed: the base window,
+    scaled by rate / max rate under VAR_WIN (at least 1 B). Kept in the QP, not recomputed per scan."""
     qp = S.qp[q]
-    if qp.win == 0:
-        return False
     w = qp.win
-    if S.cfg[C_VAR_WIN] != 0:
+    if S.cfg[C_VAR_WIN] != 0 and w != 0:
         st = S.qp_cc[q]
         w = np.int64(np.floor(qp.win * st[RATE] / st[MAX_RATE]))
         if w < 1:
             w = 1
-    return qp.snd_nxt - qp.snd_una >= w
+    qp.win_eff = w
+
+
+@helper
+def win_bound(S, q):
+    qp = S.qp[q]
+    return qp.win != 0 and qp.snd_nxt - qp.snd_una >= qp.win_eff
 
 
 @inline_helper
@@ -74,6 +80,7 @@ def qp_start(S, q, now):
     qp.next_avail = now
     cc = S.cfg[C_CC] if qp.cc_on else NO_CC
     cc_init(cc, S.qp_cc[q], S.qp_hop[q], S.ccp, S.link[qp.port].rate_bps)
+    update_win(S, q)
     S.g[G_ACTIVE] += 1
     S.g[G_LAST_PROGRESS] = now
     rr_insert(S, qp.port, q)
@@ -94,6 +101,7 @@ def _send_data(S, link, q, now):
     pk.payload = payload
     pk.wire = payload + qp.data_hdr
     pk.hop = 0
+    pk.route = qp.fwd
     pk.ts = now
     qp.snd_nxt += payload
     qp.inflight += 1
@@ -280,6 +288,7 @@ def rx_data(S, link, p, now):
     pk.payload = 0
     pk.wire = qp.ack_wire
     pk.hop = 0
+    pk.route = qp.rev
     out = S.rt[qp.rev, 0]
     q_push(S, out, 1, p)
     return out
@@ -326,6 +335,7 @@ def rx_ack(S, link, p, now):
         ack = AckSignal(now_ns=now, ack_seq=pk.seq, snd_nxt=qp.snd_nxt, cnp=pk.ecn, ints=S.pk_int[p],
                         nhop=np.int64(pk.nhop), rtt_ns=now - pk.ts, win_bytes=qp.bdp, base_rtt_ns=qp.base_rtt)
         flags = cc_on_ack(cc, st, S.qp_hop[q], S.ccp, ack)
+        update_win(S, q)
         if flags & FLAG_RATE_SHIFT:  # ChangeRate: shift the next send time, then UpdateNextAvail
             qp.next_avail += pacing_ns(qp.last_pkt, st[RATE]) - pacing_ns(qp.last_pkt, old_rate)
             if ns3:

@@ -50,10 +50,9 @@ def switch_receive(S, link, p, now):
     v = S.link[link].dst
     pk = S.pk[p]
     q = pk.qp
-    route = S.qp[q].fwd if pk.kind == PK_DATA else S.qp[q].rev
     h = pk.hop + 1
     pk.hop = h
-    out = S.rt[route, h]
+    out = S.rt[pk.route, h]
     size = pk.wire
     if not admit(S, v, link, size):
         S.g[G_DROPS] += 1
