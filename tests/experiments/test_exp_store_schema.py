@@ -9,6 +9,8 @@ import duckdb
 from moesim.analysis.results import METADATA, METRICS, candidate_factors, load_results
 from moesim.experiments import SPEC_FACTORS, ResultsStore, RunOutcome, input_hash
 from moesim.experiments import store_schema as schema
+from moesim.experiments.inputs import PlannedRun, WorkUnit
+from moesim.experiments.worker import run_unit
 from moesim.system.run import simulate_run
 from moesim.system.spec import RunSpec
 
@@ -98,3 +100,30 @@ def test_a_store_written_before_exposed_comm_s_opens_resumes_and_reads(tmp_path:
     assert "exposed_comm_s" in [name for name, *_ in _table_info(tmp_path)]
     table = load_results(tmp_path)
     assert table.num_rows == 2 and table.column("exposed_comm_s").null_count == 0
+
+
+def test_a_run_records_its_work_fluid_steps_only_on_the_fluid_backend(tmp_path: Path, small_dir: Path) -> None:
+    """``fluid_steps`` and ``engine_events`` come from the worker's simulation: both positive for a fluid run,
+    no steps for a flow run (a backend without a time step) but the same engine events (the same graph), and
+    a store written before the columns gains them, empty for its old row."""
+    model = str((small_dir / "tiny.yaml").resolve())
+    old = RunSpec(model, "1", "TP4EP8", overrides=(("tokens", 512),))
+    specs = [RunSpec(model, "1", "TP2EP16", backend=b, overrides=(("tokens", 512),)) for b in ("fluid", "flow")]
+    with ResultsStore(tmp_path) as store:
+        store.record(RunOutcome(input_hash(old), old, result=simulate_run(old)))
+    con = duckdb.connect(str(tmp_path / schema.DB_NAME))
+    con.execute("ALTER TABLE runs DROP COLUMN fluid_steps")
+    con.execute("ALTER TABLE runs DROP COLUMN engine_events")
+    con.close()
+    with ResultsStore(tmp_path) as store:
+        for spec in specs:
+            for outcome in run_unit(WorkUnit((PlannedRun(spec, input_hash(spec), input_hash(spec)),))):
+                store.record(outcome)
+    con = duckdb.connect(str(tmp_path / schema.DB_NAME), read_only=True)
+    rows = con.execute("SELECT strategy, backend, fluid_steps, engine_events FROM runs ORDER BY strategy DESC, "
+                       "backend").fetchall()
+    con.close()
+    assert rows[0] == ("TP4EP8", "fluid", None, None)
+    (_, flow, flow_steps, flow_events), (_, fluid, fluid_steps, fluid_events) = rows[1:]
+    assert (flow, fluid) == ("flow", "fluid") and flow_steps == 0 and fluid_steps > 0
+    assert flow_events == fluid_events > 0

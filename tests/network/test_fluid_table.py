@@ -11,6 +11,7 @@ import pytest
 from moesim.network.base import Flow
 from moesim.network.cc.base import MAX_RATE, RATE
 from moesim.network.fluid import SCALAR_COLUMNS, FluidBackend
+from moesim.network.fluid_kernel import fluid_peek, fluid_run
 from moesim.network.params import network_mode
 from moesim.topology.catalog import get_topology
 
@@ -78,3 +79,33 @@ def test_a_route_template_gives_a_congestion_controlled_flow_the_line_rate_state
     line_bps = get_topology("4").links[int(cols["first"][0])].bandwidth_bps
     assert cols["st"][0, RATE] == line_bps and cols["st"][0, MAX_RATE] == line_bps
     assert cols["cc_on"][0] and not cols["cc_on"][1]
+
+
+class Dispatched(FluidBackend):
+    """The fluid backend calling its kernels through numba's dispatcher (which types every argument on
+    every call) instead of the compiled entry points ``_kernel_state`` resolves once."""
+
+    def _kernel_state(self):  # type: ignore[no-untyped-def]
+        state = super()._kernel_state()
+        self._run_kernel, self._peek_kernel = fluid_run, fluid_peek
+        return state
+
+
+def completions(backend: FluidBackend) -> tuple[list[tuple[int, float]], int]:
+    """(flow id, completion time) of flows started at two instants, in completion order, and the steps taken."""
+    out: list[tuple[int, float]] = []
+    for i, (src, dst) in enumerate(PAIRS * 2):
+        backend.start_flow(Flow(i, src, dst, 300_000 + 7_000 * i, cc=True), 0.0 if i < len(PAIRS) else 5e-6)
+        if i == len(PAIRS) - 1:
+            out += [(f, 5e-6) for f in backend.advance_to(5e-6)]
+    while backend.active_flows:
+        t = backend.next_completion_s()
+        out += [(f, t) for f in backend.advance_to(t)]
+    return out, backend.steps
+
+
+@pytest.mark.parametrize("mode", ["roce_hpcc", "roce_dcqcn", "ib_cc0"])
+def test_compiled_entry_points_give_the_dispatchers_results_bit_for_bit(mode):
+    default = completions(FluidBackend(get_topology("4"), network_mode(mode)))
+    assert len(default[0]) == 2 * len(PAIRS) and default[1] > 0
+    assert default == completions(Dispatched(get_topology("4"), network_mode(mode)))

@@ -55,3 +55,17 @@ def test_kernels_compile_without_reference_counting():
     assert jit.USE_NRT is False  # this numba takes _nrt=False
     assert "NRT_decref" in llvm(njit(view_plus_one))
     assert not re.search(r"NRT_(incref|decref)", llvm(jit.helper(view_plus_one)))
+
+
+def test_compiled_for_is_the_overload_the_dispatcher_runs():
+    """``compiled_for`` compiles (or finds) the overload for the arguments' types: calling it gives the
+    dispatcher's result, and the dispatcher then compiles nothing new for those arguments."""
+    @njit
+    def weighted(x, w, state):
+        return x * w + state[0].sum() + state[1]
+
+    args = (2.0, 3, (np.arange(4.0), 1.5))
+    fn = jit.compiled_for(weighted, *args)
+    assert len(weighted.overloads) == 1
+    assert fn(*args) == weighted(*args) == 2.0 * 3 + 6.0 + 1.5
+    assert len(weighted.overloads) == 1

@@ -10,7 +10,7 @@ from moesim.network.analytical import AnalyticalBackend
 from moesim.network.flow import FlowBackend
 from moesim.network.params import REFERENCE_PRESETS
 from moesim.system.collectives import StepTiming
-from moesim.system.engine import SystemSettings
+from moesim.system.engine import Simulation, SystemSettings
 from moesim.system.run import simulate
 from moesim.workload.graph import CollectiveType as C
 from moesim.workload.graph import Node, NodeKind, RankGraph, Workload
@@ -104,3 +104,15 @@ def test_mismatched_collectives_across_ranks_are_reported():
     topo = star(2)
     with pytest.raises(MoesimError, match="on another rank"):
         simulate(wl, topo, FlowBackend(topo, P), SystemSettings())
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_the_engine_counts_every_flow_start_and_completion_and_stream_exit(n):
+    """A ring all-reduce of 4 chunks on the flow backend: each of the 4·2(n−1)·n transfers is one start event
+    and one completion, and each member leaves each chunk once (a stream exit): events = 2·flows + 4n."""
+    topo = star(n)
+    sim = Simulation(one_collective(n, C.ALL_REDUCE, 1 << 20), topo, FlowBackend(topo, P), NO_COMPUTE)
+    sim.run()
+    flows = 4 * 2 * (n - 1) * n
+    assert sim.next_flow_id == flows
+    assert sim.events_handled == 2 * flows + 4 * n

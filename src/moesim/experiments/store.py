@@ -162,6 +162,7 @@ def row_for(outcome: RunOutcome, diagnostics_path: str | None, finished_at: dt.d
             bottleneck_rank=int(s["bottleneck_rank"]), cc_model=s["cc_model"], cc_policy=s["cc_policy"],
             backend=s["backend"], status="ok", error=None, version=s["version"],
             params_json=_json({**s["parameters"], "source_sha256": code_hash()}), sim_wallclock_s=float(outcome.result.sim_wallclock_s),
+            fluid_steps=outcome.fluid_steps, engine_events=outcome.engine_events,
         )
     else:
         row.update(status="error", error=outcome.error or "unknown error", version=__version__)

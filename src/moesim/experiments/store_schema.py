@@ -72,6 +72,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("input_hash", "VARCHAR NOT NULL", "metadata"),
     Column("diagnostics_path", "VARCHAR", "metadata"),  # DIR-relative folder of the run's Parquet files
     Column("sim_wallclock_s", "DOUBLE", "metadata"),  # how long the simulation took
+    # the simulation's work: the backend's integration steps (fluid; 0 for the others) and the engine's
+    # events (queued events and flow completions); runs sharing one simulation share them
+    Column("fluid_steps", "BIGINT", "metadata"),
+    Column("engine_events", "BIGINT", "metadata"),
     Column("finished_at", "TIMESTAMP", "metadata"),
 )
 
@@ -88,7 +92,7 @@ COMMAND_KEY = "command"
 """store_meta key of the command lines that filled the store (a JSON list, first run first)."""
 
 BASE_COLUMNS = tuple(c.name for c in COLUMNS)
-ADDED_COLUMNS = ("exposed_comm_s",)
+ADDED_COLUMNS = ("exposed_comm_s", "fluid_steps", "engine_events")
 """Columns newer than schema version 1: added (empty) to a store that lacks them when it is opened for writing."""
 MODEL = "model"
 """The factor every analysis splits by first (never one of its ``factor_columns``)."""

@@ -23,6 +23,9 @@ class RunOutcome:
     error: str | None = None
     input_hash: str = ""
     """The key of the simulation that produced the result (shared by runs with equal inputs)."""
+    fluid_steps: int | None = None
+    """The simulation's work: the backend's integration steps and the engine's events (``Simulated``)."""
+    engine_events: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -50,7 +53,8 @@ def run_unit(unit: WorkUnit, diagnostics: bool = False) -> list[RunOutcome]:
     try:
         prepared = [prepare(run.spec) for run in unit.runs]
         simulated = simulate_prepared(prepared[0], diagnostics=diagnostics, breakdown=unit.breakdown)
-        return [RunOutcome(run.run_id, run.spec, result=result_of(p, simulated), input_hash=run.input_hash)
+        return [RunOutcome(run.run_id, run.spec, result=result_of(p, simulated), input_hash=run.input_hash,
+                           fluid_steps=simulated.fluid_steps, engine_events=simulated.engine_events)
                 for run, p in zip(unit.runs, prepared, strict=True)]
     except Exception as exc:  # noqa: BLE001 - every failure of one run is recorded, not raised
         return failed(unit, error_text(exc))

@@ -100,6 +100,8 @@ class NetworkBackend(ABC):
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities()
+    steps: int = 0
+    """Integration steps taken so far (a time-stepped backend's, e.g. the fluid one's; 0 for the others)."""
 
     def __init__(self, topology: Topology, params: NetworkParams,
                  diagnostics: DiagnosticsSpec | None = None) -> None:

@@ -28,6 +28,7 @@ from moesim.network.cc.base import HOP_FIELDS, INT_FIELDS, MAX_SLOTS
 from moesim.network.cc.dispatch import cc_id
 from moesim.network.diagnostics import DiagnosticsSpec
 from moesim.network.fluid_kernel import FluidState, exp_draw, fluid_peek, fluid_run
+from moesim.network.jit import compiled_for
 from moesim.network.params import NetworkParams, check_choice
 from moesim.network.paths import PathModel
 from moesim.topology.model import NodeKind, Topology
@@ -160,10 +161,11 @@ class FlowTable:
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep the rows where ``mask`` (over rows [0, n)) is true, in order."""
-        m = int(np.count_nonzero(mask))
+        rows = np.flatnonzero(mask)
+        m = len(rows)
         for group in (self.arrays, self.blocks):
             for v in group.values():
-                v[:m] = v[: self.n][mask]
+                v[:m] = v[rows]
         self.n = m
 
 
@@ -208,6 +210,8 @@ class FluidBackend(NetworkBackend):
         self._live = 0
         self._state: FluidState | None = None  # the kernels' state over the flow table's columns
         self._state_version = -1
+        self._run_kernel: Any = None  # fluid_run and fluid_peek compiled for the state's column types
+        self._peek_kernel: Any = None
         self._fresh = False  # rates valid for the current flow set and state
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
@@ -280,6 +284,10 @@ class FluidBackend(NetworkBackend):
                 pmax=float(p.switch.pmax), switch_egress=s.switch_egress, counters=self._counters, lws=self._lws,
                 lbws=self._lbws, ints=self._ints,
             )
+            ids, lat, done_ids, done_t = (col[k] for k in ("ids", "lat", "done_ids", "done_t"))
+            self._run_kernel = compiled_for(fluid_run, 0.0, 0.0, False, 0, 0, FLUID_STEP_S, FLUID_MAX_STEP_S,
+                                            MAX_STEPS_PER_CALL, False, ids, lat, done_ids, done_t, self._state)
+            self._peek_kernel = compiled_for(fluid_peek, False, 0.0, 0, FLUID_STEP_S, self._state)
         return self._state
 
     def _push_done(self, t: float, flow_id: int) -> None:
@@ -292,10 +300,10 @@ class FluidBackend(NetworkBackend):
             return
         if self._live:
             c = self._cols
-            self._t, steps, self._fresh, self._live, n_done = fluid_run(
+            state = self._kernel_state()
+            self._t, steps, self._fresh, self._live, n_done = self._run_kernel(
                 self._t, t_s, self._fresh, self._live, c.n, FLUID_STEP_S, FLUID_MAX_STEP_S, MAX_STEPS_PER_CALL,
-                until_completion, c.cols["ids"], c.cols["lat"], c.cols["done_ids"], c.cols["done_t"],
-                self._kernel_state())
+                until_completion, c.cols["ids"], c.cols["lat"], c.cols["done_ids"], c.cols["done_t"], state)
             self.steps += steps
             for flow_id, t in zip(c.cols["done_ids"][:n_done].tolist(), c.cols["done_t"][:n_done].tolist(),
                                   strict=True):
@@ -340,7 +348,8 @@ class FluidBackend(NetworkBackend):
         if self._live:
             if not self._fresh:
                 self.steps += 1  # the zero-length step that sets the rates of a changed flow set
-            drain_dt, dynamic = fluid_peek(self._fresh, self._t, self._cols.n, FLUID_STEP_S, self._kernel_state())
+            state = self._kernel_state()
+            drain_dt, dynamic = self._peek_kernel(self._fresh, self._t, self._cols.n, FLUID_STEP_S, state)
             self._fresh = True
             t = self._t + (min(drain_dt, HORIZON_STEPS * FLUID_STEP_S) if dynamic else drain_dt)
         if self._done:

@@ -146,3 +146,11 @@ def python_twin(fn: Any) -> Any:
     """A twin of a ``helper``-compiled function for callers in Python, cached like an entry point (the
     kernels inline the original)."""
     return njit(cache=SOURCES_IN_CACHE_KEY, _nrt=USE_NRT)(fn.py_func)  # type: ignore[call-overload]
+
+
+def compiled_for(dispatcher: Any, *args: Any) -> Any:
+    """The compiled function ``dispatcher`` runs for arguments of the types of ``args`` (compiled, or loaded
+    from the cache, on first use). Calling it skips the dispatcher's typing of every argument on every
+    call (about 45 µs for the fluid kernels' state tuple of ~50 arrays, against ~10 µs to unbox it);
+    the caller must keep passing arguments of these types."""
+    return dispatcher.compile(tuple(dispatcher.typeof_pyval(a) for a in args))

@@ -93,6 +93,8 @@ class Simulation:
         """The id the next flow gets."""
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self.now = 0.0
+        self.events_handled = 0
+        """Engine events handled so far: queued events popped plus flow completions (the run's work count)."""
         self.hooks = Hooks()
         self.multi_dimensional = spans_dimensions(workload)
         """Whether a collective runs as phases over several logical dimensions."""
@@ -111,15 +113,20 @@ class Simulation:
                 break
             if tn <= te:
                 self.now = tn
-                for fid in self.backend.advance_to(tn):
+                done = self.backend.advance_to(tn)
+                for fid in done:
                     self._on_flow_done(fid)
+                self.events_handled += len(done)
             else:
                 self.now = te
-                for fid in self.backend.advance_to(te):
+                done = self.backend.advance_to(te)
+                for fid in done:
                     self._on_flow_done(fid)
+                self.events_handled += len(done)
                 while self.events.next_time() == te:
                     _, kind, args = self.events.pop()
                     self._handlers[kind](*args)
+                    self.events_handled += 1
             for hook in self.hooks.step_finished:
                 hook()
         unfinished = [r for r, st in enumerate(self.ranks) if st.completed < len(st.nodes)]

@@ -274,6 +274,10 @@ class Simulated:
     """What the breakdown recorder saw (``simulate_prepared(breakdown=...)``)."""
     breakdown_level: str = "none"
     """How much of it the run's result keeps (``moesim.system.breakdown.LEVELS``)."""
+    fluid_steps: int = 0
+    """The backend's integration steps (``NetworkBackend.steps``: the fluid backend's steps, else 0)."""
+    engine_events: int = 0
+    """Events the engine handled (``Simulation.events_handled``)."""
 
 
 @dataclass(frozen=True)
@@ -372,7 +376,8 @@ def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False, progress
                      fast_forward.mode(ff),
                      backend.diagnostics() if diagnostics else {}, time.perf_counter() - t0,
                      tuple(sorted(nodes, key=lambda t: (t.rank, t.start_s, t.node_id))),
-                     recorder.result() if recorder is not None else None, breakdown)
+                     recorder.result() if recorder is not None else None, breakdown, backend.steps,
+                     sim.events_handled)
 
 
 def result_of(prepared: PreparedRun, simulated: Simulated) -> RunResult:
