@@ -153,6 +153,25 @@ def test_communication_slows_the_compute_it_overlaps_by_its_gpu_share(share):
         assert times[0].gpu_s == c
 
 
+def test_an_sm_free_all_to_all_leaves_the_compute_it_overlaps_at_full_speed():
+    """The same compute beside an all-to-all: with ``direct`` it runs at (1 − s) of the GPU while the
+    all-to-all is in flight (it ends after c), with ``low_latency`` (registered SM-free, DeepEP's low-latency
+    kernels) it ends at c exactly, as with comm_sms = 0."""
+    topo = star(2)
+    nodes = (Node(0, "gemm", NodeKind.COMPUTE, flops=round(1e-4 * 1e15), bytes_moved=1),
+             Node(1, "a2a", NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL, size_bytes=64 << 20))
+    work = Workload("beside", (RankGraph(0, nodes), RankGraph(1, nodes)), (2,))
+    c = roofline_time_s(nodes[0], 1e15, 1.6e12)
+    ends = {}
+    for algorithm in ("direct", "low_latency"):
+        settings = SystemSettings(comm_sms=0.5, all_to_all=(algorithm,))
+        sim = Simulation(work, topo, FlowBackend(topo, P), settings)
+        sim.hooks.node_finished.append(lambda r, i, t=ends, a=algorithm, s=sim: i == 0 and t.setdefault(a, s.now))
+        sim.run()
+    assert ends["low_latency"] == pytest.approx(c, rel=1e-12)
+    assert ends["direct"] > c * 1.5
+
+
 # ---------------------------------------------------------------------------------------------- hierarchical
 
 

@@ -25,7 +25,16 @@ import numpy as np
 
 from moesim.errors import MoesimError
 from moesim.network.base import Flow, NetworkBackend
-from moesim.system.collectives import COLLECTIVES, Members, Plan, StepTiming, chunk_sizes, plan_for, resolve
+from moesim.system.collectives import (
+    COLLECTIVES,
+    Members,
+    Plan,
+    StepTiming,
+    chunk_sizes,
+    occupies_sms,
+    plan_for,
+    resolve,
+)
 from moesim.system.collectives.direct import direct_pair_plan, pair_chunk
 from moesim.system.events import EventQueue
 from moesim.system.phases import (
@@ -159,8 +168,8 @@ class Simulation:
                                           self.settings.roofline)
                     st.gpu_busy = i
                     st.gpu_s += dur
-                    if self.settings.comm_sms and st.comm_busy:
-                        dur /= 1.0 - self.settings.comm_sms
+                    if st.comm_busy and st.comm_share:
+                        dur /= 1.0 - st.comm_share
                     self.events.schedule(self.now + dur, EventKind.COMPUTE_DONE, r, i)
                     for hook in self.hooks.node_started:
                         hook(r, i)
@@ -168,14 +177,24 @@ class Simulation:
                     still.append(i)
             elif not st.comm_busy:
                 st.comm_busy = True
-                if self.settings.comm_sms and st.gpu_busy is not None:
-                    self._stretch_compute(r, 1.0 / (1.0 - self.settings.comm_sms))
+                st.comm_share = self._sm_share(r, node)
+                if st.comm_share and st.gpu_busy is not None:
+                    self._stretch_compute(r, 1.0 / (1.0 - st.comm_share))
                 for hook in self.hooks.node_started:
                     hook(r, i)
                 self._issue_collective(r, i)
             else:
                 still.append(i)
         st.ready = still
+
+    def _sm_share(self, r: int, node: Node) -> float:
+        """The GPU share collective ``node`` takes from rank r's compute while in flight: ``comm_sms``, or 0
+        when its algorithm is registered SM-free (DeepEP's low-latency kernels, ``collectives.low_latency``)."""
+        if not self.settings.comm_sms or node.collective is None:
+            return 0.0
+        subgroup = node.group != 0 and len(self.workload.collective_ranks(r, node)) < self.total_nodes
+        impl = self.settings.implementation(node.collective, node.involved_dims, subgroup)
+        return self.settings.comm_sms if occupies_sms(impl) else 0.0
 
     def _stretch_compute(self, r: int, factor: float) -> None:
         """The GPU share left to rank r's compute in flight changed (``comm_sms``): what remains of it takes
@@ -443,8 +462,8 @@ class Simulation:
         r = inst.members[m]
         st = self.ranks[r]
         st.comm_busy = False
-        if self.settings.comm_sms and st.gpu_busy is not None:
-            self._stretch_compute(r, 1.0 - self.settings.comm_sms)
+        if st.comm_share and st.gpu_busy is not None:
+            self._stretch_compute(r, 1.0 - st.comm_share)
         st.comm_s += self.now - inst.issue_time[m]
         inst.finished += 1
         if inst.finished == len(inst.members):

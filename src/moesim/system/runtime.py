@@ -69,6 +69,7 @@ class RankRun:
         self.completed = 0
         self.gpu_busy: int | None = None  # index of the compute node in flight
         self.comm_busy = False
+        self.comm_share = 0.0  # the GPU share the collective in flight takes from compute (comm_sms or 0)
         self.gpu_s = 0.0
         self.comm_s = 0.0
         self.wall_s = 0.0

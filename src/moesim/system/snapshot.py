@@ -28,7 +28,7 @@ def snapshot(sim: Simulation) -> SimState:
             live.append(inst)
     ranks = tuple(RankState(tuple(st.done), tuple(st.deps_left), tuple(st.ready), st.completed, st.gpu_busy,
                             st.comm_busy, st.gpu_s, st.comm_s, st.wall_s, tuple(st.group_seq.items()),
-                            tuple(st.trees.items())) for st in sim.ranks)
+                            tuple(st.trees.items()), st.comm_share) for st in sim.ranks)
     collectives = tuple(CollectiveState(
         inst.members, inst.seq, inst.ctype, inst.size_bytes, inst.impl, tuple(inst.chunk_bytes),
         tuple(inst.node_of.items()), tuple(inst.issue_time.items()), tuple(inst.next_chunk), tuple(inst.exited),
@@ -51,7 +51,7 @@ def restore(sim: Simulation, state: SimState, shift_s: float = 0.0) -> None:
     must match ``state.flows``."""
     for st, rs in zip(sim.ranks, state.ranks, strict=True):
         st.done, st.deps_left, st.ready = list(rs.done), list(rs.deps_left), list(rs.ready)
-        st.completed, st.gpu_busy, st.comm_busy = rs.completed, rs.gpu_node, rs.comm_busy
+        st.completed, st.gpu_busy, st.comm_busy, st.comm_share = rs.completed, rs.gpu_node, rs.comm_busy, rs.comm_share
         st.gpu_s, st.comm_s, st.wall_s = rs.gpu_s, rs.comm_s, rs.wall_s + shift_s
         st.group_seq = defaultdict(int, rs.group_seq)
         st.trees = defaultdict(int, rs.trees)

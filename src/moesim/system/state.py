@@ -45,6 +45,8 @@ class RankState:
     group_seq: tuple[tuple[tuple[int, ...], int], ...]  # per member group: collectives issued so far
     trees: tuple[tuple[TreeKey, int], ...] = ()
     """Double Binary Trees drawn so far per dimension (a sub-group: its members), DBMAX on even counts."""
+    comm_share: float = 0.0
+    """The GPU share the collective in flight takes from compute (``comm_sms``, 0 for an SM-free algorithm)."""
 
 
 @dataclass(frozen=True)
