@@ -187,15 +187,21 @@ def packet_models(study: Path, out: Path, workers: int, limit_s: float | None) -
 
 
 def export_models(out: Path) -> None:
-    """Write the packet rows stored in ``out`` to ``MODELS_PARQUET`` and its sidecar (command, CPU time)."""
+    """Write the packet rows stored in ``out`` to ``MODELS_PARQUET`` and its sidecar: the command that ran them
+    (an ``--export-only`` keeps the one recorded before), and each run's simulation time (``sim_wallclock_s``:
+    the seconds its worker process spent on it, one process per run, so its CPU time on an idle core)."""
     import json
 
     _export(out, MODELS_PARQUET)
     rows = pq.read_table(MODELS_PARQUET).to_pylist()
-    note = {"command": repository_command(sys.argv[1:]), "commit": _commit(), "moesim_version": __version__,
+    side = MODELS_PARQUET.with_suffix(".json")
+    command = repository_command(sys.argv[1:])
+    if "--export-only" in sys.argv and side.is_file():
+        command = json.loads(side.read_text(encoding="utf-8")).get("command", command)
+    note = {"command": command, "commit": _commit(), "moesim_version": __version__,
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"), "runs": len(rows),
-            "cpu_s": round(sum(float(r["sim_wallclock_s"]) for r in rows), 1),
-            "cpu_s_per_run": {r["run_id"]: round(float(r["sim_wallclock_s"]), 1) for r in rows}}
+            "simulation_s": round(sum(float(r["sim_wallclock_s"]) for r in rows), 1),
+            "simulation_s_per_run": {r["run_id"]: round(float(r["sim_wallclock_s"]), 1) for r in rows}}
     atomic_write(MODELS_PARQUET.with_suffix(".json"), json.dumps(note, indent=1) + "\n")
 
 
@@ -205,7 +211,7 @@ def repository_command(args: list[str]) -> str:
     out, folder = [], False
     for a in args:
         out.append("DIR" if folder else a)
-        folder = a in ("--store", "--out", "--validation-store")
+        folder = a in ("--store", "--out", "--validation-store", "--study", "--models-store")
     return shlex.join(["python", "benchmarks/accuracy.py", *out])
 
 
