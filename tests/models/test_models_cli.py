@@ -91,6 +91,15 @@ def test_residency_stated_size_and_capacity() -> None:
     assert rows[0]["per_rank_bytes"] == 100e9 / 32 and not rows[0]["fits"]  # 3.125 GB > 3 GB
 
 
+def test_residency_counts_redundant_experts() -> None:
+    """DeepSeek-V3 with 32 replicas per MoE layer: 32 × 58 layers × 3·7168·2048 parameters at 1 byte more."""
+    plain, more = (json.loads(_ok("residency", "deepseek-v3", *extra, "--json"))[0]
+                   for extra in ((), ("--redundant-experts", "32")))
+    assert more["total_bytes"] - plain["total_bytes"] == 32 * 58 * 3 * 7168 * 2048
+    result = runner.invoke(app, ["residency", "deepseek-v3", "--size-gb", "10", "--redundant-experts", "1"])
+    assert isinstance(result.exception, MoesimError) and "--redundant-experts" in str(result.exception)
+
+
 def test_residency_public_models_with_other_ranks() -> None:
     rows = json.loads(_ok("residency", "glm-4.5", "mixtral-8x7b", "--ranks", "8", "--json"))
     assert [r["per_rank_bytes"] for r in rows] == [713_571_797_632 / 8, 93_405_585_408 / 8]

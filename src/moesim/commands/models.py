@@ -146,6 +146,10 @@ def residency_cmd(
     capacity_gb: Annotated[
         float, typer.Option("--capacity-gb", help="Memory per accelerator, decimal GB.")
     ] = DEFAULT_CAPACITY_GB,
+    redundant_experts: Annotated[
+        int, typer.Option("--redundant-experts", min=0,
+                          help="Replicas of routed experts per MoE layer (EPLB; 1 byte per parameter).")
+    ] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Per-rank weight requirement (checkpoint size / ranks) against a per-accelerator capacity (weights only)."""
@@ -167,6 +171,9 @@ def residency_cmd(
         )
     if (checkpoint is not None or size_gb is not None) and len(refs) > 1:
         raise MoesimError("command line: '--checkpoint' / '--size-gb' give one size: name at most one model")
+    if redundant_experts and (checkpoint is not None or size_gb is not None):
+        raise MoesimError("command line: '--redundant-experts' sizes replicas from a model's spec: name the model "
+                          "without '--checkpoint' / '--size-gb'")
     capacity = _bytes_from_gb(capacity_gb, "--capacity-gb")
     label = get_model(refs[0]).key if refs and (checkpoint is not None or size_gb is not None) else None
     reports: list[ResidencyReport]
@@ -183,7 +190,8 @@ def residency_cmd(
             )
         ]
     else:
-        reports = [residency_for(r, ranks=ranks, capacity_bytes=capacity) for r in (refs or STUDY_MODELS)]
+        reports = [residency_for(r, ranks=ranks, capacity_bytes=capacity, redundant_experts=redundant_experts)
+                   for r in (refs or STUDY_MODELS)]
     if json_out:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
         return

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from moesim.errors import MoesimError, input_error
 from moesim.models.residency import DEFAULT_CAPACITY_BYTES
 from moesim.schema import MAX_COUNT, MAX_RATE_BPS, check_fields, default_of, param
-from moesim.workload.mtp import tokens_per_step
 
 if TYPE_CHECKING:
     from moesim.serving.costs import StepCosts
@@ -95,6 +94,8 @@ class SchedulerConfig:
     @property
     def decode_tokens_per_step(self) -> float:
         """Tokens a decoding sequence gains per decode step (``moesim.workload.mtp.tokens_per_step``)."""
+        from moesim.workload.mtp import tokens_per_step  # the workload package is heavy; help screens skip it
+
         return tokens_per_step(self.mtp_draft_tokens, self.mtp_acceptance)
 
     @property
