@@ -408,10 +408,10 @@ def serve(model: str | Path, topology: str | int | Path, strategy: str, algorith
           **overrides: Any) -> ServeOutput:
     """Serve requests on a deployment, as ``moesim serve`` does (docs/serving.md).
 
-    Requests: ``trace`` (a CSV/Parquet file) or ``rate`` requests/s of Poisson arrivals (``requests`` of them,
-    lengths from ``prompt``/``output``: ``fixed:N``, ``uniform:LO:HI``, ``lognormal:MEDIAN:SIGMA[:MAX]``,
-    ``trace:FILE``; ``seed``; ``arrivals``: ``poisson`` or ``gamma:CV``). ``disaggregate=(P, D)`` puts prefill replicas (``prefill_strategy``) on the first
-    P servers and decode replicas (``strategy``) on the next D. ``slo_ttft``/``slo_tpot``: seconds or text
+    Requests: ``trace`` (a CSV/Parquet file) or ``rate`` requests/s (``requests`` of them, ``arrivals``
+    ``poisson`` or ``gamma:CV``, lengths from ``prompt``/``output``: ``fixed:N``, ``uniform:LO:HI``,
+    ``lognormal:MEDIAN:SIGMA[:MAX]``, ``trace:FILE``; ``seed``). ``disaggregate=(P, D)`` puts prefill replicas
+    (``prefill_strategy``) on the first P servers and decode replicas (``strategy``) on the next D. ``slo_ttft``/``slo_tpot``: seconds or text
     (``"1s"``, ``"50ms"``). Scheduler knobs as ``moesim.serving.SchedulerConfig``; ``overrides`` are the step
     runs' parameters (as ``moesim.run``). ``out`` also stores the result (``moesim report`` shows it).
     """
