@@ -133,7 +133,8 @@ def export_run(spec: RunSpec, out_dir: str | Path, prefix: str = "workload") -> 
     }
     for name, text in files.items():
         written.append(atomic_write(out / name, text))
-    written.append(write_ns3_topology(topology, out / "topology.txt", prepared.placement))
+    # without the cables NS-3 would take detours over: its fewest-hop routing then finds moesim's paths
+    written.append(write_ns3_topology(topology, out / "topology.txt", prepared.placement, moesim_routes=True))
     (out / "out").mkdir(exist_ok=True)
     return written
 

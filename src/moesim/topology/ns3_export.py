@@ -7,7 +7,10 @@
 Hosts must be ids 0..N−1 because ASTRA-sim's rank = NS-3 node id, so the GPU of rank r (through the
 placement) gets id r; every other node (CPU, PCIe switch, NIC, external switch) becomes an NS-3
 switch node with ids N.. in topology order. NS-3 routes by shortest hop count with ECMP over all
-next hops; it does not know NIC affinity (for the six study topologies the two agree).
+next hops and never through a host (docs/reference-semantics.md A.2); it does not know NIC affinity,
+so in a server whose PCIe switches meet at a CPU it also sends rail-crossing flows through the CPU to
+another GPU's NIC. ``moesim_routes`` leaves out the cables that only such detours use (``ns3_cables``),
+so that NS-3 finds moesim's paths (docs/topology.md).
 """
 
 from __future__ import annotations
@@ -35,13 +38,15 @@ _VALUE = re.compile(r"^([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)([A-Za-z/]+)$")
 
 
 def format_ns3_rate(bps: float) -> str:
-    """4e11 → ``400Gbps``; rates that are not whole Gbps fall back to Mbps, Kbps, then whole bps."""
+    """4e11 → ``400Gbps``; rates that are not whole Gbps fall back to Mbps, Kbps, bps, and a rate with a
+    fraction of a bit/s to its exact decimal in Gbps (``533.3333333333333Gbps``), so the file reads back
+    as the same float. ns-3's DataRate holds whole bit/s: it truncates the fraction (A.2)."""
     exact = Decimal(repr(float(bps)))
-    for unit, exp in (("Gbps", 9), ("Mbps", 6), ("Kbps", 3)):
+    for unit, exp in (("Gbps", 9), ("Mbps", 6), ("Kbps", 3), ("bps", 0)):
         scaled = exact.scaleb(-exp)
         if scaled == scaled.to_integral_value():
             return f"{int(scaled)}{unit}"
-    return f"{round(bps)}bps"
+    return format(exact.scaleb(-9).normalize(), "f") + "Gbps"
 
 
 def format_ns3_delay(delay_s: float) -> str:
@@ -59,22 +64,117 @@ def _parse_value(text: str, units: dict[str, int], where: str) -> float:
         raise MoesimError(f"{where}: cannot read the number in {text!r}") from None
 
 
-def ns3_node_ids(topology: Topology, placement: Placement | None = None) -> dict[str, int]:
-    """Node name → NS-3 id: the GPU of rank r is r, then every other node in topology order."""
+def routed_links(topology: Topology) -> frozenset[int]:
+    """The ids of the links a GPU-to-GPU route of ``topology`` may cross: every link of a route between
+    two GPUs of one server, of a GPU's way to and from its NIC, and every link with an end outside the
+    servers (the fabric and the NICs' ports, whose fewest-hop paths moesim and NS-3 both take).
+    A GPU's way to its NIC is the same for every destination on another server (``Topology.routes``),
+    so one such route per GPU and direction covers it; a GPU without a NIC takes routes to all GPUs."""
+    gpus = topology.gpus
+    server_of = {n.name: n.server for n in topology.nodes}
+    used = {link.id for link in topology.links if server_of[link.src] is None or server_of[link.dst] is None}
+    by_server: dict[int, list[int]] = {}
+    for g, info in enumerate(gpus):
+        by_server.setdefault(info.server, []).append(g)
+    firsts = [members[0] for members in by_server.values()]
+    pairs: set[tuple[int, int]] = set()
+    for g, info in enumerate(gpus):
+        pairs.update((g, h) for h in by_server[info.server] if h != g)
+        if info.nic is None:
+            partners = [h for h in range(len(gpus)) if gpus[h].server != info.server]
+        else:
+            partners = [h for h in firsts if gpus[h].server != info.server][:1]
+        for h in partners:
+            pairs.update(((g, h), (h, g)))
+    for a, b in pairs:
+        for route in topology.routes(a, b):
+            used.update(route)
+    return frozenset(used)
+
+
+def _ns3_routed_cables(ends: list[tuple[int, int]], is_host: list[bool]) -> set[int]:
+    """The cables (indices into ``ends``, node-index pairs) NS-3's routing sends host-to-host traffic over:
+    per destination host a breadth-first search that passes through switches only, then every fewest-hop
+    next hop from every host (ANS3 ``scratch/common.h`` CalculateRoute; docs/reference-semantics.md A.2)."""
+    nbr: list[list[tuple[int, int]]] = [[] for _ in is_host]
+    for c, (a, b) in enumerate(ends):
+        nbr[a].append((b, c))
+        nbr[b].append((a, c))
+    hosts = [v for v, host in enumerate(is_host) if host]
+    used: set[int] = set()
+    for dst in hosts:
+        dist, queue = {dst: 0}, [dst]
+        for u in queue:
+            for w, _ in nbr[u]:
+                if w not in dist:
+                    dist[w] = dist[u] + 1
+                    if not is_host[w]:
+                        queue.append(w)
+        stack = [h for h in hosts if h != dst and h in dist]
+        seen = set(stack)
+        while stack:
+            u = stack.pop()
+            for w, c in nbr[u]:
+                if dist.get(w) == dist[u] - 1 and (w == dst or not is_host[w]):
+                    used.add(c)
+                    if w != dst and w not in seen:
+                        seen.add(w)
+                        stack.append(w)
+    return used
+
+
+def ns3_cables(topology: Topology) -> list[tuple[int, int]]:
+    """The cables of the NS-3 file that reproduces moesim's routes: ``Topology.cables()`` without those
+    that no moesim route uses but NS-3's fewest-hop routing would send GPU traffic over (e.g. a PCIe
+    switch's cable to its CPU in the server templates, through which NS-3 would reach another GPU's NIC),
+    and without the cables this cuts off from every GPU (repeated until NS-3 uses no such cable)."""
+    cables = topology.cables()
+    moesim_used = routed_links(topology)
+    index = {n.name: i for i, n in enumerate(topology.nodes)}
+    is_host = [n.kind == NodeKind.GPU for n in topology.nodes]
+    while True:
+        ends = [(index[topology.links[f].src], index[topology.links[f].dst]) for f, _ in cables]
+        detours = {c for c in _ns3_routed_cables(ends, is_host)
+                   if cables[c][0] not in moesim_used and cables[c][1] not in moesim_used}
+        if not detours:
+            break
+        cables = [cable for c, cable in enumerate(cables) if c not in detours]
+    # drop the islands left without a GPU (e.g. two CPUs joined only to each other)
+    reach, stack = set(), [v for v, host in enumerate(is_host) if host]
+    nbr: dict[int, list[int]] = {}
+    for a, b in ([index[topology.links[f].src], index[topology.links[f].dst]] for f, _ in cables):
+        nbr.setdefault(a, []).append(b)
+        nbr.setdefault(b, []).append(a)
+    while stack:
+        v = stack.pop()
+        if v not in reach:
+            reach.add(v)
+            stack.extend(nbr.get(v, ()))
+    return [cable for cable in cables if index[topology.links[cable[0]].src] in reach]
+
+
+def ns3_node_ids(topology: Topology, placement: Placement | None = None,
+                 cables: list[tuple[int, int]] | None = None) -> dict[str, int]:
+    """Node name → NS-3 id: the GPU of rank r is r, then every other node in topology order (with
+    ``cables``: every other node at an end of one of them)."""
     placement = placement or contiguous_placement(topology)
     placement.validate(topology)
     ids = {topology.gpus[g].name: r for r, g in enumerate(placement.rank_to_gpu)}
+    ends = None if cables is None else {topology.links[f].src for f, _ in cables} | {topology.links[f].dst
+                                                                                    for f, _ in cables}
     for node in topology.nodes:
-        if node.kind != NodeKind.GPU:
+        if node.kind != NodeKind.GPU and (ends is None or node.name in ends):
             ids[node.name] = len(ids)
     return ids
 
 
-def ns3_topology_text(topology: Topology, placement: Placement | None = None) -> str:
-    """The topology file's text (one line per full-duplex cable, in link-id order)."""
-    ids = ns3_node_ids(topology, placement)
+def ns3_topology_text(topology: Topology, placement: Placement | None = None, moesim_routes: bool = False) -> str:
+    """The topology file's text (one line per full-duplex cable, in link-id order; ``moesim_routes``: the
+    cables of ``ns3_cables``, on which NS-3 routes as moesim does, and the nodes they join)."""
+    cables = ns3_cables(topology) if moesim_routes else topology.cables()
+    ids = ns3_node_ids(topology, placement, cables if moesim_routes else None)
     lines = []
-    for fwd, back in topology.cables():
+    for fwd, back in cables:
         a, b = topology.links[fwd], topology.links[back]
         if (a.bandwidth_bps, a.delay_s) != (b.bandwidth_bps, b.delay_s):
             raise MoesimError(f"topology {topology.name}: cable {a.src} – {a.dst} differs by direction; "
@@ -85,9 +185,11 @@ def ns3_topology_text(topology: Topology, placement: Placement | None = None) ->
     return "\n".join(head + lines) + "\n"
 
 
-def write_ns3_topology(topology: Topology, path: str | Path, placement: Placement | None = None) -> Path:
-    """Write the NS-3 topology file (atomically); ranks come from ``placement`` (default contiguous)."""
-    return write_output(path, ns3_topology_text(topology, placement))
+def write_ns3_topology(topology: Topology, path: str | Path, placement: Placement | None = None,
+                       moesim_routes: bool = False) -> Path:
+    """Write the NS-3 topology file (atomically); ranks come from ``placement`` (default contiguous);
+    ``moesim_routes``: only the cables on which NS-3 routes as moesim does (``ns3_cables``)."""
+    return write_output(path, ns3_topology_text(topology, placement, moesim_routes))
 
 
 @dataclass(frozen=True)
