@@ -239,6 +239,19 @@ def test_hosts_do_not_relay_traffic_so_an_nvlink_server_round_trips_too(tmp_path
     assert [t.wall_s for t in got] == [t.wall_s for t in simulate_run(spec).ranks]
 
 
+@pytest.mark.parametrize("strategy", ["DP16EP16", "TP1EP16"])
+def test_flow_round_trip_of_a_rail_cluster_gives_moesim_runs_times(tmp_path, strategy):
+    """hgx-h100:2, DP attention and TP1EP: the all-to-all crosses rails between servers, which moesim routes
+    over the spines from the source GPU's own NIC. With each PCIe switch's cable to its CPU in the NS-3 file,
+    NS-3 (and the reader) could reach rail 1 through CPU 0 in as many hops (4.12 ms instead of 4.09 ms
+    under DP16EP16); the export leaves those cables out, so the flow backend gives `moesim run`'s times."""
+    spec = RunSpec("qwen3-30b-a3b", "hgx-h100:2", strategy, "ring_direct", "ib_cc0", "flow", (("tokens", 64),))
+    export_run(spec, tmp_path)
+    got = simulate(find_paths(tmp_path), "flow")
+    assert [(t.wall_s, t.gpu_s, t.comm_s) for t in got] == [(t.wall_s, t.gpu_s, t.comm_s)
+                                                           for t in simulate_run(spec).ranks]
+
+
 def test_comm_group_configuration_supplies_the_groups_pg_name_names(tmp_path):
     """ET files whose collectives name communicator groups 1 and 2, and no sidecar file: the groups come
     from --comm-group-configuration (ASTRA-sim's way; the two pairs then all-reduce side by side on a

@@ -9,6 +9,7 @@ import pytest
 
 from moesim.errors import MoesimError
 from moesim.topology import NodeKind, Placement, Topology, get_topology, read_ns3_topology, write_ns3_topology
+from moesim.topology.ns3_export import format_ns3_rate, ns3_cables, ns3_node_ids, ns3_topology_text
 
 
 def expected_graph(topo: Topology, placement: Placement) -> nx.Graph:
@@ -75,3 +76,53 @@ def test_bad_files_name_the_line(tmp_path: Path, text: str, pattern: str) -> Non
     path.write_text(text)
     with pytest.raises(MoesimError, match=rf"^{path}: .*{pattern}"):
         read_ns3_topology(path)
+
+
+def ns3_paths(graph: nx.Graph, a: int, b: int) -> list[list[int]]:
+    """NS-3's routes from host a to host b (A.2): the fewest-hop paths whose inner nodes are switches."""
+    inner = graph.subgraph([v for v in graph if not graph.nodes[v]["host"] or v in (a, b)])
+    return sorted(nx.all_shortest_paths(inner, a, b))
+
+
+@pytest.mark.parametrize("name", ["hgx-h100:2", "mi300x:2", "hgx-h800:2:ls2", "gb200-nvl72:1", "4", "6"])
+def test_file_for_moesims_routes_makes_ns3_take_them(tmp_path: Path, name: str) -> None:
+    """Written with moesim_routes, the file gives NS-3 exactly moesim's routes between every two GPUs:
+    its fewest-hop paths through switches are moesim's routes (hop count, then delay, NIC affinity)."""
+    topo = get_topology(name)
+    graph = read_ns3_topology(write_ns3_topology(topo, tmp_path / "t.txt", moesim_routes=True)).to_networkx()
+    ids = ns3_node_ids(topo, None, ns3_cables(topo))
+    for a in range(topo.num_gpus):
+        for b in range(topo.num_gpus):
+            if a != b:
+                moesim = sorted([ids[topo.links[r[0]].src], *(ids[topo.links[lid].dst] for lid in r)]
+                                for r in topo.routes(a, b))
+                assert ns3_paths(graph, a, b) == moesim, (name, a, b)
+
+
+def test_rail_servers_lose_only_the_cables_of_ns3s_detours(tmp_path: Path) -> None:
+    """hgx-h100: PCIe switches 0–3 sit under CPU 0, so in the full file NS-3 also reaches rail 1 of the
+    other server through CPU 0 (as many hops as the spines). The file for moesim's routes leaves out each
+    PCIe switch's cable to its CPU and the CPUs' UPI cable (then joined to no GPU); the study
+    topologies, on which NS-3 already routes as moesim, keep every cable."""
+    topo = get_topology("hgx-h100:2")
+    full = read_ns3_topology(write_ns3_topology(topo, tmp_path / "full.txt")).to_networkx()
+    cpus = {i for name, i in ns3_node_ids(topo).items() if topo.node_by_name[name].kind == NodeKind.CPU}
+    assert any(cpus & set(path) for path in ns3_paths(full, 0, 9))
+    dropped = set(topo.cables()) - set(ns3_cables(topo))
+    assert len(dropped) == 2 * 8 + 2
+    for f, _ in dropped:
+        ends = {topo.node_by_name[topo.links[f].src].kind, topo.node_by_name[topo.links[f].dst].kind}
+        assert ends in ({NodeKind.PCIE_SWITCH, NodeKind.CPU}, {NodeKind.CPU})
+    for name in ("1", "2", "3", "4", "5", "6"):
+        study = get_topology(name)
+        assert ns3_cables(study) == study.cables()
+        assert ns3_topology_text(study, moesim_routes=True) == ns3_topology_text(study)
+
+
+@pytest.mark.parametrize(("bps", "text"), [(400e9, "400Gbps"), (25.5e9, "25500Mbps"), (1234567.0, "1234567bps"),
+                                           (1600e9 / 3, "533.3333333333333Gbps")])
+def test_rates_are_written_exactly(tmp_path: Path, bps: float, text: str) -> None:
+    """A rate reads back as the float written (ls3 spines: 1600/3 Gb/s); ns-3's DataRate keeps whole bit/s."""
+    assert format_ns3_rate(bps) == text
+    (tmp_path / "r.txt").write_text(f"2 1 1\n1\n0 1 {text} 0.001ms 0\n")
+    assert read_ns3_topology(tmp_path / "r.txt").links[0].rate_bps == bps

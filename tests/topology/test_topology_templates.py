@@ -180,7 +180,8 @@ def test_ring_all_reduce_in_one_nvswitch_domain_matches_the_closed_form() -> Non
     assert run_collective(bench, size).time_s == pytest.approx(chunks * per_chunk, rel=1e-9)
 
 
-@pytest.mark.parametrize("name", ["hgx-h100:2", "mi300x:2:ls2", "gb200-nvl72:2", "hgx-h800:2:ls2", "hgx-b200:2"])
+@pytest.mark.parametrize("name", ["hgx-h100:2", "mi300x:2:ls2", "gb200-nvl72:2", "hgx-h800:2:ls2", "hgx-b200:2",
+                                  "hgx-h100:2:ls3", "mi300x:2:ls3"])  # ls3: spines at 1600/3 Gb/s
 def test_yaml_round_trip_and_ns3_export(tmp_path: Path, name: str) -> None:
     spec = get_cluster_spec(name)
     path = tmp_path / "t.yaml"
