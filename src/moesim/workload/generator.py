@@ -21,7 +21,7 @@ each MoE layer its own all-to-all matrix and each EP rank its own expert work.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -53,6 +53,7 @@ from moesim.workload.prompts import Prompts, batch_tokens, prompt_attention_work
 from moesim.workload.routing import (
     PLACEMENT_RULES,
     LayerRouting,
+    Placement,
     ep_imbalance,
     expert_counts,
     hot_weights,
@@ -136,11 +137,11 @@ def pass_tokens(layout: ParallelLayout, tokens: int, options: WorkloadOptions) -
     return batch_tokens(prompts) * (layout.dp if layout.dp_attention else 1)
 
 
-def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
-                options: WorkloadOptions) -> tuple[LayerRouting, ...] | None:
+def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions,
+                placements: tuple[Placement, ...] | None = None) -> tuple[LayerRouting, ...] | None:
     """Per MoE layer, the skewed routing of ``tokens`` tokens (``pass_tokens``) and its placement on the EP
     ranks (uniform routing over redundant experts: one for all layers); None under uniform routing without
-    them."""
+    them. ``placements``: one per layer, kept as given (a micro-batch routed over its pass's placement)."""
     if not options.per_expert:
         return None
     layout = layout.experts
@@ -159,9 +160,38 @@ def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
             assert options.routing_hot_fraction is not None and options.routing_hot_share is not None
             weights = hot_weights(experts, options.routing_hot_fraction, options.routing_hot_share)
         counts = expert_counts(weights, experts, layers, tokens, k, options.routing_seed)
+    if placements is not None:
+        return tuple(layer_routing(c, layout.ep, "contiguous", 1, p, options.redundancy)
+                     for c, p in zip(counts, placements, strict=True))
     rule = options.expert_placement
     fixed = None if rule in PLACEMENT_RULES else read_placement(rule, experts, layout.ep, options.redundant_experts)
     return tuple(layer_routing(c, layout.ep, rule, options.expert_slots, fixed, options.redundancy) for c in counts)
+
+
+@dataclass
+class PassRouting:
+    """The routing of one pass (``moe_routing``) and of each micro-batch of it: a micro-batch of t tokens routes
+    its own t tokens (the same expert shares and hot experts per layer, rows rounded for t) over the pass's
+    placement (the balancer places replicas once for the pass; each expert's rows spread over its replicas as
+    ``routing.replica_rows`` does). Every micro-batch keeps t·k rows, so the micro-batches route the pass's T·k."""
+
+    model: ModelSpec
+    layout: ParallelLayout
+    options: WorkloadOptions
+    tokens: int
+    whole: tuple[LayerRouting, ...]
+    _parts: dict[int, tuple[LayerRouting, ...]] = field(default_factory=dict)
+
+    def of(self, tokens: int) -> tuple[LayerRouting, ...]:
+        """Per MoE layer, the routing of a micro-batch of ``tokens`` tokens (the pass itself when it is whole)."""
+        if tokens == self.tokens:
+            return self.whole
+        if tokens not in self._parts:
+            routed = moe_routing(self.model, self.layout, tokens, self.options,
+                                 tuple(lr.placement for lr in self.whole))
+            assert routed is not None
+            self._parts[tokens] = routed
+        return self._parts[tokens]
 
 
 def routing_imbalance(model: ModelSpec, layout: ParallelLayout, tokens: int,
@@ -229,7 +259,7 @@ def _layer_templates(
     options: WorkloadOptions,
     tp_group: int,
     ep_group: int,
-    routing: tuple[LayerRouting, ...] | None = None,
+    routing: PassRouting | None = None,
     ep_index: int = 0,
 ) -> Templates:
     """The (dense layer, MoE layers) node sequences of one rank for one micro-batch (``_Batch``): a prefill,
@@ -289,7 +319,7 @@ def _layer_templates(
                + ep_a2a("ep_combine", combine_row) + tail)
         return tuple(dense), (tuple(moe),)
     layers = []
-    for lr in routing:
+    for lr in routing.of(batch.routed):  # the micro-batch's own routing over the pass's placement
         dispatch, combine = lr.pair_bytes(dispatch_row, combine_row)  # one pair of tuples per layer for all ranks
         work = _skewed_expert_work(model, experts_layout, batch.routed, lr, ep_index, eb, decode, prec)
         layers.append(tuple(head + ep_a2a("ep_dispatch", dispatch_row, dispatch) + comp("routed_experts", work)
@@ -308,14 +338,14 @@ def micro_batch_sizes(total: int, count: int) -> list[int]:
 
 def _passes(
     model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions, tp_group: int, ep_group: int,
-    routing: tuple[LayerRouting, ...] | None = None, ep_index: int = 0,
+    routing: PassRouting | None = None, ep_index: int = 0,
 ) -> list[list[Templates]]:
     """Per forward pass (the prefill, or each decode step: step s reads a cache of ``context_tokens`` + s
     tokens, the tokens of the earlier steps join it), the layer templates of each micro-batch. A prefill
     micro-batch's queries attend to the whole sequence; a decode micro-batch holds whole sequences. Under
     data-parallel attention each attention group holds 1/DP of ``tokens`` (decode: of ``batch``), or with
     ``prompt_lengths`` the whole batch of prompts (micro-batches: whole prompts, ``split_prompts``). ``routing``: the skewed routing of one pass
-    (``moe_routing``), the same in every decode step."""
+    (``PassRouting``: each micro-batch routes its own tokens), the same in every decode step."""
     count = options.micro_batches or 1
     groups = layout.dp if layout.dp_attention else 1
     if options.phase == "prefill":
@@ -442,7 +472,8 @@ def generate(
     flat_ep = layout.dp_attention and layout.tp > 1
     cache: dict[tuple[int, int, int], tuple[Node, ...]] = {}
     per_pass = pass_tokens(layout, tokens, options)
-    routing = moe_routing(model, layout, per_pass, options)
+    whole = moe_routing(model, layout, per_pass, options)
+    routing = None if whole is None else PassRouting(model, layout, options, per_pass, whole)
     graphs = []
     for rank in range(layout.num_ranks):
         key = (tp_of[rank] if by_groups else 0, ep_of[rank] if by_groups or flat_ep else 0)

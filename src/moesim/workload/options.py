@@ -71,7 +71,8 @@ class WorkloadOptions:
     ``expert_slots`` redundant replicas per rank) or a placement file (one line of expert ids per EP rank).
     ``overlap``: ``"none"`` (one batch, every layer a serial chain) or ``"two-batch"``: the pass split
     into ``micro_batches`` micro-batches (default 2) whose communication overlaps the other ones'
-    compute (DeepSeek-V3 technical report §3.4; SGLang two-batch overlap); docs/workload.md.
+    compute (DeepSeek-V3 technical report §3.4; SGLang two-batch overlap); docs/workload.md. Under skewed
+    routing or redundant experts each micro-batch routes its own tokens (``generator.PassRouting``).
     ``expert_dtype``, ``dense_dtype``, ``attention_dtype``, ``kv_dtype``, ``dispatch_dtype``,
     ``combine_dtype``: the data type of each operation class (``precision.py``); unset, the class keeps
     the study's model. A set ``expert_dtype`` / ``dense_dtype`` gives its weights the type's width, so
@@ -226,12 +227,6 @@ class WorkloadOptions:
             return
         if self.micro_batches is None:
             object.__setattr__(self, "micro_batches", 2)
-        if self.skewed:
-            raise input_error("workload options", "overlap", "two-batch overlap needs uniform routing "
-                              f"(routing={self.routing} gives each micro-batch its own routing, not modelled)")
-        if self.redundant_experts:
-            raise input_error("workload options", "overlap", "two-batch overlap needs redundant_experts=0 "
-                              "(replicas give each micro-batch its own routing, not modelled)")
 
     def _check_phase(self) -> None:
         for name, (default, _, _) in DECODE_KNOBS.items():
