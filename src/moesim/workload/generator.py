@@ -40,10 +40,18 @@ from moesim.workload.costs import (
     ep_alltoall_bytes,
     measured_expert_work,
     mtp_projection_work,
+    output_head_work,
     routed_expert_work,
     shared_ffn_work,
     tp_allreduce_bytes,
     work_of,
+)
+from moesim.workload.elementwise import (
+    attention_bytes,
+    expert_bytes,
+    ffn_input_bytes,
+    gated_ffn_bytes,
+    head_bytes,
 )
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
@@ -304,18 +312,37 @@ def _layer_templates(
         attention = (prompt_attention_work(model, layout.tp, batch.prompts, wb, prec) if batch.prompts
                      else attention_work(model, layout.tp, batch.queries, wb, batch.keys, prec))
         experts = routed_expert_work(model, experts_layout, batch.routed, eb, prec)
+    def mem(name: str, moved: Fraction) -> list[_Op]:
+        """A memory-bound kernel (measured compute only, ``elementwise.py``): its bytes at the GPU's bandwidth."""
+        return [_Op(name, NodeKind.COMPUTE, work=Work(0, int(moved)))] if prec.measured and moved else []
+
+    head = mem("attention_elementwise", attention_bytes(model, layout.tp, batch.queries, prec)) + comp("attention",
+                                                                                                      attention)
     if dp:
-        head = comp("attention", attention) + tp_coll("tp_reduce_scatter_attn", CollectiveType.REDUCE_SCATTER,
-                                                      batch.queries)
+        head += tp_coll("tp_reduce_scatter_attn", CollectiveType.REDUCE_SCATTER, batch.queries)
         out = tp_coll("tp_allgather_out", CollectiveType.ALL_GATHER, batch.local)
     else:
-        head = comp("attention", attention) + tp_coll("tp_allreduce_attn", CollectiveType.ALL_REDUCE, batch.queries)
+        head += tp_coll("tp_allreduce_attn", CollectiveType.ALL_REDUCE, batch.queries)
         out = tp_coll("tp_allreduce_out", CollectiveType.ALL_REDUCE, batch.queries)
+    head += mem("ffn_input_elementwise", ffn_input_bytes(model, batch.local, prec, not decode))
     dense_tp = 1 if dp else layout.tp
-    dense = head + comp("dense_ffn", dense_ffn_work(model, dense_tp, batch.local, wb, prec)) + out
-    tail = comp("shared_ffn", shared_ffn_work(model, batch.local, wb, prec)) + out
+    dense = head + comp("dense_ffn", dense_ffn_work(model, dense_tp, batch.local, wb, prec))
+    if model.dense_ffn_width:
+        dense += mem("dense_ffn_elementwise", gated_ffn_bytes(model, batch.local, max(model.dense_ffn_width // dense_tp,
+                                                                                      1), prec.dense))
+    dense += out
+    tail = comp("shared_ffn", shared_ffn_work(model, batch.local, wb, prec))
+    if model.shared_experts:
+        width = model.shared_experts * (model.shared_expert_ffn_width or model.expert_ffn_width)
+        tail += mem("shared_ffn_elementwise", gated_ffn_bytes(model, batch.local, width, prec.dense))
+    tail += out
+
+    def around_experts(rows: Fraction | int) -> list[_Op]:
+        return mem("expert_elementwise", expert_bytes(model, experts_layout.tp, rows, prec, not decode, dispatch_row))
+
     if routing is None:
-        moe = (head + ep_a2a("ep_dispatch", dispatch_row) + comp("routed_experts", experts)
+        rows = Fraction(batch.routed * model.top_k, experts_layout.ep)
+        moe = (head + ep_a2a("ep_dispatch", dispatch_row) + comp("routed_experts", experts) + around_experts(rows)
                + ep_a2a("ep_combine", combine_row) + tail)
         return tuple(dense), (tuple(moe),)
     layers = []
@@ -323,7 +350,7 @@ def _layer_templates(
         dispatch, combine = lr.pair_bytes(dispatch_row, combine_row)  # one pair of tuples per layer for all ranks
         work = _skewed_expert_work(model, experts_layout, batch.routed, lr, ep_index, eb, decode, prec)
         layers.append(tuple(head + ep_a2a("ep_dispatch", dispatch_row, dispatch) + comp("routed_experts", work)
-                            + ep_a2a("ep_combine", combine_row, combine) + tail))
+                            + around_experts(lr.rows[ep_index]) + ep_a2a("ep_combine", combine_row, combine) + tail))
     return tuple(dense), tuple(layers)
 
 
@@ -351,14 +378,15 @@ def _passes(
     if options.phase == "prefill":
         prompts = options.prompts
         if prompts is not None:
-            return [[_layer_templates(model, layout, _batch(layout, batch_tokens(part), prompts=part),
-                                      options, tp_group, ep_group, routing, ep_index)
-                     for part in split_prompts(prompts, count)]]
+            return [[_with_head(model, layout, options, _layer_templates(
+                model, layout, _batch(layout, batch_tokens(part), prompts=part), options, tp_group, ep_group, routing,
+                ep_index), batch_tokens(part), sum(n for _, n in part)) for part in split_prompts(prompts, count)]]
         per_group = tokens // groups
         keys = per_group if count > 1 else None
-        return [[_layer_templates(model, layout, _batch(layout, t, keys=keys), options, tp_group, ep_group,
-                                  routing, ep_index)
-                 for t in micro_batch_sizes(per_group, count)]]
+        sizes = micro_batch_sizes(per_group, count)
+        return [[_with_head(model, layout, options, _layer_templates(
+            model, layout, _batch(layout, t, keys=keys), options, tp_group, ep_group, routing, ep_index), t,
+            int(b == len(sizes) - 1)) for b, t in enumerate(sizes)]]
     assert options.batch is not None and options.context_tokens is not None and options.decode_steps is not None
     q = mtp.verified_tokens(options.mtp_draft_tokens)
 
@@ -366,15 +394,35 @@ def _passes(
         main = _layer_templates(model, layout, _batch(layout, b * q, context_tokens=context, queries_per_sequence=q),
                                 options, tp_group, ep_group, routing, ep_index)
         if options.mtp_draft_tokens is None:
-            return main
+            return _with_head(model, layout, options, main, b, b)
         draft = _layer_templates(model, layout, _batch(layout, b, context_tokens=context), options, tp_group,
                                  ep_group, routing, ep_index)
         work = mtp_projection_work(model, b, options.weight_bytes_per_param, options.precision)
         projection = (_Op("mtp_projection", NodeKind.COMPUTE, work=work),)
-        return mtp.with_mtp_layers(main, draft, projection, model.moe_layers, options.mtp_draft_tokens)
+        rows = b * (q + options.mtp_draft_tokens)  # logits of the k + 1 verified tokens and of each draft
+        return _with_head(model, layout, options, mtp.with_mtp_layers(main, draft, projection, model.moe_layers,
+                                                                      options.mtp_draft_tokens), rows, rows)
 
     return [[step_templates(b, options.context_tokens + step) for b in micro_batch_sizes(options.batch // groups, count)]
             for step in range(options.decode_steps)]
+
+
+def _with_head(model: ModelSpec, layout: ParallelLayout, options: WorkloadOptions, templates: Templates,
+               queries: int, sampled: int) -> Templates:
+    """A micro-batch's templates with the end of the pass on its last layer (measured compute only,
+    ``elementwise.py``): the output head over its ``sampled`` rows (a prefill: one per sequence ending in it;
+    decode: every sequence, with MTP every verified and drafted token), then the final norm of its ``queries``
+    rows and the sampling. The MoE layers' one shared template, if so, is spelled out per layer."""
+    precision = options.precision
+    if not precision.measured or not model.moe_layers:
+        return templates
+    ops: tuple[_Op, ...] = (_Op("output_head", NodeKind.COMPUTE,
+                                work=output_head_work(model, layout.tp, sampled, precision)),) if sampled else ()
+    ops += (_Op("head_elementwise", NodeKind.COMPUTE, work=Work(0, int(head_bytes(model, queries, sampled)))),)
+    dense, moe = templates
+    total = mtp.step_model(model, options.mtp_draft_tokens).moe_layers
+    layers = moe if len(moe) == total else moe * total
+    return dense, (*layers[:-1], layers[-1] + ops)
 
 
 def _instantiate(model: ModelSpec, passes: list[list[Templates]]) -> tuple[Node, ...]:
