@@ -73,3 +73,26 @@ def test_one_micro_batch_keeps_the_pass_routing():
     assert whole is not None
     for moe, lr in enumerate(whole):
         assert _dispatches(wl, TINY.first_dense_layers + moe) == [list(lr.pairs())]
+
+
+@pytest.mark.parametrize("extra", [{"redundant_experts": 8, "expert_placement": "eplb"},
+                                   {"routing": "zipf", "routing_zipf_exponent": 1.2, "overlap": "two-batch"}])
+def test_mtp_verification_and_drafts_route_their_own_tokens(extra):
+    """MTP with k = 2 drafts over B = 12 sequences: each main MoE layer dispatches the routing of B·(k + 1)
+    tokens per micro-batch, each MTP layer that of B, over the pass's placement."""
+    layout, k, b = ParallelLayout.parse("TP1EP8"), 2, 12
+    opts = WorkloadOptions(phase="decode", batch=b, mtp_draft_tokens=k, mtp_acceptance=0.8, **extra)
+    wl = generate(TINY, layout, 1, opts)
+    sizes = micro_batch_sizes(b, opts.micro_batches or 1)
+    whole = moe_routing(TINY, layout, b, opts)
+    assert whole is not None
+    for layer in range(TINY.first_dense_layers, TINY.num_layers + k):
+        verified = layer < TINY.num_layers
+        moe = (layer - TINY.first_dense_layers) if verified else 0
+        for rows, t in zip(_dispatches(wl, layer), sizes, strict=True):
+            tokens = t * (k + 1) if verified else t
+            assert sum(rows) == tokens * TINY.top_k
+            own = moe_routing(TINY, layout, tokens, opts)
+            assert own is not None
+            received = tuple(sum(rows[s * layout.ep + d] for s in range(layout.ep)) for d in range(layout.ep))
+            assert received == rank_rows(own[moe % len(own)].counts, whole[moe % len(whole)].placement)

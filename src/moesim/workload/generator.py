@@ -12,7 +12,9 @@ docs/overlap.md):
   share of the batch, and the TP all-reduces become a reduce-scatter after attention and an all-gather at
   the end of the layer, between which each rank dispatches and runs the replicated FFNs on its own slice.
 
-What each node costs is in ``costs.py``, the knobs in ``options.py``, the per-rank totals in
+Under ``compute_model=measured`` the memory-bound kernels between them (norms, rotary, activation, FP8 casts,
+permutes; ``elementwise.py``) are nodes of their own, and the last layer of a pass ends with the output head
+and sampling. What each node costs is in ``costs.py``, the knobs in ``options.py``, the per-rank totals in
 ``summary.py``. Under uniform routing every rank's graph is the same and every MoE layer repeats the
 same node sequence (the engine's fast-forward exploits this). Skewed routing (``routing.py``) gives
 each MoE layer its own all-to-all matrix and each EP rank its own expert work.
