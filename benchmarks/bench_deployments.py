@@ -39,6 +39,9 @@ PREFILL_A2A = ("all_to_all_algorithm=hierarchical", "comm_sms=0.18")
 DECODE_A2A = "all_to_all_algorithm=low_latency"
 # DeepSeek-V3 technical report §5.4.3: the second token predicted by MTP is accepted 85-90 % of the time.
 DEEPSEEK_MTP = ("mtp_draft_tokens=1", "mtp_acceptance=0.85")
+# 32 redundant experts placed by DeepSeek's EPLB (global policy in decode): DeepSeek day 6 (EP144) and SGLang
+# (EP72, 288 experts) decode both run them; EP144 and EP72 need them (256 experts do not split over 144 or 72).
+REPLICAS = ("redundant_experts=32", "expert_placement=eplb")
 
 PROFILE = "https://github.com/deepseek-ai/profile-data (throughput as read in the SGLang blog's tables)"
 ONLINE = ("https://github.com/deepseek-ai/open-infra-index/blob/main/202502OpenSourceWeek/"
@@ -82,8 +85,8 @@ def _prefill(topology: str, gpus: int, prompt_len: int, tokens_per_gpu: int) -> 
     return _run_args(topology, f"DP{gpus}EP{gpus}", (*DEEPSEEK_STACK, *PREFILL_A2A, *prompts))
 
 
-def _decode(topology: str, gpus: int, per_gpu: int, context: int, mtp: tuple[str, ...]) -> tuple[str, ...]:
-    return _run_args(topology, f"DP{gpus}EP{gpus}", (*DEEPSEEK_STACK, DECODE_A2A, *mtp),
+def _decode(topology: str, gpus: int, per_gpu: int, context: int, extra: tuple[str, ...]) -> tuple[str, ...]:
+    return _run_args(topology, f"DP{gpus}EP{gpus}", (*DEEPSEEK_STACK, DECODE_A2A, *extra),
                      decode=(per_gpu * gpus, context))
 
 
@@ -101,11 +104,11 @@ DEPLOYMENTS = (
     # 18,598 output tokens/s per node (16 nodes). MTP as DeepSeek serves (technical report §5.4.3).
     Deployment("deepseek-profile-decode", 16, "decode", 18_598, PROFILE,
                _decode("hgx-h800:16", 128, 128, 4096, DEEPSEEK_MTP), quick=True),
-    # DeepSeek's online service: decode EP144 on 18 nodes (2 routed experts per GPU); EP144 needs redundant
-    # experts, so EP128 on 16 nodes (also 2 per GPU). 14.8k output tokens/s per node at an average KV length
-    # of 4,989; 128 requests per GPU (the batch the SGLang blog lists for it).
-    Deployment("deepseek-online-decode", 16, "decode", 14_800, ONLINE,
-               _decode("hgx-h800:16", 128, 128, 4989, DEEPSEEK_MTP)),
+    # DeepSeek's online service: decode EP144/DP144 on 18 nodes with 32 redundant experts (2 per GPU), MTP.
+    # 14.8k output tokens/s per node at an average KV length of 4,989; 128 requests per GPU (the batch the
+    # SGLang blog lists for it).
+    Deployment("deepseek-online-decode", 18, "decode", 14_800, ONLINE,
+               _decode("hgx-h800:18", 144, 128, 4989, (*DEEPSEEK_MTP, *REPLICAS))),
     # SGLang on 4 × 8 H100 (EP32, DP attention, DeepEP, DeepGEMM, two-batch overlap), 16,384 tokens per GPU:
     # 57,674 / 54,543 / 50,302 input tokens/s per node for 1K / 2K / 4K prompts.
     Deployment("sglang-prefill-1k", 4, "prefill", 57_674, SGLANG, _prefill("hgx-h100:4", 32, 1024, 16_384)),
@@ -117,9 +120,8 @@ DEPLOYMENTS = (
     Deployment("sglang-prefill-4k-balanced", 4, "prefill", 59_337, SGLANG,
                _prefill("hgx-h100:4", 32, 4096, 16_384)),
     # SGLang decode on 9 × 8 H100, EP72 (288 experts with EPLB's 32 redundant: 4 per GPU), 256 requests per GPU,
-    # 2K inputs, no MTP: 22,282 output tokens/s per node. EP72 needs redundant experts: EP64 on 8 nodes
-    # (also 4 routed experts per GPU).
-    Deployment("sglang-decode-2k", 8, "decode", 22_282, SGLANG, _decode("hgx-h100:8", 64, 256, 2000, ()),
+    # 2K inputs, no MTP: 22,282 output tokens/s per node.
+    Deployment("sglang-decode-2k", 9, "decode", 22_282, SGLANG, _decode("hgx-h100:9", 72, 256, 2000, REPLICAS),
                quick=True),
 )
 

@@ -118,8 +118,6 @@ def test_bad_overlap_options_are_one_line_errors():
         WorkloadOptions(micro_batches=2)
     with pytest.raises(MoesimError, match="micro_batches"):
         WorkloadOptions(overlap="two-batch", micro_batches=1)
-    with pytest.raises(MoesimError, match="uniform routing"):
-        WorkloadOptions(overlap="two-batch", routing="zipf")
     with pytest.raises(MoesimError, match="exceed the 2 batch"):
         generate(TINY, ParallelLayout(2, 2), 512, WorkloadOptions(overlap="two-batch", micro_batches=3,
                                                                    phase="decode", batch=2))

@@ -118,12 +118,13 @@ def test_run_prints_the_imbalance_and_export_refuses_skew(tmp_path):
         write_et(wl, tmp_path, "skew")
 
 
-def test_skewed_all_to_all_needs_the_direct_algorithm():
+def test_skewed_all_to_all_needs_an_algorithm_with_per_pair_plans():
     prepared = prepare(spec(routing="zipf"))
     settings = dataclasses.replace(prepared.settings, all_to_all=("ring", "ring"))
     sim = Simulation(prepared.workload(), prepared.topology, prepared.backend_cls(prepared.topology, prepared.params),
                      settings)
-    with pytest.raises(MoesimError, match="needs the direct algorithm"):
+    with pytest.raises(MoesimError, match=r"per-pair sizes.*'ring' cannot run it \(allowed: direct, hierarchical, "
+                                          r"low_latency\)"):
         sim.run()
 
 

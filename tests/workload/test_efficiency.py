@@ -102,7 +102,9 @@ def _nodes(**options: object):
 
 @pytest.mark.parametrize("phase", [{}, {"phase": "decode", "batch": 64, "context_tokens": 4096}])
 def test_measured_nodes_never_beat_their_roofline(phase: dict) -> None:
-    roof, meas = _nodes(**phase), _nodes(compute_model="measured", **phase)
+    roof = _nodes(**phase)
+    meas = [n for n in _nodes(compute_model="measured", **phase)  # less the kernels only it times (elementwise.py)
+            if not (n.name.endswith("_elementwise") or n.name == "output_head")]
     assert len(roof) == len(meas)
     slower = 0
     for a, b in zip(roof, meas, strict=True):

@@ -190,7 +190,6 @@ def test_bad_redundancy_inputs_are_one_line_errors(tmp_path):
     placement.write_text("".join(f"{r},{r + 6},{(r + 12) % 16}\n" for r in range(6)))
     cases = [
         (lambda: WorkloadOptions(eplb_nodes=2), "eplb_nodes"),
-        (lambda: WorkloadOptions(redundant_experts=8, overlap="two-batch"), "overlap"),
         (lambda: WorkloadOptions(redundant_experts=8, expert_placement="eplb", expert_slots=2), "expert_slots"),
         (lambda: generate(TINY, layout, 48, WorkloadOptions(redundant_experts=8, expert_placement="eplb",
                                                             eplb_groups=3)), "eplb_groups"),

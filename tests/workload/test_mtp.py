@@ -115,7 +115,6 @@ def test_acceptance_is_no_simulation_input_and_unset_mtp_keeps_the_key() -> None
     ({"phase": "decode", "mtp_acceptance": 0.5}, "field 'mtp_draft_tokens': mtp_acceptance needs it"),
     ({"phase": "decode", "mtp_draft_tokens": 1, "mtp_acceptance": 1.5}, "field 'mtp_acceptance'"),
     ({"phase": "decode", "mtp_draft_tokens": 0, "mtp_acceptance": 0.5}, "field 'mtp_draft_tokens'"),
-    ({"phase": "decode", "mtp_draft_tokens": 1, "mtp_acceptance": 0.5, "routing": "zipf"}, "uniform routing"),
 ])
 def test_bad_mtp_options_are_one_line_errors(kwargs: dict, needle: str) -> None:
     with pytest.raises(MoesimError, match=needle) as err:

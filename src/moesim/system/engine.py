@@ -35,7 +35,8 @@ from moesim.system.collectives import (
     plan_for,
     resolve,
 )
-from moesim.system.collectives.direct import direct_pair_plan, pair_chunk
+from moesim.system.collectives.base import pair_plan_for
+from moesim.system.collectives.direct import pair_chunk
 from moesim.system.events import EventQueue
 from moesim.system.phases import (
     Phases,
@@ -326,19 +327,17 @@ class Simulation:
             impl, ctype, n, size = inst.impl, inst.ctype, len(inst.members), inst.chunk_bytes[k]
             pairs = pair_chunk(inst.pair_bytes, len(inst.chunk_bytes), k) if inst.pair_bytes else ()
         key: tuple[Any, ...] = (impl, ctype, n, size, tree % 2, pairs)
-        placed = COLLECTIVES.get(resolve(impl)[0]).placed if inst.phases is None and not pairs else None
+        placed = COLLECTIVES.get(resolve(impl)[0]).placed if inst.phases is None else None
         if placed is not None:  # an algorithm that routes by server: the plan depends on where the members sit
             servers = tuple(self.topology.gpus[self.placement[m]].server for m in inst.members)
             key += (servers,)
         plan = self._plans.get(key)
         if plan is None:
-            if placed is not None:
-                plan = placed(ctype, n, size, self.timing, Members(servers, self.settings.expert_routing))
-            elif pairs:
-                name, window = resolve(impl)
-                if name != "direct":
-                    raise MoesimError(f"skewed all-to-all (per-pair sizes) needs the direct algorithm, not '{impl}'")
-                plan = direct_pair_plan(n, pairs, self.timing, window)
+            members = Members(servers, self.settings.expert_routing) if placed is not None else None
+            if pairs:
+                plan = pair_plan_for(impl, n, pairs, self.timing, members)
+            elif placed is not None and members is not None:
+                plan = placed(ctype, n, size, self.timing, members)
             else:
                 plan = plan_for(impl, ctype, n, size, self.timing, tree)
             self._plans[key] = plan

@@ -303,6 +303,19 @@ def mtp_projection_work(model: ModelSpec, tokens: int, weight_bytes_per_param: f
     return _measured_gemms(work, tokens, [(hidden, 2 * hidden)], precision, wb, act)
 
 
+def output_head_work(model: ModelSpec, tp: int, rows: int, precision: Precision) -> Work:
+    """The output head on one rank (measured compute only): ``rows`` sampled rows times its 1/TP share of the
+    vocabulary (vocabulary-parallel over the attention group), in BF16 (DeepSeek-V3 technical report §3.3.1
+    keeps the output head in its original precision), at DeepGEMM's measured efficiency for its shape.
+    FLOPs 2·rows·⌈V/TP⌉·hidden; bytes: its weights + the rows in and their logits out."""
+    n, k, act = _ceil_div(model.vocab_size, tp), model.hidden_size, model.bytes_per_activation
+    wb = Precision.weight_bytes("bf16", 0)
+    moved = rows * (k + n) * act
+    work = work_of(2 * rows * n * k, n * k * wb + moved, Precision.rate("bf16"))
+    compute, memory = _gemms(rows, [(n, k)], Precision.rate("bf16"), wb)
+    return measured(work, compute, [*memory, (moved, 1.0)])
+
+
 def dense_ffn_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
                    precision: Precision = STUDY_PRECISION) -> Work:
     """Dense FFN of the leading dense layers, width split over TP: 6·T·hidden·w_dense/TP FLOPs."""

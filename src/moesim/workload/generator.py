@@ -12,7 +12,9 @@ docs/overlap.md):
   share of the batch, and the TP all-reduces become a reduce-scatter after attention and an all-gather at
   the end of the layer, between which each rank dispatches and runs the replicated FFNs on its own slice.
 
-What each node costs is in ``costs.py``, the knobs in ``options.py``, the per-rank totals in
+Under ``compute_model=measured`` the memory-bound kernels between them (norms, rotary, activation, FP8 casts,
+permutes; ``elementwise.py``) are nodes of their own, and the last layer of a pass ends with the output head
+and sampling. What each node costs is in ``costs.py``, the knobs in ``options.py``, the per-rank totals in
 ``summary.py``. Under uniform routing every rank's graph is the same and every MoE layer repeats the
 same node sequence (the engine's fast-forward exploits this). Skewed routing (``routing.py``) gives
 each MoE layer its own all-to-all matrix and each EP rank its own expert work.
@@ -21,7 +23,7 @@ each MoE layer its own all-to-all matrix and each EP rank its own expert work.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -40,10 +42,18 @@ from moesim.workload.costs import (
     ep_alltoall_bytes,
     measured_expert_work,
     mtp_projection_work,
+    output_head_work,
     routed_expert_work,
     shared_ffn_work,
     tp_allreduce_bytes,
     work_of,
+)
+from moesim.workload.elementwise import (
+    attention_bytes,
+    expert_bytes,
+    ffn_input_bytes,
+    gated_ffn_bytes,
+    head_bytes,
 )
 from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 from moesim.workload.layout import ParallelLayout
@@ -53,6 +63,7 @@ from moesim.workload.prompts import Prompts, batch_tokens, prompt_attention_work
 from moesim.workload.routing import (
     PLACEMENT_RULES,
     LayerRouting,
+    Placement,
     ep_imbalance,
     expert_counts,
     hot_weights,
@@ -136,11 +147,11 @@ def pass_tokens(layout: ParallelLayout, tokens: int, options: WorkloadOptions) -
     return batch_tokens(prompts) * (layout.dp if layout.dp_attention else 1)
 
 
-def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
-                options: WorkloadOptions) -> tuple[LayerRouting, ...] | None:
+def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions,
+                placements: tuple[Placement, ...] | None = None) -> tuple[LayerRouting, ...] | None:
     """Per MoE layer, the skewed routing of ``tokens`` tokens (``pass_tokens``) and its placement on the EP
     ranks (uniform routing over redundant experts: one for all layers); None under uniform routing without
-    them."""
+    them. ``placements``: one per layer, kept as given (a micro-batch routed over its pass's placement)."""
     if not options.per_expert:
         return None
     layout = layout.experts
@@ -159,9 +170,38 @@ def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int,
             assert options.routing_hot_fraction is not None and options.routing_hot_share is not None
             weights = hot_weights(experts, options.routing_hot_fraction, options.routing_hot_share)
         counts = expert_counts(weights, experts, layers, tokens, k, options.routing_seed)
+    if placements is not None:
+        return tuple(layer_routing(c, layout.ep, "contiguous", 1, p, options.redundancy)
+                     for c, p in zip(counts, placements, strict=True))
     rule = options.expert_placement
     fixed = None if rule in PLACEMENT_RULES else read_placement(rule, experts, layout.ep, options.redundant_experts)
     return tuple(layer_routing(c, layout.ep, rule, options.expert_slots, fixed, options.redundancy) for c in counts)
+
+
+@dataclass
+class PassRouting:
+    """The routing of one pass (``moe_routing``) and of each micro-batch of it: a micro-batch of t tokens routes
+    its own t tokens (the same expert shares and hot experts per layer, rows rounded for t) over the pass's
+    placement (the balancer places replicas once for the pass; each expert's rows spread over its replicas as
+    ``routing.replica_rows`` does). Every micro-batch keeps t·k rows, so the micro-batches route the pass's T·k."""
+
+    model: ModelSpec
+    layout: ParallelLayout
+    options: WorkloadOptions
+    tokens: int
+    whole: tuple[LayerRouting, ...]
+    _parts: dict[int, tuple[LayerRouting, ...]] = field(default_factory=dict)
+
+    def of(self, tokens: int) -> tuple[LayerRouting, ...]:
+        """Per MoE layer, the routing of a micro-batch of ``tokens`` tokens (the pass itself when it is whole)."""
+        if tokens == self.tokens:
+            return self.whole
+        if tokens not in self._parts:
+            routed = moe_routing(self.model, self.layout, tokens, self.options,
+                                 tuple(lr.placement for lr in self.whole))
+            assert routed is not None
+            self._parts[tokens] = routed
+        return self._parts[tokens]
 
 
 def routing_imbalance(model: ModelSpec, layout: ParallelLayout, tokens: int,
@@ -229,7 +269,7 @@ def _layer_templates(
     options: WorkloadOptions,
     tp_group: int,
     ep_group: int,
-    routing: tuple[LayerRouting, ...] | None = None,
+    routing: PassRouting | None = None,
     ep_index: int = 0,
 ) -> Templates:
     """The (dense layer, MoE layers) node sequences of one rank for one micro-batch (``_Batch``): a prefill,
@@ -274,26 +314,45 @@ def _layer_templates(
         attention = (prompt_attention_work(model, layout.tp, batch.prompts, wb, prec) if batch.prompts
                      else attention_work(model, layout.tp, batch.queries, wb, batch.keys, prec))
         experts = routed_expert_work(model, experts_layout, batch.routed, eb, prec)
+    def mem(name: str, moved: Fraction) -> list[_Op]:
+        """A memory-bound kernel (measured compute only, ``elementwise.py``): its bytes at the GPU's bandwidth."""
+        return [_Op(name, NodeKind.COMPUTE, work=Work(0, int(moved)))] if prec.measured and moved else []
+
+    head = mem("attention_elementwise", attention_bytes(model, layout.tp, batch.queries, prec)) + comp("attention",
+                                                                                                      attention)
     if dp:
-        head = comp("attention", attention) + tp_coll("tp_reduce_scatter_attn", CollectiveType.REDUCE_SCATTER,
-                                                      batch.queries)
+        head += tp_coll("tp_reduce_scatter_attn", CollectiveType.REDUCE_SCATTER, batch.queries)
         out = tp_coll("tp_allgather_out", CollectiveType.ALL_GATHER, batch.local)
     else:
-        head = comp("attention", attention) + tp_coll("tp_allreduce_attn", CollectiveType.ALL_REDUCE, batch.queries)
+        head += tp_coll("tp_allreduce_attn", CollectiveType.ALL_REDUCE, batch.queries)
         out = tp_coll("tp_allreduce_out", CollectiveType.ALL_REDUCE, batch.queries)
+    head += mem("ffn_input_elementwise", ffn_input_bytes(model, batch.local, prec, not decode))
     dense_tp = 1 if dp else layout.tp
-    dense = head + comp("dense_ffn", dense_ffn_work(model, dense_tp, batch.local, wb, prec)) + out
-    tail = comp("shared_ffn", shared_ffn_work(model, batch.local, wb, prec)) + out
+    dense = head + comp("dense_ffn", dense_ffn_work(model, dense_tp, batch.local, wb, prec))
+    if model.dense_ffn_width:
+        dense += mem("dense_ffn_elementwise", gated_ffn_bytes(model, batch.local, max(model.dense_ffn_width // dense_tp,
+                                                                                      1), prec.dense))
+    dense += out
+    tail = comp("shared_ffn", shared_ffn_work(model, batch.local, wb, prec))
+    if model.shared_experts:
+        width = model.shared_experts * (model.shared_expert_ffn_width or model.expert_ffn_width)
+        tail += mem("shared_ffn_elementwise", gated_ffn_bytes(model, batch.local, width, prec.dense))
+    tail += out
+
+    def around_experts(rows: Fraction | int) -> list[_Op]:
+        return mem("expert_elementwise", expert_bytes(model, experts_layout.tp, rows, prec, not decode, dispatch_row))
+
     if routing is None:
-        moe = (head + ep_a2a("ep_dispatch", dispatch_row) + comp("routed_experts", experts)
+        rows = Fraction(batch.routed * model.top_k, experts_layout.ep)
+        moe = (head + ep_a2a("ep_dispatch", dispatch_row) + comp("routed_experts", experts) + around_experts(rows)
                + ep_a2a("ep_combine", combine_row) + tail)
         return tuple(dense), (tuple(moe),)
     layers = []
-    for lr in routing:
+    for lr in routing.of(batch.routed):  # the micro-batch's own routing over the pass's placement
         dispatch, combine = lr.pair_bytes(dispatch_row, combine_row)  # one pair of tuples per layer for all ranks
         work = _skewed_expert_work(model, experts_layout, batch.routed, lr, ep_index, eb, decode, prec)
         layers.append(tuple(head + ep_a2a("ep_dispatch", dispatch_row, dispatch) + comp("routed_experts", work)
-                            + ep_a2a("ep_combine", combine_row, combine) + tail))
+                            + around_experts(lr.rows[ep_index]) + ep_a2a("ep_combine", combine_row, combine) + tail))
     return tuple(dense), tuple(layers)
 
 
@@ -308,27 +367,28 @@ def micro_batch_sizes(total: int, count: int) -> list[int]:
 
 def _passes(
     model: ModelSpec, layout: ParallelLayout, tokens: int, options: WorkloadOptions, tp_group: int, ep_group: int,
-    routing: tuple[LayerRouting, ...] | None = None, ep_index: int = 0,
+    routing: PassRouting | None = None, ep_index: int = 0,
 ) -> list[list[Templates]]:
     """Per forward pass (the prefill, or each decode step: step s reads a cache of ``context_tokens`` + s
     tokens, the tokens of the earlier steps join it), the layer templates of each micro-batch. A prefill
     micro-batch's queries attend to the whole sequence; a decode micro-batch holds whole sequences. Under
     data-parallel attention each attention group holds 1/DP of ``tokens`` (decode: of ``batch``), or with
     ``prompt_lengths`` the whole batch of prompts (micro-batches: whole prompts, ``split_prompts``). ``routing``: the skewed routing of one pass
-    (``moe_routing``), the same in every decode step."""
+    (``PassRouting``: each micro-batch routes its own tokens), the same in every decode step."""
     count = options.micro_batches or 1
     groups = layout.dp if layout.dp_attention else 1
     if options.phase == "prefill":
         prompts = options.prompts
         if prompts is not None:
-            return [[_layer_templates(model, layout, _batch(layout, batch_tokens(part), prompts=part),
-                                      options, tp_group, ep_group, routing, ep_index)
-                     for part in split_prompts(prompts, count)]]
+            return [[_with_head(model, layout, options, _layer_templates(
+                model, layout, _batch(layout, batch_tokens(part), prompts=part), options, tp_group, ep_group, routing,
+                ep_index), batch_tokens(part), sum(n for _, n in part)) for part in split_prompts(prompts, count)]]
         per_group = tokens // groups
         keys = per_group if count > 1 else None
-        return [[_layer_templates(model, layout, _batch(layout, t, keys=keys), options, tp_group, ep_group,
-                                  routing, ep_index)
-                 for t in micro_batch_sizes(per_group, count)]]
+        sizes = micro_batch_sizes(per_group, count)
+        return [[_with_head(model, layout, options, _layer_templates(
+            model, layout, _batch(layout, t, keys=keys), options, tp_group, ep_group, routing, ep_index), t,
+            int(b == len(sizes) - 1)) for b, t in enumerate(sizes)]]
     assert options.batch is not None and options.context_tokens is not None and options.decode_steps is not None
     q = mtp.verified_tokens(options.mtp_draft_tokens)
 
@@ -336,15 +396,35 @@ def _passes(
         main = _layer_templates(model, layout, _batch(layout, b * q, context_tokens=context, queries_per_sequence=q),
                                 options, tp_group, ep_group, routing, ep_index)
         if options.mtp_draft_tokens is None:
-            return main
+            return _with_head(model, layout, options, main, b, b)
         draft = _layer_templates(model, layout, _batch(layout, b, context_tokens=context), options, tp_group,
                                  ep_group, routing, ep_index)
         work = mtp_projection_work(model, b, options.weight_bytes_per_param, options.precision)
         projection = (_Op("mtp_projection", NodeKind.COMPUTE, work=work),)
-        return mtp.with_mtp_layers(main, draft, projection, model.moe_layers, options.mtp_draft_tokens)
+        rows = b * (q + options.mtp_draft_tokens)  # logits of the k + 1 verified tokens and of each draft
+        return _with_head(model, layout, options, mtp.with_mtp_layers(main, draft, projection, model.moe_layers,
+                                                                      options.mtp_draft_tokens), rows, rows)
 
     return [[step_templates(b, options.context_tokens + step) for b in micro_batch_sizes(options.batch // groups, count)]
             for step in range(options.decode_steps)]
+
+
+def _with_head(model: ModelSpec, layout: ParallelLayout, options: WorkloadOptions, templates: Templates,
+               queries: int, sampled: int) -> Templates:
+    """A micro-batch's templates with the end of the pass on its last layer (measured compute only,
+    ``elementwise.py``): the output head over its ``sampled`` rows (a prefill: one per sequence ending in it;
+    decode: every sequence, with MTP every verified and drafted token), then the final norm of its ``queries``
+    rows and the sampling. The MoE layers' one shared template, if so, is spelled out per layer."""
+    precision = options.precision
+    if not precision.measured or not model.moe_layers:
+        return templates
+    ops: tuple[_Op, ...] = (_Op("output_head", NodeKind.COMPUTE,
+                                work=output_head_work(model, layout.tp, sampled, precision)),) if sampled else ()
+    ops += (_Op("head_elementwise", NodeKind.COMPUTE, work=Work(0, int(head_bytes(model, queries, sampled)))),)
+    dense, moe = templates
+    total = mtp.step_model(model, options.mtp_draft_tokens).moe_layers
+    layers = moe if len(moe) == total else moe * total
+    return dense, (*layers[:-1], layers[-1] + ops)
 
 
 def _instantiate(model: ModelSpec, passes: list[list[Templates]]) -> tuple[Node, ...]:
@@ -442,7 +522,8 @@ def generate(
     flat_ep = layout.dp_attention and layout.tp > 1
     cache: dict[tuple[int, int, int], tuple[Node, ...]] = {}
     per_pass = pass_tokens(layout, tokens, options)
-    routing = moe_routing(model, layout, per_pass, options)
+    whole = moe_routing(model, layout, per_pass, options)
+    routing = None if whole is None else PassRouting(model, layout, options, per_pass, whole)
     graphs = []
     for rank in range(layout.num_ranks):
         key = (tp_of[rank] if by_groups else 0, ep_of[rank] if by_groups or flat_ep else 0)

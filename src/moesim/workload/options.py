@@ -71,14 +71,16 @@ class WorkloadOptions:
     ``expert_slots`` redundant replicas per rank) or a placement file (one line of expert ids per EP rank).
     ``overlap``: ``"none"`` (one batch, every layer a serial chain) or ``"two-batch"``: the pass split
     into ``micro_batches`` micro-batches (default 2) whose communication overlaps the other ones'
-    compute (DeepSeek-V3 technical report §3.4; SGLang two-batch overlap); docs/workload.md.
+    compute (DeepSeek-V3 technical report §3.4; SGLang two-batch overlap); docs/workload.md. Under skewed
+    routing or redundant experts each micro-batch routes its own tokens (``generator.PassRouting``).
     ``expert_dtype``, ``dense_dtype``, ``attention_dtype``, ``kv_dtype``, ``dispatch_dtype``,
     ``combine_dtype``: the data type of each operation class (``precision.py``); unset, the class keeps
     the study's model. A set ``expert_dtype`` / ``dense_dtype`` gives its weights the type's width, so
     ``expert_bytes_per_param`` / ``weight_bytes_per_param`` must then stay at their defaults.
-    ``mtp_draft_tokens``, ``mtp_acceptance`` (decode only, both or neither; uniform routing): each step
-    drafts k tokens per sequence with the MTP module and verifies them with the main model; each draft is
-    accepted with probability a once the ones before it were (``mtp.py``).
+    ``mtp_draft_tokens``, ``mtp_acceptance`` (decode only, both or neither): each step drafts k tokens per
+    sequence with the MTP module and verifies them with the main model; each draft is accepted with
+    probability a once the ones before it were (``mtp.py``). Under skewed routing or redundant experts the
+    verification (B·(k + 1) tokens) and each draft (B) route their own tokens (``generator.PassRouting``).
     ``compute_model``: ``"roofline"`` (every compute node at its roofline, the study's model) or
     ``"measured"`` (at its kernels' published efficiencies, ``efficiency.py``).
     ``prompt_lengths``: a prefill over a batch of prompts of these lengths (tokens), each attending only to
@@ -157,12 +159,6 @@ class WorkloadOptions:
             if getattr(self, other) is None:
                 raise input_error("workload options", other, f"{name} needs it too (multi-token prediction takes "
                                   "the draft tokens per step and their acceptance)")
-            if self.skewed:
-                raise input_error("workload options", name, "multi-token prediction needs uniform routing "
-                                  f"(routing={self.routing} routes the batch, not its drafts)")
-            if self.redundant_experts:
-                raise input_error("workload options", name, "multi-token prediction needs redundant_experts=0 "
-                                  "(replicas route the batch, not its drafts)")
 
     @property
     def prompts(self) -> Prompts | None:
@@ -226,12 +222,6 @@ class WorkloadOptions:
             return
         if self.micro_batches is None:
             object.__setattr__(self, "micro_batches", 2)
-        if self.skewed:
-            raise input_error("workload options", "overlap", "two-batch overlap needs uniform routing "
-                              f"(routing={self.routing} gives each micro-batch its own routing, not modelled)")
-        if self.redundant_experts:
-            raise input_error("workload options", "overlap", "two-batch overlap needs redundant_experts=0 "
-                              "(replicas give each micro-batch its own routing, not modelled)")
 
     def _check_phase(self) -> None:
         for name, (default, _, _) in DECODE_KNOBS.items():

@@ -154,13 +154,16 @@ class Algorithm:
     pick it for its EP dispatch and combine (the ``all_to_all_algorithm`` override), which a ring's
     all-to-all of N(N-1)/2 sequential steps is not meant for. ``sm_free``: its transfers are posted to
     the NIC and completed by a receive hook, so while it is in flight no SMs are taken from compute
-    (``SystemSettings.comm_sms`` does not apply to it; ``occupies_sms``)."""
+    (``SystemSettings.comm_sms`` does not apply to it; ``occupies_sms``). ``pair_plan(n, pairs, timing,
+    window, members)``, if set, plans an all-to-all whose member i sends ``pairs[i·n + j]`` bytes to member j
+    (skewed routing, redundant experts); ``members`` says where they sit when the algorithm is ``placed``."""
 
     supports: frozenset[CollectiveType]
     plan: Callable[[CollectiveType, int, int, StepTiming, int, int], Plan]
     placed: Callable[[CollectiveType, int, int, StepTiming, Members], Plan] | None = None
     expert_all_to_all: bool = False
     sm_free: bool = False
+    pair_plan: Callable[[int, tuple[int, ...], StepTiming, int, Members | None], Plan] | None = None
 
     def __post_init__(self) -> None:
         if self.expert_all_to_all and CollectiveType.ALL_TO_ALL not in self.supports:
@@ -215,6 +218,19 @@ def chunk_sizes(ctype: CollectiveType, size_bytes: int, splits: int, total_nodes
     if chunk == 0:
         return [0] * splits
     return [chunk] * math.ceil(size_bytes / chunk)
+
+
+def pair_plan_for(algorithm: str, n: int, pairs: tuple[int, ...], timing: StepTiming,
+                  members: Members | None = None) -> Plan:
+    """Plan one chunk of an all-to-all with per-pair sizes (``pairs[i·n + j]`` bytes from i to j) with a named
+    algorithm (``Algorithm.pair_plan``); one without it is a one-line error."""
+    name, window = resolve(algorithm)
+    algo = COLLECTIVES.get(name)
+    if algo.pair_plan is None:
+        allowed = ", ".join(e.name for e in COLLECTIVES if e.obj.pair_plan is not None)
+        raise MoesimError(f"skewed all-to-all (per-pair sizes): collective algorithm '{name}' cannot run it "
+                          f"(allowed: {allowed})")
+    return algo.pair_plan(n, pairs, timing, window, members)
 
 
 def plan_for(algorithm: str, ctype: CollectiveType, n: int, chunk_bytes: int, timing: StepTiming,

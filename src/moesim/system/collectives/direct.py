@@ -7,7 +7,7 @@ of K ("directK": each receive releases the next send). All-reduce: N-1 concurren
 
 from __future__ import annotations
 
-from moesim.system.collectives.base import COLLECTIVES, Algorithm, Plan, StepTiming, Transfer
+from moesim.system.collectives.base import COLLECTIVES, Algorithm, Members, Plan, StepTiming, Transfer
 from moesim.workload.graph import CollectiveType
 
 
@@ -60,8 +60,10 @@ def pair_chunk(pair_bytes: tuple[int, ...], chunks: int, c: int) -> tuple[int, .
     return tuple(p // chunks + (1 if c < p % chunks else 0) for p in pair_bytes)
 
 
-def direct_pair_plan(n: int, pairs: tuple[int, ...], timing: StepTiming, window: int = 0) -> Plan:
-    """A direct all-to-all whose member i sends ``pairs[i·n + j]`` bytes to member j (skewed routing)."""
+def direct_pair_plan(n: int, pairs: tuple[int, ...], timing: StepTiming, window: int = 0,
+                     members: Members | None = None) -> Plan:
+    """A direct all-to-all whose member i sends ``pairs[i·n + j]`` bytes to member j (skewed routing; where the
+    members sit does not matter)."""
     d = timing.endpoint_delay_s
     transfers = _a2a_round(n, 0, d, 0, [()] * n, window, 0.0, pairs)
     return Plan(n, tuple(transfers), tuple(_received_by(n, 0, i) for i in range(n)), (d,) * n)
@@ -70,4 +72,5 @@ def direct_pair_plan(n: int, pairs: tuple[int, ...], timing: StepTiming, window:
 COLLECTIVES.register(
     "direct", "Direct: D/N to every peer concurrently (window K with directK); all-reduce as RS then AG",
     "ASTRA-sim 2.0 AllToAll.cc (docs/reference-semantics.md B.4)",
-)(Algorithm(frozenset({CollectiveType.ALL_TO_ALL, CollectiveType.ALL_REDUCE}), direct_plan, expert_all_to_all=True))
+)(Algorithm(frozenset({CollectiveType.ALL_TO_ALL, CollectiveType.ALL_REDUCE}), direct_plan, expert_all_to_all=True,
+            pair_plan=direct_pair_plan))

@@ -19,10 +19,11 @@ polls its RDMA receive buffer), so the NVLink hop overlaps the wire instead of f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import comb
 
 from moesim.system.collectives.base import COLLECTIVES, Algorithm, Members, Plan, StepTiming, Transfer
-from moesim.system.collectives.direct import direct_plan
+from moesim.system.collectives.direct import direct_pair_plan, direct_plan
 from moesim.workload.graph import CollectiveType
 
 
@@ -50,16 +51,16 @@ def miss_probability(experts_on_server: frozenset[int], routing: tuple[int, ...]
 
 def expected_server_fanout(n: int, servers: tuple[int, ...], routing: tuple[int, ...]) -> dict[int, float]:
     """Per server S: E[tokens hitting S] / E[token–expert rows sent to S], ≤ 1. Member m of the n holds
-    experts m·E/n … (m+1)·E/n − 1 (contiguous); empty ``routing``: 1 (no deduplication)."""
+    experts ⌊m·E/n⌋ … ⌊(m+1)·E/n⌋ − 1 (contiguous; its share of the E experts when n does not divide E, as
+    with redundant experts); empty ``routing``: 1 (no deduplication)."""
     out: dict[int, float] = {}
     for server in sorted(set(servers)):
         if not routing:
             out[server] = 1.0
             continue
         experts, k = routing[0], routing[1]
-        per_member = experts // n
         on_server = frozenset(e for m in range(n) if servers[m] == server
-                              for e in range(m * per_member, (m + 1) * per_member))
+                              for e in range(m * experts // n, (m + 1) * experts // n))
         rows = k * len(on_server) / experts
         out[server] = (1.0 - miss_probability(on_server, routing)) / rows
     return out
@@ -103,11 +104,29 @@ def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTimi
     """One chunk: intra-server pairs direct; per remote server one RDMA message to the rail peer, streamed in
     pieces (``stream_piece_count``, ``stream_pieces``; whole when the peer is alone there), each forwarded to
     the other members there once it has arrived. A member's stream exits once everything bound for it arrived."""
-    servers = members.servers
-    if len(set(servers)) == 1:
+    if len(set(members.servers)) == 1:
         return direct_plan(ctype, n, size, timing)
-    d = timing.endpoint_delay_s
     msg = size // n
+    return _relay_plan(n, lambda i, j: msg, timing, members)
+
+
+def hierarchical_pair_plan(n: int, pairs: tuple[int, ...], timing: StepTiming, window: int = 0,
+                           members: Members | None = None) -> Plan:
+    """Per-pair sizes (``pairs[i·n + j]`` bytes from i to j): the same relay, the RDMA message from i to server S
+    carrying dedup(S) · Σ_{j on S} pairs[i·n + j] and a forward to j its pair's bytes. dedup(S) is the uniform
+    routing's (``expected_server_fanout``): per-pair row counts do not say how a token's k experts fall over
+    the servers, which deduplication needs; with uniform pairs (redundant experts under uniform routing) the
+    plan is the uniform one. Without placement, or on one server, the direct pair plan."""
+    if members is None or len(set(members.servers)) == 1:
+        return direct_pair_plan(n, pairs, timing)
+    return _relay_plan(n, lambda i, j: pairs[i * n + j], timing, members)
+
+
+def _relay_plan(n: int, pair: Callable[[int, int], int], timing: StepTiming, members: Members) -> Plan:
+    """The relay of ``pair(i, j)`` bytes from each i to each j: direct on i's server, else through i's rail peer
+    on j's server (one deduplicated RDMA message per server, streamed in pieces, each piece forwarded on)."""
+    servers = members.servers
+    d = timing.endpoint_delay_s
     on: dict[int, list[int]] = {}
     for m, s in enumerate(servers):
         on.setdefault(s, []).append(m)
@@ -125,20 +144,19 @@ def hierarchical_plan(ctype: CollectiveType, n: int, size: int, timing: StepTimi
         local = home.index(i)
         for j in home:
             if j != i:
-                add(i, j, msg, ())
+                add(i, j, pair(i, j), ())
         for server, there in on.items():
             if server == servers[i]:
                 continue
             peer = there[local % len(there)]
-            rdma = round(msg * len(there) * fanout[server])
+            rdma = round(sum(pair(i, j) for j in there) * fanout[server])
             parts = stream_pieces(rdma, stream_piece_count(rdma) if len(there) > 1 else 1)  # whole: nothing to forward
-            forwards = _shares(msg, parts)
+            forwards = {j: _shares(pair(i, j), parts) for j in there if j != peer}
             sent: list[int] = []
-            for k, (part, fwd) in enumerate(zip(parts, forwards, strict=True)):
+            for k, part in enumerate(parts):
                 sent.append(add(i, peer, part, (sent[k - 2],) if k >= 2 else ()))
-                for j in there:
-                    if j != peer:
-                        add(peer, j, fwd, (sent[k],))
+                for j, fwd in forwards.items():
+                    add(peer, j, fwd[k], (sent[k],))
     return Plan(n, tuple(transfers), tuple(tuple(r) for r in received), (d,) * n)
 
 
@@ -152,4 +170,5 @@ COLLECTIVES.register(
     "hierarchical", "All-to-all aggregated per server: RDMA once per destination server to the rail peer, "
     "then NVLink/PCIe to the expert's GPU", "DeepEP normal kernels (github.com/deepseek-ai/DeepEP); DeepSeek-V3 "
     "technical report §3.4",
-)(Algorithm(frozenset({CollectiveType.ALL_TO_ALL}), _unplaced, placed=hierarchical_plan, expert_all_to_all=True))
+)(Algorithm(frozenset({CollectiveType.ALL_TO_ALL}), _unplaced, placed=hierarchical_plan, expert_all_to_all=True,
+            pair_plan=hierarchical_pair_plan))

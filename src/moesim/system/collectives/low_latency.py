@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from moesim.system.collectives.base import COLLECTIVES, Algorithm, Plan, StepTiming
-from moesim.system.collectives.direct import direct_plan
+from moesim.system.collectives.base import COLLECTIVES, Algorithm, Members, Plan, StepTiming
+from moesim.system.collectives.direct import direct_pair_plan, direct_plan
 from moesim.topology.builder import ServerTemplate
 from moesim.workload.graph import CollectiveType
 
@@ -25,6 +25,13 @@ def low_latency_plan(ctype: CollectiveType, n: int, size: int, timing: StepTimin
                      window: int = 0) -> Plan:
     """One chunk: member i writes D/N to every other member at once, straight to its destination."""
     return direct_plan(ctype, n, size, timing)
+
+
+def low_latency_pair_plan(n: int, pairs: tuple[int, ...], timing: StepTiming, window: int = 0,
+                          members: Members | None = None) -> Plan:
+    """Per-pair sizes: member i writes ``pairs[i·n + j]`` bytes to member j, all at once (the direct pair plan
+    without a window: every row is its own write, so skew changes only the sizes)."""
+    return direct_pair_plan(n, pairs, timing)
 
 
 def rdma_only_server(server: ServerTemplate) -> ServerTemplate:
@@ -40,4 +47,5 @@ COLLECTIVES.register(
     "low_latency", "DeepEP's low-latency all-to-all: every token–expert row straight to its expert's GPU over "
     "RDMA, all at once, occupying no SMs",
     "DeepEP docs/legacy.md, 'Low-latency kernels with pure RDMA' (github.com/deepseek-ai/DeepEP)",
-)(Algorithm(frozenset({CollectiveType.ALL_TO_ALL}), low_latency_plan, expert_all_to_all=True, sm_free=True))
+)(Algorithm(frozenset({CollectiveType.ALL_TO_ALL}), low_latency_plan, expert_all_to_all=True, sm_free=True,
+            pair_plan=low_latency_pair_plan))
