@@ -22,6 +22,7 @@ each MoE layer its own all-to-all matrix and each EP rank its own expert work.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -226,12 +227,17 @@ def _skewed_expert_work(model: ModelSpec, layout: ParallelLayout, tokens: int, r
     elif tokens > EXACT_MISS_BATCH:
         read = Fraction(sum(1 for x in replicas if x))
     else:
-        whole = tokens ** tokens  # Σ 1 − (1 − x/B)^B over one denominator B^B: exact, without a gcd per term
-        read = Fraction(sum(whole - (tokens - min(x, tokens)) ** tokens for x in replicas), whole)
+        read = Fraction(math.fsum(_hit_probability(x, tokens) for x in replicas))
     work = work_of(Fraction(routing.rows[ep_index] * 6 * h * w, layout.tp), per_expert * read,
                    precision.rate(precision.expert))
     return measured_expert_work(model, layout, work, Fraction(routing.rows[ep_index], max(len(replicas), 1)),
                                 precision)
+
+
+def _hit_probability(rows: int, batch: int) -> float:
+    """1 − (1 − x/B)^B: the chance that a replica expecting x of B tokens' rows is read, within an ulp (the
+    exact power has B·log2 B bits, too costly for decode batches of thousands of sequences)."""
+    return 1.0 if rows >= batch else -math.expm1(batch * math.log1p(-rows / batch))
 
 
 @dataclass(frozen=True)
