@@ -131,16 +131,79 @@ def packet_validation(out: Path, workers: int, tokens: tuple[int, ...] = (256, 1
     return 0
 
 
-def packet_matrix(out: Path, workers: int) -> int:
+def matrix_specs(networks: tuple[str, ...] | None = None) -> list[RunSpec]:
+    """The V4 Flash study's packet runs, only those on ``networks`` when given, cheapest first by the stored
+    matrix's simulation times (so a sweep stopped early has stored the most rows), the rest in study order."""
     from moesim.experiments import study_matrix
 
     specs = study_matrix().with_preset("flash").with_levels("backend", ["packet"]).runs()
+    if networks is not None:
+        allowed = sorted({s.network for s in specs})
+        if unknown := [n for n in networks if n not in allowed]:
+            raise SystemExit(f"--networks: unknown network '{unknown[0]}' (allowed: {', '.join(allowed)})")
+        specs = [s for s in specs if s.network in networks]
+    cost = {}
+    if MATRIX_PARQUET.is_file():
+        cost = {_config(r): float(r["sim_wallclock_s"]) for r in pq.read_table(MATRIX_PARQUET).to_pylist()}
+    order = {s.key(): i for i, s in enumerate(specs)}
+    return sorted(specs, key=lambda s: (cost.get((s.topology, s.strategy, s.algorithm, s.network), np.inf),
+                                        order[s.key()]))
+
+
+def packet_matrix(out: Path, workers: int, networks: tuple[str, ...] | None = None) -> int:
+    """Run the V4 Flash packet matrix (or its runs on ``networks``) into ``out`` (resumable) and export it."""
+    specs = matrix_specs(networks)
     summary = run_sweep(specs, out, workers=workers, progress="plain", source="packet V4 Flash matrix")
     print("\n".join(summary.lines()))
-    if summary.failures:
-        return 1
-    _export(out, MATRIX_PARQUET)
-    return 0
+    export_matrix(out, networks)
+    return 1 if summary.failures else 0
+
+
+def export_matrix(out: Path, networks: tuple[str, ...] | None = None) -> None:
+    """Write the packet rows stored in ``out`` to ``MATRIX_PARQUET`` and its sidecar (command, commit, CPU time).
+
+    With ``networks``, only those rows are replaced: each stored row of a configuration that ``out`` holds is
+    swapped for the new one and every other row is kept byte for byte, so a partial regeneration leaves the
+    remaining rows as they were (the sidecar names them)."""
+    import json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh_path = Path(tmp) / "fresh.parquet"
+        _export(out, fresh_path)
+        fresh = pq.read_table(fresh_path)
+    if networks is not None:
+        fresh = fresh.filter(pa.array([r in networks for r in fresh.column("network").to_pylist()]))
+    side = MATRIX_PARQUET.with_suffix(".json")
+    note = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
+    command = repository_command(sys.argv[1:])
+    if "--export-only" in sys.argv:
+        command = note.get("regenerated", note).get("command", command)
+    part = {"command": command, "commit": _commit(), "moesim_version": __version__,
+            "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"), "runs": fresh.num_rows,
+            "simulation_s": round(_total(fresh, "sim_wallclock_s"), 1)}
+    if networks is None:
+        table, note = fresh, part
+    else:
+        old = pq.read_table(MATRIX_PARQUET)
+        new_configs = {_config(r) for r in fresh.to_pylist()}
+        kept = old.filter(pa.array([_config(r) not in new_configs for r in old.to_pylist()]))
+        table = pa.concat_tables([kept, fresh.select(old.schema.names).cast(old.schema)])
+        order = sorted(range(table.num_rows), key=lambda i: (*_config(table.slice(i, 1).to_pylist()[0]),
+                                                             str(table.column("overrides_json")[i])))
+        table = table.take(pa.array(order, type=pa.int64()))
+        stale = sorted(" ".join(c) for c in map(_config, kept.to_pylist()) if c[3] in networks)
+        note = {**{k: v for k, v in note.items() if k not in ("regenerated", "stale")},
+                "regenerated": {**part, "networks": list(networks)},
+                "stale": stale}
+    note["runs_total"] = table.num_rows
+    note["simulation_s_per_run"] = {r["run_id"]: round(float(r["sim_wallclock_s"]), 1) for r in table.to_pylist()}
+    with tempfile.TemporaryDirectory(dir=MATRIX_PARQUET.parent) as tmp:
+        staged = Path(tmp) / MATRIX_PARQUET.name
+        pq.write_table(table, staged)
+        staged.replace(MATRIX_PARQUET)
+    atomic_write(side, json.dumps(note, indent=1) + "\n")
+    print(f"{MATRIX_PARQUET}: {fresh.num_rows} rows from {out}, {table.num_rows} in all"
+          + (f"; {len(note['stale'])} rows of {', '.join(networks)} not regenerated yet" if networks else ""))
 
 
 def model_reference_specs(study: Path, topologies: tuple[str, ...] = MODELS_TOPOLOGIES) -> list[tuple[RunSpec, float]]:
@@ -225,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--export-only", action="store_true",
                        help="write the runs stored so far to benchmarks/reference/ without simulating")
     sub.choices["packet-validation"].add_argument("--tokens", default="256,1024")
+    sub.choices["packet-matrix"].add_argument(
+        "--networks", help="only the runs on these networks (comma-separated), merged into the stored matrix")
     pm = sub.add_parser("packet-models")
     pm.add_argument("--study", type=Path, required=True, help="a store of the default study (fluid)")
     pm.add_argument("--out", type=Path, required=True, help="the packet sweep's store (resumable)")
@@ -270,13 +335,17 @@ def main(argv: list[str] | None = None) -> int:
             export_models(args.out)
             return 0
         return packet_models(args.study, args.out, args.workers, args.limit_s)
-    if args.what.startswith("packet-") and args.export_only:
-        _export(args.out, VALIDATION_PARQUET if args.what == "packet-validation" else MATRIX_PARQUET)
+    if args.what == "packet-matrix":
+        networks = tuple(args.networks.split(",")) if args.networks else None
+        if args.export_only:
+            export_matrix(args.out, networks)
+            return 0
+        return packet_matrix(args.out, args.workers, networks)
+    if args.what == "packet-validation" and args.export_only:
+        _export(args.out, VALIDATION_PARQUET)
         return 0
     if args.what == "packet-validation":
         return packet_validation(args.out, args.workers, tuple(int(t) for t in args.tokens.split(",")))
-    if args.what == "packet-matrix":
-        return packet_matrix(args.out, args.workers)
     if args.what == "validation":
         return validation(tuple(int(t) for t in ("256" if args.ci else args.tokens).split(",")), args.backend,
                           parse_set(args.overrides), args.workers, list(CI_SUBSET) if args.ci else None, args.store)
