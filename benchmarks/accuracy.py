@@ -181,9 +181,9 @@ def export_matrix(out: Path, networks: tuple[str, ...] | None = None) -> None:
         fresh = fresh.filter(pa.array([r in networks for r in fresh.column("network").to_pylist()]))
     side = MATRIX_PARQUET.with_suffix(".json")
     note = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
-    command = repository_command(sys.argv[1:])
-    if "--export-only" in sys.argv:
-        command = note.get("regenerated", note).get("command", command)
+    command = repository_command([a for a in sys.argv[1:] if a != "--export-only"])
+    if "--export-only" in sys.argv:  # the sweep's command, as recorded by an earlier export if any
+        command = note.get("regenerated", {} if networks else note).get("command", command)
     part = {"command": command, "commit": _commit(), "moesim_version": __version__,
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"), "runs": fresh.num_rows,
             "simulation_s": round(_total(fresh, "sim_wallclock_s"), 1)}
@@ -200,7 +200,7 @@ def export_matrix(out: Path, networks: tuple[str, ...] | None = None) -> None:
         stale = sorted(" ".join(c) for c in map(_config, kept.to_pylist()) if c[3] in networks)
         note = {**{k: v for k, v in note.items() if k not in ("regenerated", "stale")},
                 "regenerated": {**part, "networks": list(networks)},
-                "stale": stale}
+                "kept_rows": kept.num_rows, "stale": stale}
     note["runs_total"] = table.num_rows
     note["simulation_s_per_run"] = {r["run_id"]: round(float(r["sim_wallclock_s"]), 1) for r in table.to_pylist()}
     with tempfile.TemporaryDirectory(dir=MATRIX_PARQUET.parent) as tmp:
