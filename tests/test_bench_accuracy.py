@@ -56,3 +56,39 @@ def test_a_partial_regeneration_replaces_its_rows_and_keeps_every_other_row(tmp_
     assert note["regenerated"]["runs"] == 2 and note["regenerated"]["networks"] == list(HPCC)
     assert len(note["stale"]) == 94 and note["runs_total"] == 192
     assert set(note["simulation_s_per_run"]) == set(new)
+
+
+def _reference(model: str, error: dict[tuple[str, str], float]) -> object:
+    """One model's packet rows and fluid rows off by ``error`` per (algorithm, network), as a Reference."""
+    from moesim.analysis.accuracy import per_configuration
+    from moesim.analysis.bands import family_of, row_spec
+    from moesim.analysis.results import as_table
+    from tests.analysis.analysis_data import study_rows
+
+    rows = [r for r in study_rows((model,)) if r["topology"] == "1" and r["strategy"] in ("TP2EP16", "TP4EP8")
+            and r["network"] in ("ib_cc0", "roce_dcqcn")]
+    packet = as_table([{**r, "backend": "packet"} for r in rows])
+    fluid = as_table([{**r, "wall_s": r["wall_s"] * (1 + error.get((r["algorithm"], r["network"]), 0.0))}
+                      for r in rows])
+    runs = [{**r, "family": family_of(row_spec({**r, "backend": "fluid"}))}
+            for r in per_configuration(fluid, packet).to_pylist()]
+    return accuracy.Reference(f"{model} rows", model, runs, (fluid, packet))
+
+
+def test_leave_one_model_out_judges_each_model_with_bands_fit_on_the_others(capsys):
+    # V4 Flash: fluid exact but for 1 % on DBT DCQCN, so bands fit on it are narrow; Kimi K3: fluid 40 % fast on
+    # DBT DCQCN, which reverses that run's order against the ring runs it is 25 % above at packet level
+    flash = _reference("deepseek-v4-flash", {("dbt_direct", "roce_dcqcn"): 0.01})
+    kimi = _reference("kimi-k3", {("dbt_direct", "roce_dcqcn"): -0.4})
+    assert accuracy.leave_one_model_out("fluid", [flash, kimi], None)
+    out = capsys.readouterr().out.splitlines()
+    left_out = [line for line in out if "left out" in line]
+    assert len(left_out) == 2
+    held_flash, held_kimi = left_out
+    assert "fit on kimi-k3 rows" in held_flash and "contradicted by packet 0," in held_flash
+    # bands fit on V4 Flash alone are too narrow for Kimi K3's DBT DCQCN error: a resolved pair is contradicted
+    assert "fit on deepseek-v4-flash rows" in held_kimi and "A RESOLVED PAIR IS CONTRADICTED" in held_kimi
+    # a single model has no other to be fit on: it is judged in-sample only
+    accuracy.leave_one_model_out("fluid", [kimi], None)
+    alone = capsys.readouterr().out
+    assert "in-sample" in alone and "left out" not in alone
