@@ -6,6 +6,8 @@ benchmarks/reference/ and regenerated with one command each:
 
     python benchmarks/accuracy.py packet-validation --out DIR   # 48 configurations × tokens 256, 1024 × seeds 1-5
     python benchmarks/accuracy.py packet-matrix --out DIR       # V4 Flash, all 192 study runs at 4096 tokens
+        # [--networks ib_hpcc,roce_hpcc]: only those runs, merged into the stored file; a sidecar
+        # packet_v4_flash.json names the command, commit and CPU time, and any rows not yet regenerated
     python benchmarks/accuracy.py packet-models --study DIR --out DIR [--limit-s S]
         # the other study models: the runs on topologies 1, 2 and 6 that the default report's unresolved
         # orderings name, cheapest first (estimated), into packet_models.parquet with its command and CPU time
@@ -13,15 +15,18 @@ benchmarks/reference/ and regenerated with one command each:
 Checks (they print the figures and exit 1 when a target is missed):
 
     python benchmarks/accuracy.py validation [--tokens 256,1024] [--backend fluid] [--set k=v] [--workers 2]
-    python benchmarks/accuracy.py study [--store DIR] [--validation-store DIR]
+    python benchmarks/accuracy.py study [--store DIR] [--validation-store DIR] [--models-store DIR]
         # every statistic and ordering of the V4 Flash study against packet level, and each ordering's status
-        # under the error bands: in-sample (the shipped file) and cross-validated (bands fit on half the
-        # configurations of both references, the orderings judged with them)
+        # under the error bands: in-sample (the shipped file), cross-validated (bands fit on half the V4 Flash
+        # configurations and the other models' references, the orderings judged with them), and leave one
+        # model out (as out-of-sample)
     python benchmarks/accuracy.py refine-cost [--store DIR]     # moesim refine's packet cost estimate per run
-    python benchmarks/accuracy.py out-of-sample [--store DIR]   # the certainty rule on packet_models.parquet
+    python benchmarks/accuracy.py out-of-sample [--store DIR]
+        # leave one model out: each model's packet runs judged with bands fit on the other models' references
 
 The error bands the report states its confidence with (src/moesim/analysis/references/error_bands.yaml,
-moesim.analysis.bands) are measured against both references, one command, deterministic given the code:
+moesim.analysis.bands) are measured against every stored reference (the V4 Flash matrix, the validation sets
+and packet_models.parquet), one command, deterministic given the code:
 
     python benchmarks/accuracy.py bands [--backends fluid,flow,analytical] [--store DIR] [--workers 2] [--keep-costs]
 
@@ -40,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +78,8 @@ REFERENCE = Path(__file__).resolve().parent / "reference"
 VALIDATION_PARQUET = REFERENCE / "packet_validation.parquet"
 MATRIX_PARQUET = REFERENCE / "packet_v4_flash.parquet"
 MODELS_PARQUET = REFERENCE / "packet_models.parquet"
-"""Packet rows of the study's other models (``packet-models``): the certainty rule's out-of-sample check."""
+"""Packet rows of the study's other models (``packet-models``): a reference the bands are fit on, one per model,
+and the held-out model of the leave-one-model-out check."""
 MODELS_TOPOLOGIES = ("1", "2", "6")
 BANDS_YAML = Path(__file__).resolve().parents[1] / "src" / "moesim" / "analysis" / "references" / BANDS_FILE
 SEEDS = 5
@@ -131,16 +137,79 @@ def packet_validation(out: Path, workers: int, tokens: tuple[int, ...] = (256, 1
     return 0
 
 
-def packet_matrix(out: Path, workers: int) -> int:
+def matrix_specs(networks: tuple[str, ...] | None = None) -> list[RunSpec]:
+    """The V4 Flash study's packet runs, only those on ``networks`` when given, cheapest first by the stored
+    matrix's simulation times (so a sweep stopped early has stored the most rows), the rest in study order."""
     from moesim.experiments import study_matrix
 
     specs = study_matrix().with_preset("flash").with_levels("backend", ["packet"]).runs()
+    if networks is not None:
+        allowed = sorted({s.network for s in specs})
+        if unknown := [n for n in networks if n not in allowed]:
+            raise SystemExit(f"--networks: unknown network '{unknown[0]}' (allowed: {', '.join(allowed)})")
+        specs = [s for s in specs if s.network in networks]
+    cost = {}
+    if MATRIX_PARQUET.is_file():
+        cost = {_config(r): float(r["sim_wallclock_s"]) for r in pq.read_table(MATRIX_PARQUET).to_pylist()}
+    order = {s.key(): i for i, s in enumerate(specs)}
+    return sorted(specs, key=lambda s: (cost.get((s.topology, s.strategy, s.algorithm, s.network), np.inf),
+                                        order[s.key()]))
+
+
+def packet_matrix(out: Path, workers: int, networks: tuple[str, ...] | None = None) -> int:
+    """Run the V4 Flash packet matrix (or its runs on ``networks``) into ``out`` (resumable) and export it."""
+    specs = matrix_specs(networks)
     summary = run_sweep(specs, out, workers=workers, progress="plain", source="packet V4 Flash matrix")
     print("\n".join(summary.lines()))
-    if summary.failures:
-        return 1
-    _export(out, MATRIX_PARQUET)
-    return 0
+    export_matrix(out, networks)
+    return 1 if summary.failures else 0
+
+
+def export_matrix(out: Path, networks: tuple[str, ...] | None = None) -> None:
+    """Write the packet rows stored in ``out`` to ``MATRIX_PARQUET`` and its sidecar (command, commit, CPU time).
+
+    With ``networks``, only those rows are replaced: each stored row of a configuration that ``out`` holds is
+    swapped for the new one and every other row is kept byte for byte, so a partial regeneration leaves the
+    remaining rows as they were (the sidecar names them)."""
+    import json
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh_path = Path(tmp) / "fresh.parquet"
+        _export(out, fresh_path)
+        fresh = pq.read_table(fresh_path)
+    if networks is not None:
+        fresh = fresh.filter(pa.array([r in networks for r in fresh.column("network").to_pylist()]))
+    side = MATRIX_PARQUET.with_suffix(".json")
+    note = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
+    command = repository_command([a for a in sys.argv[1:] if a != "--export-only"])
+    if "--export-only" in sys.argv:  # the sweep's command, as recorded by an earlier export if any
+        command = note.get("regenerated", {} if networks else note).get("command", command)
+    part = {"command": command, "commit": _commit(), "moesim_version": __version__,
+            "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"), "runs": fresh.num_rows,
+            "simulation_s": round(_total(fresh, "sim_wallclock_s"), 1)}
+    if networks is None:
+        table, note = fresh, part
+    else:
+        old = pq.read_table(MATRIX_PARQUET)
+        new_configs = {_config(r) for r in fresh.to_pylist()}
+        kept = old.filter(pa.array([_config(r) not in new_configs for r in old.to_pylist()]))
+        table = pa.concat_tables([kept, fresh.select(old.schema.names).cast(old.schema)])
+        order = sorted(range(table.num_rows), key=lambda i: (*_config(table.slice(i, 1).to_pylist()[0]),
+                                                             str(table.column("overrides_json")[i])))
+        table = table.take(pa.array(order, type=pa.int64()))
+        stale = sorted(" ".join(c) for c in map(_config, kept.to_pylist()) if c[3] in networks)
+        note = {**{k: v for k, v in note.items() if k not in ("regenerated", "stale")},
+                "regenerated": {**part, "networks": list(networks)},
+                "kept_rows": kept.num_rows, "stale": stale}
+    note["runs_total"] = table.num_rows
+    note["simulation_s_per_run"] = {r["run_id"]: round(float(r["sim_wallclock_s"]), 1) for r in table.to_pylist()}
+    with tempfile.TemporaryDirectory(dir=MATRIX_PARQUET.parent) as tmp:
+        staged = Path(tmp) / MATRIX_PARQUET.name
+        pq.write_table(table, staged)
+        staged.replace(MATRIX_PARQUET)
+    atomic_write(side, json.dumps(note, indent=1) + "\n")
+    print(f"{MATRIX_PARQUET}: {fresh.num_rows} rows from {out}, {table.num_rows} in all"
+          + (f"; {len(note['stale'])} rows of {', '.join(networks)} not regenerated yet" if networks else ""))
 
 
 def model_reference_specs(study: Path, topologies: tuple[str, ...] = MODELS_TOPOLOGIES) -> list[tuple[RunSpec, float]]:
@@ -225,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--export-only", action="store_true",
                        help="write the runs stored so far to benchmarks/reference/ without simulating")
     sub.choices["packet-validation"].add_argument("--tokens", default="256,1024")
+    sub.choices["packet-matrix"].add_argument(
+        "--networks", help="only the runs on these networks (comma-separated), merged into the stored matrix")
     pm = sub.add_parser("packet-models")
     pm.add_argument("--study", type=Path, required=True, help="a store of the default study (fluid)")
     pm.add_argument("--out", type=Path, required=True, help="the packet sweep's store (resumable)")
@@ -248,8 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--bands", help=f"the error bands judged in-sample (default: the shipped {BANDS_FILE})")
     s.add_argument("--backend", default="fluid")
     s.add_argument("--workers", type=int, default=2)
-    o = sub.add_parser("out-of-sample", help="only the certainty rule on the other models' packet rows")
-    o.add_argument("--store", type=Path, help="keep the candidate runs in this store (reused when rerun)")
+    o = sub.add_parser("out-of-sample", help="only the certainty rule, leave one model out")
+    o.add_argument("--store", type=Path, help="keep the candidate runs under this folder (reused when rerun)")
     o.add_argument("--backend", default="fluid")
     o.add_argument("--bands", help=f"the error bands judged (default: the shipped {BANDS_FILE})")
     o.add_argument("--workers", type=int, default=2)
@@ -270,20 +341,25 @@ def main(argv: list[str] | None = None) -> int:
             export_models(args.out)
             return 0
         return packet_models(args.study, args.out, args.workers, args.limit_s)
-    if args.what.startswith("packet-") and args.export_only:
-        _export(args.out, VALIDATION_PARQUET if args.what == "packet-validation" else MATRIX_PARQUET)
+    if args.what == "packet-matrix":
+        networks = tuple(args.networks.split(",")) if args.networks else None
+        if args.export_only:
+            export_matrix(args.out, networks)
+            return 0
+        return packet_matrix(args.out, args.workers, networks)
+    if args.what == "packet-validation" and args.export_only:
+        _export(args.out, VALIDATION_PARQUET)
         return 0
     if args.what == "packet-validation":
         return packet_validation(args.out, args.workers, tuple(int(t) for t in args.tokens.split(",")))
-    if args.what == "packet-matrix":
-        return packet_matrix(args.out, args.workers)
     if args.what == "validation":
         return validation(tuple(int(t) for t in ("256" if args.ci else args.tokens).split(",")), args.backend,
                           parse_set(args.overrides), args.workers, list(CI_SUBSET) if args.ci else None, args.store)
     if args.what == "bands":
         return bands(args.backends.split(","), args.store, args.workers, args.out, args.keep_costs)
     if args.what == "out-of-sample":
-        return int(out_of_sample(args.backend, args.store, args.workers, args.bands))
+        references = load_references(args.backend, args.workers, reference_stores(args.store, args.backend))
+        return int(leave_one_model_out(args.backend, references, args.bands))
     if args.what == "refine-cost":
         return refine_cost(args.store, args.backend, args.workers)
     return study(args.store, args.backend, args.workers, validation_store=args.validation_store, splits=args.splits,
@@ -341,11 +417,10 @@ def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.0
           models_store: Path | None = None) -> int:
     """Every statistic of the V4 Flash study against the packet matrix, and how the error bands judge each
     ordering, in-sample and cross-validated; exit 1 when a target is missed."""
-    from moesim.experiments import study_matrix
-
-    ref = _reference(MATRIX_PARQUET)
-    specs = study_matrix().with_preset("flash").with_levels("backend", [backend]).runs()
-    candidate = _pick(_candidate(specs, store, workers), "backend", {backend})
+    references = load_references(backend, workers, {"matrix": store, "validation": validation_store,
+                                                    "models": models_store})
+    assert references[0].study is not None  # the V4 Flash matrix
+    candidate, ref = references[0].study
     agreement = statistics_agreement(candidate, ref)
     worst = sorted(agreement.numbers.to_pylist(), key=lambda r: -abs(r["error"]))
     print(f"V4 Flash study, {backend} against packet (4096 tokens, 192 runs)")
@@ -369,54 +444,60 @@ def study(store: Path | None, backend: str, workers: int, tolerance: float = 0.0
         print("\norderings that differ:")
         for r in differ:
             print(f"  {r['statistic']}: packet {r['reference']}; {backend} {r['candidate']}")
-    missed = _judge_study(candidate, ref, agreement, backend, workers, validation_store, splits, bands_file)
-    if MODELS_PARQUET.is_file():
-        missed |= out_of_sample(backend, models_store, workers, bands_file)
+    missed = _judge_study(references, agreement, backend, splits, bands_file)
+    missed |= leave_one_model_out(backend, references, bands_file)
     return int(agreement.worst_abs_error > tolerance or bool(differ) or missed)
 
 
-def out_of_sample(backend: str, store: Path | None, workers: int, bands_file: str | None) -> bool:
-    """Judge the certainty rule on the other models' packet rows (``MODELS_PARQUET``), which the bands were not
-    fit on: every pair of runs of one model that both have a packet row is an ordering the rule calls resolved
-    (log ratio above the pair's band) or not, and packet says whether the backend's order holds; likewise every
-    ordering of the analysis of those runs. True when a resolved one is contradicted."""
+def leave_one_model_out(backend: str, references: list[Reference], bands_file: str | None) -> bool:
+    """Judge the certainty rule model by model: with the shipped bands (fit on every reference, so in-sample)
+    and with bands fit on the other models' references alone (out of sample). On each model's study runs,
+    every pair of runs is an ordering the rule calls resolved (log ratio above the pair's band) or not, and
+    packet says whether the backend's order holds; likewise every ordering of the analysis of those runs.
+    True when a resolved pair or ordering is contradicted."""
+    from moesim.analysis.bands import load_bands
+
+    shipped = bands_file or BANDS_FILE
+    print(f"\nleave one model out: {backend} against each model's packet runs, judged with the shipped bands "
+          f"({shipped}: in-sample) and with bands fit on the other models' references alone")
+    missed = False
+    for model in sorted({r.model for r in references}):
+        rest = [r for r in references if r.model != model]
+        held = [r for r in references if r.model == model and r.study is not None]
+        fit = ErrorBands("packet", {backend: _fit(backend, rest)}) if rest else None
+        for ref in held:
+            assert ref.study is not None
+            print(f"{ref.name}: {ref.study[1].num_rows} packet runs; per run: "
+                  + summarise(per_configuration(*ref.study)).lines()[0])
+            missed |= _judge_model("  in-sample", *ref.study, load_bands(bands_file))
+            if fit is not None:
+                missed |= _judge_model(f"  left out (fit on {', '.join(r.name for r in rest)})", *ref.study, fit)
+    return missed
+
+
+def _judge_model(label: str, candidate: pa.Table, packet: pa.Table, bands: ErrorBands) -> bool:
+    """Print how ``bands`` judge the pairs of runs of one model and the orderings of their analysis against
+    ``packet``; True when a resolved one is contradicted."""
     import itertools
 
-    from moesim.analysis.bands import load_bands, row_keys
+    from moesim.analysis.bands import row_keys
 
-    ref = _reference(MODELS_PARQUET)
-    bands = load_bands(bands_file)
-    specs = [replace(row_spec(r), backend=backend) for r in ref.to_pylist()]
-    cand = _pick(_candidate(specs, store, workers), "backend", {backend})
-    runs = per_configuration(cand, ref)
-    print(f"\nout of sample: {backend} against {ref.num_rows} packet runs of "
-          f"{', '.join(sorted(levels(ref, 'model')))} ({MODELS_PARQUET.name}; the bands were fit on V4 Flash)")
-    print("per run: " + summarise(runs).lines()[0])
-    missed = False
-    pairs = resolved = contradicted = flagged_contradicted = 0
-    table = runs.to_pylist()
-    key_of = {(r["model"], *_config(r)): k for r, k in zip(cand.to_pylist(), row_keys(cand, bands), strict=True)}
-    for a, b in itertools.combinations(table, 2):
-        if a["model"] != b["model"]:
-            continue
+    pairs = resolved = contradicted = flagged = 0
+    key_of = {_config(r): k for r, k in zip(candidate.to_pylist(), row_keys(candidate, bands), strict=True)}
+    for a, b in itertools.combinations(per_configuration(candidate, packet).to_pylist(), 2):
         pairs += 1
         ca, cb, pa_, pb = a["candidate_s"], b["candidate_s"], a["reference_s"], b["reference_s"]
-        band = bands.pair_band(key_of[(a["model"], *_config(a))], key_of[(b["model"], *_config(b))])
-        sure = abs(np.log(cb / ca)) > band
+        sure = abs(np.log(cb / ca)) > bands.pair_band(key_of[_config(a)], key_of[_config(b)])
         wrong = (cb - ca) * (pb - pa_) < 0
         resolved += sure
         contradicted += wrong
-        flagged_contradicted += wrong and not sure
-        missed |= bool(sure and wrong)
-    print(f"pairs of runs of one model: {pairs}; resolved by the rule {resolved}; contradicted by packet "
-          f"{contradicted}, of which flagged {flagged_contradicted}"
-          + ("" if contradicted == flagged_contradicted else " — A RESOLVED PAIR IS CONTRADICTED"))
-    for model in sorted(levels(ref, "model")):
-        c, r = _pick(cand, "model", {model}), _pick(ref, "model", {model})
-        print("  " + _counts_line(f"{model}, orderings of its {r.num_rows} runs", statistics_agreement(c, r),
-                                  _unresolved(c, bands)))
-        missed |= bool(_counts(statistics_agreement(c, r), _unresolved(c, bands))[3])
-    return missed
+        flagged += wrong and not sure
+    agreement = statistics_agreement(candidate, packet)
+    flagged_orderings = _unresolved(candidate, bands)
+    print(f"{label}: pairs of runs {pairs}, resolved {resolved}; contradicted by packet {contradicted}, of which "
+          f"flagged {flagged}" + ("" if contradicted == flagged else " — A RESOLVED PAIR IS CONTRADICTED"))
+    print("    " + _counts_line("orderings", agreement, flagged_orderings))
+    return contradicted != flagged or bool(_counts(agreement, flagged_orderings)[3])
 
 
 def refine_cost(store: Path | None, backend: str, workers: int) -> int:
@@ -509,28 +590,27 @@ def _halves(matrix_runs: list[dict], seed: int) -> set[tuple[str, str, str, str]
     return half
 
 
-def _judge_study(candidate: pa.Table, ref: pa.Table, agreement: StatisticsAgreement, backend: str, workers: int,
-                 validation_store: Path | None, splits: int, bands_file: str | None) -> bool:
+def _judge_study(references: list[Reference], agreement: StatisticsAgreement, backend: str, splits: int,
+                 bands_file: str | None) -> bool:
     """Print each ordering's status under the shipped bands (in-sample) and under bands fit on half of the
-    configurations (cross-validated: each half of ``splits`` random halvings judges the full study's
-    orderings and the other half's own); True when an ordering packet contradicts is left unflagged."""
+    V4 Flash configurations and every other model's reference (cross-validated: each half of ``splits``
+    random halvings judges the full study's orderings and the other half's own); True when an ordering packet
+    contradicts is left unflagged."""
     from moesim.analysis.bands import load_bands
     from moesim.analysis.confidence import comparisons
 
-    validation_ref = _reference(VALIDATION_PARQUET)
-    tokens = tuple(int(t) for t in levels(validation_ref, "tokens"))
-    validation = _candidate(validation_specs(backend, tokens), validation_store, workers)
-    matrix_runs = _runs(per_configuration(candidate, ref), backend)
-    references = [matrix_runs, _runs(per_configuration(validation, validation_ref), backend)]
+    assert references[0].study is not None  # the V4 Flash matrix
+    candidate, ref = references[0].study
+    matrix_runs = references[0].runs
     inside = _unresolved(candidate, load_bands(bands_file))
     folds: list[tuple[str, dict[str, str], str]] = []
     for seed in range(1, splits + 1):
         half = _halves(matrix_runs, seed)
         for fold, inside_fit in ((1, True), (2, False)):
             def fitted(r: dict, h: set = half, want: bool = inside_fit) -> bool:
-                return (_config(r) in h) == want
+                return str(r["model"]) != MODEL or (_config(r) in h) == want
 
-            bands = ErrorBands("packet", {backend: _fit(backend, references, (candidate, ref), fitted)})
+            bands = ErrorBands("packet", {backend: _fit(backend, references, fitted)})
             cand, packet = (t.filter(pa.array([not fitted(r) for r in t.to_pylist()])) for t in (candidate, ref))
             folds.append((f"split {seed} fold {fold}", _unresolved(candidate, bands),
                           _counts_line("held-out half's own orderings", statistics_agreement(cand, packet),
@@ -545,8 +625,8 @@ def _judge_study(candidate: pa.Table, ref: pa.Table, agreement: StatisticsAgreem
               f"{'same' if r['same'] else 'CONTRADICTS':<11} {s}: {r['candidate']}"
               + (f"  ({inside[s]})" if s in inside else ""))
     print("\n" + _counts_line(f"in-sample ({shipped})", agreement, inside))
-    print(f"cross-validated (bands fit on half the configurations of both references, {splits} random halvings "
-          "drawn family by family, each half in turn):")
+    print(f"cross-validated (bands fit on half the V4 Flash configurations of its two references and on the other "
+          f"models' references, {splits} random halvings drawn family by family, each half in turn):")
     missed = bool(_counts(agreement, inside)[3])
     for label, flagged, held_line in folds:
         print("  " + _counts_line(f"{label}, the study's orderings", agreement, flagged))
@@ -566,6 +646,49 @@ def _judge_study(candidate: pa.Table, ref: pa.Table, agreement: StatisticsAgreem
 # --- error bands --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Reference:
+    """One stored packet reference against a candidate backend: the model it holds, its runs (the rows of a
+    ``per_configuration`` table, each with its family) and, for a reference of study runs, the candidate's and
+    packet's tables, on which the paired bands' ``mean_factor`` is calibrated and the orderings are judged."""
+
+    name: str
+    model: str
+    runs: list[dict]
+    study: tuple[pa.Table, pa.Table] | None
+
+
+def reference_stores(folder: Path | None, backend: str) -> dict[str, Path | None]:
+    """Where the candidate runs of each reference are kept under ``folder`` (None: temporary stores)."""
+    return {k: folder / f"{backend}-{k}" if folder else None for k in ("matrix", "validation", "models")}
+
+
+def load_references(backend: str, workers: int, stores: dict[str, Path | None]) -> list[Reference]:
+    """Every stored packet reference, measured against ``backend`` (its runs read from ``stores``, run there
+    first when missing): the V4 Flash matrix, the validation sets, and the other models' rows
+    (``MODELS_PARQUET``), one reference per model."""
+    from moesim.experiments import study_matrix
+
+    matrix_ref, validation_ref = _reference(MATRIX_PARQUET), _reference(VALIDATION_PARQUET)
+    matrix = _pick(_candidate(study_matrix().with_preset("flash").with_levels("backend", [backend]).runs(),
+                              stores.get("matrix"), workers), "backend", {backend})
+    tokens = tuple(int(t) for t in levels(validation_ref, "tokens"))
+    validation = _candidate(validation_specs(backend, tokens), stores.get("validation"), workers)
+    out = [Reference(MATRIX_PARQUET.name, MODEL, _runs(per_configuration(matrix, matrix_ref), backend),
+                     (matrix, matrix_ref)),
+           Reference(VALIDATION_PARQUET.name, MODEL, _runs(per_configuration(validation, validation_ref), backend),
+                     None)]
+    if MODELS_PARQUET.is_file():
+        ref = _reference(MODELS_PARQUET)
+        specs = [replace(row_spec(r), backend=backend) for r in ref.to_pylist()]
+        cand = _pick(_candidate(specs, stores.get("models"), workers), "backend", {backend})
+        for model in sorted(levels(ref, "model")):
+            c, r = _pick(cand, "model", {model}), _pick(ref, "model", {model})
+            out.append(Reference(f"{MODELS_PARQUET.name} ({model})", model, _runs(per_configuration(c, r), backend),
+                                 (c, r)))
+    return out
+
+
 def _runs(table: pa.Table, backend: str) -> list[dict]:
     """The rows of a ``per_configuration`` table, each with its run's family."""
     return [{**r, "family": family_of(RunSpec(r["model"], r["topology"], r["strategy"], r["algorithm"], r["network"],
@@ -580,19 +703,19 @@ def _scales(runs: list[dict]) -> list[Errors]:
     return list(out.values())
 
 
-def _fit(backend: str, references: list[list[dict]], study: tuple[pa.Table, pa.Table],
-         keep: Callable[[dict], bool] = lambda r: True, cost: float | None = None) -> BackendBands:
+def _fit(backend: str, references: list[Reference], keep: Callable[[dict], bool] = lambda r: True,
+         cost: float | None = None) -> BackendBands:
     """One backend's per-run and paired bands from the runs of each reference that ``keep`` accepts, the
-    paired bands' ``mean_factor`` calibrated on the kept runs of ``study`` (the candidate's V4 Flash matrix
-    and packet's)."""
+    paired bands' ``mean_factor`` calibrated on the kept rows of the references' studies, pooled."""
+    from moesim.analysis.confidence import calibrate_studies
 
-    from moesim.analysis.confidence import calibrate
-
-    kept = [[r for r in runs if keep(r)] for runs in references]
+    kept = [[r for r in ref.runs if keep(r)] for ref in references]
     b = measure([[(r["family"], r["error"]) for r in runs] for runs in kept], cost)
     paired = measure_paired([_scales(runs) for runs in kept])
-    candidate, packet = (t.filter(pa.array([keep(r) for r in t.to_pylist()])) for t in study)
-    factor = calibrate(candidate, packet, ErrorBands("packet", {backend: BackendBands(b.overall, paired=paired)}))
+    studies = [tuple(t.filter(pa.array([keep(r) for r in t.to_pylist()])) for t in ref.study)
+               for ref in references if ref.study is not None]
+    factor = calibrate_studies([s for s in studies if s[0].num_rows],  # type: ignore[misc]
+                               ErrorBands("packet", {backend: BackendBands(b.overall, paired=paired)}))
     return BackendBands(b.overall, b.families, cost, replace(paired, mean_factor=factor))
 
 
@@ -611,35 +734,32 @@ def _commit() -> str:
     return head.stdout.strip() + (" with uncommitted changes under src/" if dirty.stdout.strip() else "")
 
 
-def _reference_note(path: Path, table: pa.Table) -> dict:
-    return {"file": f"benchmarks/reference/{path.name}", "runs": table.num_rows,
+def _reference_note(path: Path) -> dict:
+    return {"file": f"benchmarks/reference/{path.name}", "runs": pq.read_metadata(path).num_rows,
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
 def bands(backends: list[str], store: Path | None, workers: int, out: Path, keep_costs: bool = False) -> int:
-    """Measure each backend against both packet references (moesim.analysis.bands) and write the bands file.
+    """Measure each backend against every stored packet reference (moesim.analysis.bands) and write the bands
+    file.
 
-    The V4 Flash matrix (4096 tokens) and the validation sets (each configuration against the median of its
-    packet seeds) are measured apart and combined family by family, keeping the larger band, so a band holds at
-    every scale (``moesim.analysis.bands.measure``); the paired bands likewise, from pairs of runs at one token
-    count (``measure_paired``). The cost of each backend relative to packet is its simulation time over the packet matrix's."""
-    from moesim.experiments import study_matrix
-
-    matrix_ref, validation_ref = _reference(MATRIX_PARQUET), _reference(VALIDATION_PARQUET)
-    tokens = tuple(int(t) for t in levels(validation_ref, "tokens"))
+    The V4 Flash matrix (4096 tokens), the validation sets (each configuration against the median of its
+    packet seeds) and each other model's rows (``MODELS_PARQUET``) are measured apart and combined family by
+    family, keeping the larger band, so a band holds at every scale and model that holds enough runs of it
+    (``moesim.analysis.bands.measure``); the paired bands likewise, from pairs of runs of one reference at one
+    token count (``measure_paired``), their ``mean_factor`` calibrated on the V4 Flash matrix's and each other
+    model's orderings, pooled. The cost of each backend relative to packet is its simulation time over the
+    packet matrix's."""
     measured = {}
     for backend in backends:
-        matrix = _candidate(study_matrix().with_preset("flash").with_levels("backend", [backend]).runs(),
-                            store / f"{backend}-matrix" if store else None, workers)
-        validation = _candidate(validation_specs(backend, tokens), store / f"{backend}-validation" if store else None,
-                                workers)
+        references = load_references(backend, workers, reference_stores(store, backend))
+        assert references[0].study is not None  # the V4 Flash matrix
+        matrix, matrix_ref = references[0].study
         cost = _total(matrix, "sim_wallclock_s") / _total(matrix_ref, "sim_wallclock_s")
         if keep_costs and out.is_file() and (kept := parse_bands(out.read_text(encoding="utf-8"), str(out))
                                              .backends.get(backend)) is not None and kept.relative_cost is not None:
             cost = kept.relative_cost
-        references = [_runs(per_configuration(matrix, matrix_ref), backend),
-                      _runs(per_configuration(validation, validation_ref), backend)]
-        b = measured[backend] = _fit(backend, references, (matrix, matrix_ref), cost=cost)
+        b = measured[backend] = _fit(backend, references, cost=cost)
         print(f"\n{backend}: band {100 * b.overall.band:.1f} % over {b.overall.runs} runs; simulation time "
               f"{cost:.3g} × packet's")
         for fam, fb in b.families.items():
@@ -653,7 +773,7 @@ def bands(backends: list[str], store: Path | None, workers: int, out: Path, keep
         "moesim_version": __version__, "commit": _commit(), "source_sha256": code_hash(),
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
         "command": repository_command(sys.argv[1:]),
-        "references": [_reference_note(MATRIX_PARQUET, matrix_ref), _reference_note(VALIDATION_PARQUET, validation_ref)],
+        "references": [_reference_note(p) for p in (MATRIX_PARQUET, VALIDATION_PARQUET, MODELS_PARQUET) if p.is_file()],
     }
     atomic_write(out, bands_yaml(ErrorBands("packet", measured, provenance)))
     print(f"\nwrote {out}")

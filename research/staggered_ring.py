@@ -4,9 +4,11 @@
     python research/staggered_ring.py 4 TP16EP2 roce_hpcc [--offsets-us 87,74,88,89,0,68,84,62]
     python research/staggered_ring.py 2 TP8EP4 ib_cc0 --node ep_dispatch --tokens 4096 --offsets-us 0,4
         --backends packet,fluid --set fluid_window=bytes
+    python research/staggered_ring.py 2 TP2EP16 roce_dcqcn --model kimi-k3 --node ep_dispatch --tokens 4096
+        --offsets-us 0,350 --backends packet,fluid
 
 In a study run the TP all-reduce after the EP combine starts on each rank when that rank's combine
-ends, so its ranks start up to ~100 µs apart. This runs only that collective (V4 Flash, 256 tokens
+ends, so its ranks start up to ~100 µs apart. This runs only that collective (V4 Flash unless ``--model``, 256 tokens
 unless ``--tokens``, ``tp_allreduce_out`` of the first layer unless ``--node``, chunked as in the
 study), rank r starting ``offsets[r mod len(offsets)]`` µs late (the default: the combine ends of
 topology 4 TP16EP2 ring at packet level), and prints per backend when the ranks finish, how long after
@@ -31,9 +33,10 @@ from moesim.workload.graph import Node, NodeKind
 
 def ends_us(topology: str, strategy: str, mode: str, backend: str, offsets_us: list[float],
             tokens: int = 256, node_name: str = "tp_allreduce_out",
-            overrides: tuple[tuple[str, object], ...] = (), flows_from: int | None = None) -> list[float]:
+            overrides: tuple[tuple[str, object], ...] = (), flows_from: int | None = None,
+            model: str = "deepseek-v4-flash") -> list[float]:
     """When each rank ends the collective (µs); with ``flows_from`` also print what that GPU sends."""
-    spec = RunSpec("deepseek-v4-flash", topology, strategy, "ring_direct", mode, backend,
+    spec = RunSpec(model, topology, strategy, "ring_direct", mode, backend,
                    tuple(sorted((("tokens", tokens), *overrides))))
     prepared = prepare(spec)
     params = prepared.params
@@ -76,6 +79,7 @@ def main() -> None:
     ap.add_argument("--offsets-us", default="87,74,88,89,0,68,84,62")
     ap.add_argument("--backends", default="packet,fluid,flow")
     ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--model", default="deepseek-v4-flash", help="a study model, e.g. kimi-k3")
     ap.add_argument("--node", default="tp_allreduce_out", help="the first-layer node to run, e.g. ep_dispatch")
     ap.add_argument("--flows-from", type=int, default=None, metavar="GPU",
                     help="also print when each message this GPU sends starts and ends")
@@ -86,7 +90,7 @@ def main() -> None:
     for backend in args.backends.split(","):
         extra = tuple(parse_set(args.overrides)) if backend == "fluid" else ()
         ends = ends_us(args.topology, args.strategy, args.mode, backend, offsets, args.tokens, args.node,
-                       extra, args.flows_from)
+                       extra, args.flows_from, args.model)
         last = {o: max(e for r, e in enumerate(ends) if offsets[r % len(offsets)] == o) for o in sorted(set(offsets))}
         print(f"{backend:6s}: ranks end {min(ends):7.1f}–{max(ends):7.1f} µs, "
               f"{max(ends) - max(offsets):6.1f} µs after the last start ({max(offsets):.0f} µs); last end by start "

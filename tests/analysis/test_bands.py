@@ -190,6 +190,16 @@ def test_the_shipped_bands_cover_every_backend_and_study_family():
     assert bands.cost_factor("fluid", "packet") == pytest.approx(1 / bands.backends["fluid"].relative_cost)
 
 
+def test_the_shipped_bands_were_fit_on_every_stored_packet_reference_as_it_is():
+    import hashlib
+    from pathlib import Path
+
+    stored = Path(__file__).resolve().parents[2] / "benchmarks" / "reference"
+    fit_on = {r["file"]: r["sha256"] for r in load_bands().provenance["references"]}
+    assert fit_on == {f"benchmarks/reference/{p.name}": hashlib.sha256(p.read_bytes()).hexdigest()
+                      for p in sorted(stored.glob("*.parquet"))}
+
+
 def test_the_provenance_names_the_repository_command_not_a_scratch_folder():
     from moesim.analysis.bands import ErrorBands
 

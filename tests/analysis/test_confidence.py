@@ -21,7 +21,14 @@ from moesim.analysis.bands import (
     measure,
     measure_paired,
 )
-from moesim.analysis.confidence import backend_mix, calibrate, comparisons, most_exact, orderings
+from moesim.analysis.confidence import (
+    backend_mix,
+    calibrate,
+    calibrate_studies,
+    comparisons,
+    most_exact,
+    orderings,
+)
 from moesim.analysis.findings import findings
 from moesim.analysis.results import as_table, candidate_factors, factor_columns
 from moesim.analysis.study import analyse
@@ -127,6 +134,12 @@ def test_calibrate_measures_how_much_a_mean_shrinks_the_paired_band():
     assert calibrate(skew, ref, BANDS) == pytest.approx(float(np.quantile(scores, 0.9)))
     # where the fastest run lies is a comparison of two runs, not counted in the factor
     assert any(not c.means for c in record)
+    # studies (one per model, say) pool their scores: one quantile over all, not the largest factor; three
+    # exact studies beside the skewed one leave its topology scores (6 of 18) under a tenth of the pool
+    zeros = [0.0 for c in comparisons(uniform, ref, BANDS) if c.means and c.band > 0]
+    pooled = calibrate_studies([(uniform, ref)] * 3 + [(skew, ref)], BANDS)
+    assert pooled == pytest.approx(float(np.quantile(3 * zeros + scores, 0.9)))
+    assert 0 < pooled < calibrate(skew, ref, BANDS)
 
 
 def test_packet_rows_have_no_band_so_a_tiny_gap_is_resolved():

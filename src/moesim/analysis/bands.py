@@ -5,8 +5,8 @@ decides that error is the run's *family* (``Family``): the TP all-reduce algorit
 stays inside one server, and — for runs whose flows can carry congestion control — the network mode.
 The band of a family is the ``QUANTILE`` (90th percentile) of the errors of its reference runs: nine runs
 in ten of the family lie inside it. Each reference (the 192-run V4 Flash matrix at 4096 tokens, the
-validation sets at 256 and 1024 tokens) is measured apart and the larger quantile kept, so the band holds
-at each scale. A family with fewer than ``MIN_FAMILY_RUNS`` runs in every reference has no stable 90th
+validation sets at 256 and 1024 tokens, each other model's packet runs) is measured apart and the largest
+quantile kept, so the band holds at each scale and model. A family with fewer than ``MIN_FAMILY_RUNS`` runs in every reference has no stable 90th
 percentile; it gets the larger of its worst run and the backend-wide band, so a small family is never
 taken as better than the backend overall nor as better than its own worst run. A run of a family the
 references do not hold gets the backend-wide band.
@@ -15,10 +15,11 @@ An ordering compares two runs (or two means of runs), and what decides it is the
 log(y_B / y_A) − log(p_B / p_A) = ε_B − ε_A with ε = log(backend / packet) per run. The errors of runs move
 together (fluid's ring runs are mostly too fast), so that difference is smaller than two independent bands
 added. The *paired bands* (``PairedBands``, ``measure_paired``) measure it: per pair of families, the
-``QUANTILE`` of |ε_B − ε_A| over the pairs of reference runs taken at one scale (a reference's token count),
-again the larger over the references that hold at least ``MIN_FAMILY_RUNS`` runs of each family; per family
+``QUANTILE`` of |ε_B − ε_A| over the pairs of one reference's runs taken at one scale (its token count),
+again the largest over the references that hold at least ``MIN_FAMILY_RUNS`` runs of each family; per family
 also the ``QUANTILE`` of |ε| of one run, for a run compared with a packet one (exact). A mean over many rows
-errs less than one pair of runs; ``PairedBands.mean_factor`` (``confidence.calibrate``) says by how much.
+errs less than one pair of runs; ``PairedBands.mean_factor`` (``confidence.calibrate_studies``) says by how
+much.
 
 The bands ship as ``references/error_bands.yaml``, written by ``python benchmarks/accuracy.py bands``
 from the stored packet references (its header says which references, code and command produced it), and
@@ -127,7 +128,7 @@ class PairedBands:
     pairs: Mapping[FamilyPair, Band]
     mean_factor: float = 1.0
     """What the band of two means is multiplied by: the ``QUANTILE`` of |realised error| / band over the
-    comparisons of two means the study's orderings make on the reference (``confidence.calibrate``)."""
+    comparisons of two means the references' orderings make (``confidence.calibrate_studies``)."""
 
     def one(self, family: Family | None) -> float:
         """The log band of one run against an exact one."""

@@ -8,7 +8,8 @@ otherwise. For two means over rows, log(mean_B / mean_A) errs by (to first order
 mean of ε over B minus that over A, which equals Σ π_ij (ε_j − ε_i) for any coupling π of the two groups'
 weights, so Σ π_ij d(i, j) bounds it; the coupling pairs each family's weight with the same family on the
 other side first (their errors move together) and the rest in proportion. Averaging shrinks the error, so
-that bound is multiplied by the backend's ``mean_factor``, calibrated on the study (``calibrate``). The
+that bound is multiplied by the backend's ``mean_factor``, calibrated on the studies of the stored references
+(``calibrate_studies``). The
 configurations that would
 settle an unresolved ordering are those of its two sides whose rows are not yet from the reference backend
 (``moesim refine`` reruns them). The fastest (slowest) configuration is resolved against every other run.
@@ -379,9 +380,16 @@ def calibrate(candidate: pa.Table, reference: pa.Table, bands: ErrorBands) -> fl
     """``mean_factor`` measured on a study run on both backends: the ``QUANTILE`` over the comparisons of two
     means its orderings make of |realised log error of the ratio| / paired band. Averaging over many rows
     shrinks an error that one pair of runs carries whole; this is by how much, split-conformal style."""
+    return calibrate_studies([(candidate, reference)], bands)
+
+
+def calibrate_studies(studies: Sequence[tuple[pa.Table, pa.Table]], bands: ErrorBands) -> float:
+    """``calibrate`` over several studies (each a candidate table and its reference, e.g. one per model): the
+    ``QUANTILE`` of the scores of all their comparisons of two means, pooled."""
     from moesim.analysis.bands import QUANTILE
 
-    scores = [abs(c.error) / c.band for c in comparisons(candidate, reference, bands) if c.means and c.band > 0]
+    scores = [abs(c.error) / c.band for candidate, reference in studies
+              for c in comparisons(candidate, reference, bands) if c.means and c.band > 0]
     return float(np.quantile(scores, QUANTILE)) if scores else 1.0
 
 
