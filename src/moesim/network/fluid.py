@@ -27,7 +27,14 @@ from moesim.network.cc import CC_ALGORITHMS, algorithm_for_mode
 from moesim.network.cc.base import HOP_FIELDS, INT_FIELDS, MAX_SLOTS
 from moesim.network.cc.dispatch import cc_id
 from moesim.network.diagnostics import DiagnosticsSpec
-from moesim.network.fluid_kernel import FluidState, exp_draw, fluid_peek, fluid_run
+from moesim.network.fluid_kernel import (
+    FluidState,
+    exp_draw,
+    fluid_peek,
+    fluid_run,
+    table_append,
+    table_compact,
+)
 from moesim.network.jit import compiled_for
 from moesim.network.params import NetworkParams, check_choice
 from moesim.network.paths import PathModel
@@ -120,6 +127,8 @@ class FlowTable:
             k: np.zeros((64, *({0: self.width, -1: ring}.get(d, d) for d in shape)), dtype=dtype)
             for k, (shape, dtype) in _ARRAYS.items()}
         self.version = -1  # bumped whenever a column is reallocated (arrays handed out before are stale)
+        self._append_version = -2
+        self._append_args: tuple[Any, ...] = ()
         self._views()
 
     def _views(self) -> None:
@@ -131,7 +140,7 @@ class FlowTable:
 
     def append(self, flow_id: int, size_bytes: float, route: _Route, mark: tuple[float, int, int]) -> None:
         """Add a flow on ``route`` with ``size_bytes`` left to send, fresh dynamic state and ECN-mark state
-        ``mark`` (see ``fluid_kernel.fluid_step``)."""
+        ``mark`` (see ``fluid_kernel.fluid_step``); the row is written by ``fluid_kernel.table_append``."""
         arrays, width = self.arrays, len(route.links)
         if width > self.width:  # a longer route: widen the padded route columns
             for k in ("links", "coefs"):
@@ -144,19 +153,17 @@ class FlowTable:
                 for k, v in group.items():
                     group[k] = np.concatenate([v, np.zeros_like(v)])
             self._views()
-        i = self.n
-        for dtype, row in route.rows.items():
-            self.blocks[dtype][i] = row
-        self.cols["ids"][i] = flow_id
-        self.cols["rem"][i] = size_bytes
-        arrays["links"][i, :width] = route.links
-        arrays["coefs"][i, :width] = route.coefs
-        arrays["first"][i] = route.first
-        arrays["cc_on"][i] = route.cc_on
-        arrays["st"][i] = route.st
-        arrays["hop"][i] = route.hop
-        arrays["mark"][i] = mark
-        arrays["ackp"][i] = 0
+        if self._append_version != self.version:
+            self._append_args = (_COL["ids"][1], _COL["rem"][1], self.blocks[np.float64], self.blocks[np.int64],
+                                 *(arrays[k] for k in ("links", "coefs", "first", "cc_on", "st", "hop", "mark",
+                                                       "ackp")))
+            self._append_version = self.version
+        args = (self.n, flow_id, size_bytes, *self._append_args, route.rows[np.float64], route.rows[np.int64],
+                route.links, route.coefs, route.first, route.cc_on, route.st, route.hop, float(mark[0]),
+                float(mark[1]), float(mark[2]))
+        if _KERNELS.get("append") is None:
+            _KERNELS["append"] = compiled_for(table_append, *args)
+        _KERNELS["append"](*args)
         self.n += 1
 
     def keep(self, mask: np.ndarray) -> None:
@@ -167,6 +174,20 @@ class FlowTable:
             for v in group.values():
                 v[:m] = v[rows]
         self.n = m
+
+    def compact(self) -> None:
+        """Keep the live rows (bytes left to send is finite), in order (``fluid_kernel.table_compact``)."""
+        a = self.arrays
+        args = (self.n, self.cols["rem"], self.blocks[np.float64], self.blocks[np.int64],
+                *(a[k] for k in ("links", "coefs", "first", "cc_on", "st", "hop", "mark", "pend", "ackq", "ackp",
+                                 "frozen")))
+        if _KERNELS.get("compact") is None:
+            _KERNELS["compact"] = compiled_for(table_compact, *args)
+        self.n = _KERNELS["compact"](*args)
+
+
+_KERNELS: dict[str, Any] = {}
+"""The flow table's kernels compiled for its column types (the same for every table), on first use."""
 
 
 @BACKENDS.register(
@@ -309,7 +330,7 @@ class FluidBackend(NetworkBackend):
                                   strict=True):
                 self._push_done(t, flow_id)
             if 2 * self._live < c.n:  # retired rows outnumber live ones: compact
-                c.keep(c.cols["rem"][: c.n] < math.inf)
+                c.compact()
             if until_completion:
                 return
             if self._live and self._t < t_s:
@@ -325,7 +346,8 @@ class FluidBackend(NetworkBackend):
         return self._live + len(self._done)
 
     def start_flow(self, flow: Flow, now_s: float) -> None:
-        self._run_to(now_s)
+        if self._t < now_s:
+            self._run_to(now_s)
         route = self._route(flow)
         self._route_bytes[route.number] += flow.size_bytes
         if flow.size_bytes <= 0:
