@@ -112,6 +112,9 @@ class _Route(NamedTuple):
     st: np.ndarray
     hop: np.ndarray
     rows: dict[type, np.ndarray]
+    template: tuple[Any, ...]
+    """What ``fluid_kernel.table_append`` copies into a new row (scalar rows, links, coefficients, own port,
+    CC switch, CC state, per-hop table)."""
 
 
 class FlowTable:
@@ -158,12 +161,12 @@ class FlowTable:
                                  *(arrays[k] for k in ("links", "coefs", "first", "cc_on", "st", "hop", "mark",
                                                        "ackp")))
             self._append_version = self.version
-        args = (self.n, flow_id, size_bytes, *self._append_args, route.rows[np.float64], route.rows[np.int64],
-                route.links, route.coefs, route.first, route.cc_on, route.st, route.hop, float(mark[0]),
-                float(mark[1]), float(mark[2]))
-        if _KERNELS.get("append") is None:
-            _KERNELS["append"] = compiled_for(table_append, *args)
-        _KERNELS["append"](*args)
+        kernel = _KERNELS.get("append")
+        if kernel is None:
+            kernel = _KERNELS["append"] = compiled_for(table_append, self.n, flow_id, size_bytes, *self._append_args,
+                                                       *route.template, 0.0, 0.0, 0.0)
+        kernel(self.n, flow_id, size_bytes, *self._append_args, *route.template, float(mark[0]), float(mark[1]),
+               float(mark[2]))
         self.n += 1
 
     def keep(self, mask: np.ndarray) -> None:
@@ -283,7 +286,8 @@ class FluidBackend(NetworkBackend):
                       "line": line_bps / 8.0 / dc, "lat": lat, **_FRESH}
             rows: dict[type, np.ndarray] = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
                                             for dtype, names in SCALAR_COLUMNS.items()}
-            hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows)
+            template = (rows[np.float64], rows[np.int64], row, coef_row, fwd[0], cc_on, st, hop)
+            hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows, template)
             self._routes[id(described)] = hit
             self._route_bytes.append(0.0)
         return hit
@@ -326,9 +330,10 @@ class FluidBackend(NetworkBackend):
                 self._t, t_s, self._fresh, self._live, c.n, FLUID_STEP_S, FLUID_MAX_STEP_S, MAX_STEPS_PER_CALL,
                 until_completion, c.cols["ids"], c.cols["lat"], c.cols["done_ids"], c.cols["done_t"], state)
             self.steps += steps
-            for flow_id, t in zip(c.cols["done_ids"][:n_done].tolist(), c.cols["done_t"][:n_done].tolist(),
-                                  strict=True):
-                self._push_done(t, flow_id)
+            if n_done:
+                for flow_id, t in zip(c.cols["done_ids"][:n_done].tolist(), c.cols["done_t"][:n_done].tolist(),
+                                      strict=True):
+                    self._push_done(t, flow_id)
             if 2 * self._live < c.n:  # retired rows outnumber live ones: compact
                 c.compact()
             if until_completion:
@@ -390,7 +395,8 @@ class FluidBackend(NetworkBackend):
         return math.inf if self._t >= horizon_s else self._t  # else: the step budget ran out; go on later
 
     def advance_to(self, t_s: float) -> list[int]:
-        self._run_to(t_s)
+        if self._t < t_s:
+            self._run_to(t_s)
         out = []
         while self._done and self._done[0][0] <= t_s:
             out.append(heapq.heappop(self._done)[2])

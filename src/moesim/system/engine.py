@@ -101,6 +101,7 @@ class Simulation:
         self.next_flow_id = 0
         """The id the next flow gets."""
         self._plans: dict[tuple[Any, ...], Plan] = {}
+        self._cc_pairs: dict[tuple[int, int], bool] = {}  # per (source, destination) GPU: whether CC applies
         self.now = 0.0
         self.events_handled = 0
         """Engine events handled so far: queued events popped plus flow completions (the run's work count)."""
@@ -376,8 +377,9 @@ class Simulation:
             self._run_stream(inst, inst.phases.key(c, p, g), pos)
 
     def _release_transfer(self, inst: CollectiveRun, c: int, ch: ChunkRun, j: int) -> None:
-        ch.deps_left[j] -= 1
-        if ch.deps_left[j] == 0:
+        left = ch.deps_left[j] - 1
+        ch.deps_left[j] = left
+        if left == 0:
             self.events.schedule(self.now + ch.plan.transfers[j].delay_s, EventKind.TRANSFER_START, inst, c, j)
 
     def _release_exit(self, inst: CollectiveRun, c: int, ch: ChunkRun, m: int) -> None:
@@ -386,24 +388,30 @@ class Simulation:
             self.events.schedule(self.now + ch.plan.exit_delay_s[m], EventKind.STREAM_EXIT, inst, c, m)
 
     def _start_transfer(self, inst: CollectiveRun, c: int, j: int) -> None:
-        t = inst.chunks[c].plan.transfers[j]
-        src = self.placement[inst.members[self._member(inst, c, t.src)]]
-        dst = self.placement[inst.members[self._member(inst, c, t.dst)]]
+        ch = inst.chunks[c]
+        plan = ch.plan
+        t = plan.transfers[j]
+        if inst.phases is None:
+            src, dst = self.placement[inst.members[t.src]], self.placement[inst.members[t.dst]]
+        else:
+            src = self.placement[inst.members[inst.phases.member(c, t.src)]]
+            dst = self.placement[inst.members[inst.phases.member(c, t.dst)]]
         fid = self.next_flow_id
         self.next_flow_id += 1
         self.flows[fid] = (inst, c, j)
         inst.flows_started += 1
-        cc = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
+        cc = self._cc_pairs.get((src, dst))
+        if cc is None:
+            cc = self._cc_pairs[(src, dst)] = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
         flow = Flow(fid, src, dst, t.size_bytes, cc)
         if self.hooks.flow_started:
             origin = self._origin(inst, c, j)
             for hook in self.hooks.flow_started:
                 hook(flow, origin)
         self.backend.start_flow(flow, self.now)
-        ch = inst.chunks[c]
-        for k in ch.plan.sent_dependants[j]:
+        for k in plan.sent_dependants[j]:
             self._release_transfer(inst, c, ch, k)
-        for m in ch.plan.sent_exit_waiters[j]:
+        for m in plan.sent_exit_waiters[j]:
             self._release_exit(inst, c, ch, m)
 
     def _origin(self, inst: CollectiveRun, k: int, j: int) -> FlowOrigin:
