@@ -240,6 +240,7 @@ class FluidBackend(NetworkBackend):
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
         self._routes: dict[int, _Route] = {}
+        self._route_of: dict[tuple[int, int, int, bool], _Route] = {}  # by Flow[1:] on single-route pairs
         self._route_bytes: list[float] = []  # bytes started per route class, by _Route.number
         self.steps = 0
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
@@ -270,7 +271,11 @@ class FluidBackend(NetworkBackend):
 
     def _route(self, flow: Flow) -> _Route:
         """The constant columns of ``flow``, built once per route class (``describe`` caches its results,
-        so their identity names the class)."""
+        so their identity names the class), and looked up by (source, destination, size, CC) where the GPU
+        pair has a single route."""
+        hit = self._route_of.get(flow[1:])
+        if hit is not None:
+            return hit
         described = self._paths.describe(flow)
         hit = self._routes.get(id(described))
         if hit is None:
@@ -290,6 +295,8 @@ class FluidBackend(NetworkBackend):
             hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows, template)
             self._routes[id(described)] = hit
             self._route_bytes.append(0.0)
+        if len(self.topology.routes(flow.src_gpu, flow.dst_gpu)) == 1:
+            self._route_of[flow[1:]] = hit
         return hit
 
     # ------------------------------------------------------------------ integration

@@ -116,28 +116,25 @@ class Simulation:
                 self.events.schedule(start_s, EventKind.RANK_START, r)
             else:
                 self._dispatch(r)
-        while True:
-            te = self.events.next_time()
-            tn = self.backend.next_completion_s(te)
+        events, backend, handlers, on_flow_done = self.events, self.backend, self._handlers, self._on_flow_done
+        step_finished = self.hooks.step_finished
+        while True:  # one step: the flow completions of one instant, then the events due then
+            te = events.next_time()
+            tn = backend.next_completion_s(te)
             if te == math.inf and tn == math.inf:
                 break
-            if tn <= te:
-                self.now = tn
-                done = self.backend.advance_to(tn)
-                for fid in done:
-                    self._on_flow_done(fid)
-                self.events_handled += len(done)
-            else:
-                self.now = te
-                done = self.backend.advance_to(te)
-                for fid in done:
-                    self._on_flow_done(fid)
-                self.events_handled += len(done)
-                while self.events.next_time() == te:
-                    _, kind, args = self.events.pop()
-                    self._handlers[kind](*args)
-                    self.events_handled += 1
-            for hook in self.hooks.step_finished:
+            self.now = tn if tn <= te else te
+            done = backend.advance_to(self.now)
+            for fid in done:
+                on_flow_done(fid)
+            handled = len(done)
+            if tn > te:
+                while events.next_time() == te:
+                    _, kind, args = events.pop()
+                    handlers[kind](*args)
+                    handled += 1
+            self.events_handled += handled
+            for hook in step_finished:
                 hook()
         unfinished = [r for r, st in enumerate(self.ranks) if st.completed < len(st.nodes)]
         if unfinished:
@@ -429,14 +426,16 @@ class Simulation:
             for hook in self.hooks.flow_finished:
                 hook(fid, origin)
         ch = inst.chunks[c]
-        slots = ch.plan.pair_slots if ch.arrived else None
-        if slots is not None:  # ASTRA-sim's receives: the k-th arrival on a pair counts as its k-th transfer
+        plan = ch.plan
+        if ch.arrived:  # ASTRA-sim's receives: the k-th arrival on a pair counts as its k-th transfer
+            slots = plan.pair_slots
+            assert slots is not None
             pair = slots[0][j]
             j = slots[1][pair][ch.arrived[pair]]
             ch.arrived[pair] += 1
-        for k in ch.plan.dependants[j]:
+        for k in plan.dependants[j]:
             self._release_transfer(inst, c, ch, k)
-        for m in ch.plan.exit_waiters[j]:
+        for m in plan.exit_waiters[j]:
             self._release_exit(inst, c, ch, m)
 
     def _stream_exit(self, inst: CollectiveRun, c: int, m: int) -> None:
