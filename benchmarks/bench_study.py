@@ -4,11 +4,12 @@ memory of the largest process, the ratio of the two studies, and from the store 
 (total, median, 90th percentile, maximum) and the slowest runs with their work (fluid steps, engine events).
 
     python benchmarks/bench_study.py [--repeat 1] [--workers 2] [--backend fluid] [--models a,b] [--study modern]
-                                     [--no-flow] [--store DIR ...]
+                                     [--no-flow] [--store DIR ...] [--keep DIR]
 
 ``--no-flow`` skips the flow study; ``--study modern`` times `moesim sweep modern` (docs/modern-study.md)
 instead. ``--store DIR`` runs nothing and prints the per-run figures of existing stores (e.g. one made before
-a change). Extra arguments after ``--`` go to the sweep command unchanged. Prints one block per study and
+a change). ``--keep DIR`` keeps each study's store as DIR/<backend> (e.g. for ``tools/compare_stores.py``;
+the last repetition's). Extra arguments after ``--`` go to the sweep command unchanged. Prints one block per study and
 repetition and the medians; writes nothing outside a temporary folder.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -60,6 +62,9 @@ def one(args: argparse.Namespace, backend: str, extra: list[str]) -> tuple[float
     """Run the study once on ``backend`` ('' = the study's default): wall s, CPU s, peak RSS MiB, the
     command's summary line and the store's per-run lines."""
     with tempfile.TemporaryDirectory() as tmp:
+        if args.keep:
+            tmp = str(Path(args.keep) / (backend or "default"))
+            shutil.rmtree(tmp, ignore_errors=True)
         cmd = [sys.executable, "-m", "moesim", "sweep", args.study, "--out", tmp, "--workers", str(args.workers),
                "--progress", "none"]
         if backend:
@@ -86,6 +91,7 @@ def main() -> None:
     ap.add_argument("--models", default="", help="comma-separated model keys (default: the four study models)")
     ap.add_argument("--study", default="study", choices=("study", "modern"), help="which built-in sweep to time")
     ap.add_argument("--no-flow", action="store_true", help="skip the flow-backend study (and the ratio)")
+    ap.add_argument("--keep", default="", help="keep each study's store as KEEP/<backend> (the last repetition's)")
     ap.add_argument("--store", nargs="+", default=[], help="print the per-run figures of these stores; run nothing")
     args, extra = ap.parse_known_args()
     extra = [a for a in extra if a != "--"]

@@ -68,6 +68,20 @@ def test_compaction_keeps_the_surviving_rows_in_order():
     check_rows(backend, [i for i in range(100) if keep[i]])
 
 
+def test_the_compaction_kernel_keeps_exactly_the_live_rows_as_a_mask_would():
+    """``compact`` (the kernel the backend calls) keeps the rows with bytes left, in order, and leaves every
+    column's kept rows equal to what ``keep`` with that mask gives."""
+    backend, other = started(100), started(100)
+    drained = np.arange(100) % 4 == 2
+    for b in (backend, other):
+        b.flow_table.cols["rem"][:100][drained] = np.inf
+    backend.flow_table.compact()
+    other.flow_table.keep(~drained)
+    assert backend.flow_table.n == other.flow_table.n == 75
+    for name, col in other.flow_table.cols.items():
+        assert np.array_equal(backend.flow_table.cols[name][:75], col[:75]), name
+
+
 @pytest.mark.parametrize("mode", ["roce_hpcc", "roce_dcqcn"])
 def test_a_route_template_gives_a_congestion_controlled_flow_the_line_rate_state(mode):
     """A new CC flow starts at its NIC's line rate (the CC state row copied from its route's template)

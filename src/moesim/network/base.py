@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from moesim.network.params import SECTIONS, NetworkParams
 from moesim.registry import Registry
@@ -26,9 +26,10 @@ FlowState = dict[int, tuple[tuple[float, ...], tuple[float, ...]]]
 """Per flow a backend holds: (durations in s relative to now, magnitudes such as bytes left and rate)."""
 
 
-@dataclass(frozen=True)
-class Flow:
-    """A message between two GPUs. ``cc`` is False when the per-flow policy exempts it from congestion control."""
+class Flow(NamedTuple):
+    """A message between two GPUs. ``cc`` is False when the per-flow policy exempts it from congestion control.
+    (A named tuple: one is made per transfer, and a tuple is built several times faster than a frozen
+    dataclass.)"""
 
     flow_id: int
     src_gpu: int

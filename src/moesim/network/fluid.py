@@ -27,7 +27,14 @@ from moesim.network.cc import CC_ALGORITHMS, algorithm_for_mode
 from moesim.network.cc.base import HOP_FIELDS, INT_FIELDS, MAX_SLOTS
 from moesim.network.cc.dispatch import cc_id
 from moesim.network.diagnostics import DiagnosticsSpec
-from moesim.network.fluid_kernel import FluidState, exp_draw, fluid_peek, fluid_run
+from moesim.network.fluid_kernel import (
+    FluidState,
+    exp_draw,
+    fluid_peek,
+    fluid_run,
+    table_append,
+    table_compact,
+)
 from moesim.network.jit import compiled_for
 from moesim.network.params import NetworkParams, check_choice
 from moesim.network.paths import PathModel
@@ -105,6 +112,9 @@ class _Route(NamedTuple):
     st: np.ndarray
     hop: np.ndarray
     rows: dict[type, np.ndarray]
+    template: tuple[Any, ...]
+    """What ``fluid_kernel.table_append`` copies into a new row (scalar rows, links, coefficients, own port,
+    CC switch, CC state, per-hop table)."""
 
 
 class FlowTable:
@@ -120,6 +130,8 @@ class FlowTable:
             k: np.zeros((64, *({0: self.width, -1: ring}.get(d, d) for d in shape)), dtype=dtype)
             for k, (shape, dtype) in _ARRAYS.items()}
         self.version = -1  # bumped whenever a column is reallocated (arrays handed out before are stale)
+        self._append_version = -2
+        self._append_args: tuple[Any, ...] = ()
         self._views()
 
     def _views(self) -> None:
@@ -131,7 +143,7 @@ class FlowTable:
 
     def append(self, flow_id: int, size_bytes: float, route: _Route, mark: tuple[float, int, int]) -> None:
         """Add a flow on ``route`` with ``size_bytes`` left to send, fresh dynamic state and ECN-mark state
-        ``mark`` (see ``fluid_kernel.fluid_step``)."""
+        ``mark`` (see ``fluid_kernel.fluid_step``); the row is written by ``fluid_kernel.table_append``."""
         arrays, width = self.arrays, len(route.links)
         if width > self.width:  # a longer route: widen the padded route columns
             for k in ("links", "coefs"):
@@ -144,19 +156,17 @@ class FlowTable:
                 for k, v in group.items():
                     group[k] = np.concatenate([v, np.zeros_like(v)])
             self._views()
-        i = self.n
-        for dtype, row in route.rows.items():
-            self.blocks[dtype][i] = row
-        self.cols["ids"][i] = flow_id
-        self.cols["rem"][i] = size_bytes
-        arrays["links"][i, :width] = route.links
-        arrays["coefs"][i, :width] = route.coefs
-        arrays["first"][i] = route.first
-        arrays["cc_on"][i] = route.cc_on
-        arrays["st"][i] = route.st
-        arrays["hop"][i] = route.hop
-        arrays["mark"][i] = mark
-        arrays["ackp"][i] = 0
+        if self._append_version != self.version:
+            self._append_args = (_COL["ids"][1], _COL["rem"][1], self.blocks[np.float64], self.blocks[np.int64],
+                                 *(arrays[k] for k in ("links", "coefs", "first", "cc_on", "st", "hop", "mark",
+                                                       "ackp")))
+            self._append_version = self.version
+        kernel = _KERNELS.get("append")
+        if kernel is None:
+            kernel = _KERNELS["append"] = compiled_for(table_append, self.n, flow_id, size_bytes, *self._append_args,
+                                                       *route.template, 0.0, 0.0, 0.0)
+        kernel(self.n, flow_id, size_bytes, *self._append_args, *route.template, float(mark[0]), float(mark[1]),
+               float(mark[2]))
         self.n += 1
 
     def keep(self, mask: np.ndarray) -> None:
@@ -167,6 +177,20 @@ class FlowTable:
             for v in group.values():
                 v[:m] = v[rows]
         self.n = m
+
+    def compact(self) -> None:
+        """Keep the live rows (bytes left to send is finite), in order (``fluid_kernel.table_compact``)."""
+        a = self.arrays
+        args = (self.n, self.cols["rem"], self.blocks[np.float64], self.blocks[np.int64],
+                *(a[k] for k in ("links", "coefs", "first", "cc_on", "st", "hop", "mark", "pend", "ackq", "ackp",
+                                 "frozen")))
+        if _KERNELS.get("compact") is None:
+            _KERNELS["compact"] = compiled_for(table_compact, *args)
+        self.n = _KERNELS["compact"](*args)
+
+
+_KERNELS: dict[str, Any] = {}
+"""The flow table's kernels compiled for its column types (the same for every table), on first use."""
 
 
 @BACKENDS.register(
@@ -216,6 +240,7 @@ class FluidBackend(NetworkBackend):
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
         self._routes: dict[int, _Route] = {}
+        self._route_of: dict[tuple[int, int, int, bool], _Route] = {}  # by Flow[1:] on single-route pairs
         self._route_bytes: list[float] = []  # bytes started per route class, by _Route.number
         self.steps = 0
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
@@ -246,7 +271,11 @@ class FluidBackend(NetworkBackend):
 
     def _route(self, flow: Flow) -> _Route:
         """The constant columns of ``flow``, built once per route class (``describe`` caches its results,
-        so their identity names the class)."""
+        so their identity names the class), and looked up by (source, destination, size, CC) where the GPU
+        pair has a single route."""
+        hit = self._route_of.get(flow[1:])
+        if hit is not None:
+            return hit
         described = self._paths.describe(flow)
         hit = self._routes.get(id(described))
         if hit is None:
@@ -262,9 +291,12 @@ class FluidBackend(NetworkBackend):
                       "line": line_bps / 8.0 / dc, "lat": lat, **_FRESH}
             rows: dict[type, np.ndarray] = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
                                             for dtype, names in SCALAR_COLUMNS.items()}
-            hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows)
+            template = (rows[np.float64], rows[np.int64], row, coef_row, fwd[0], cc_on, st, hop)
+            hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows, template)
             self._routes[id(described)] = hit
             self._route_bytes.append(0.0)
+        if len(self.topology.routes(flow.src_gpu, flow.dst_gpu)) == 1:
+            self._route_of[flow[1:]] = hit
         return hit
 
     # ------------------------------------------------------------------ integration
@@ -305,11 +337,12 @@ class FluidBackend(NetworkBackend):
                 self._t, t_s, self._fresh, self._live, c.n, FLUID_STEP_S, FLUID_MAX_STEP_S, MAX_STEPS_PER_CALL,
                 until_completion, c.cols["ids"], c.cols["lat"], c.cols["done_ids"], c.cols["done_t"], state)
             self.steps += steps
-            for flow_id, t in zip(c.cols["done_ids"][:n_done].tolist(), c.cols["done_t"][:n_done].tolist(),
-                                  strict=True):
-                self._push_done(t, flow_id)
+            if n_done:
+                for flow_id, t in zip(c.cols["done_ids"][:n_done].tolist(), c.cols["done_t"][:n_done].tolist(),
+                                      strict=True):
+                    self._push_done(t, flow_id)
             if 2 * self._live < c.n:  # retired rows outnumber live ones: compact
-                c.keep(c.cols["rem"][: c.n] < math.inf)
+                c.compact()
             if until_completion:
                 return
             if self._live and self._t < t_s:
@@ -325,7 +358,8 @@ class FluidBackend(NetworkBackend):
         return self._live + len(self._done)
 
     def start_flow(self, flow: Flow, now_s: float) -> None:
-        self._run_to(now_s)
+        if self._t < now_s:
+            self._run_to(now_s)
         route = self._route(flow)
         self._route_bytes[route.number] += flow.size_bytes
         if flow.size_bytes <= 0:
@@ -368,7 +402,8 @@ class FluidBackend(NetworkBackend):
         return math.inf if self._t >= horizon_s else self._t  # else: the step budget ran out; go on later
 
     def advance_to(self, t_s: float) -> list[int]:
-        self._run_to(t_s)
+        if self._t < t_s:
+            self._run_to(t_s)
         out = []
         while self._done and self._done[0][0] <= t_s:
             out.append(heapq.heappop(self._done)[2])

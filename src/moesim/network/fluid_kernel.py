@@ -624,3 +624,62 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
                 fresh = False
                 _retire(f, S.hops, S.nfwd, cc_on, rem, win, S.line_Bps, rates, S.bottleneck, S.offered, send)
     return t, steps, fresh, live, n_done
+
+
+
+@helper
+def _put_row(a, i, row):
+    """a[i, :len(row)] = row for a 2-D ``a`` (element by element: the kernels run without numba's runtime)."""
+    for k in range(row.shape[0]):
+        a[i, k] = row[k]
+
+
+@entry
+def table_append(i, flow_id, size, ids_j, rem_j, f64, i64, links, coefs, first, cc_on, st, hop, mark, ackp,
+                 r_f64, r_i64, r_links, r_coefs, r_first, r_cc_on, r_st, r_hop, mark0, mark1, mark2):
+    """Write row ``i`` of the flow table (``fluid.FlowTable``): its route's templates (scalar rows ``r_f64``
+    and ``r_i64``, link and coefficient row, own port, CC switch, CC state and per-hop table), then its id
+    (int column ``ids_j``), bytes to send (float column ``rem_j``) and ECN-mark state; one call per flow
+    instead of a dozen array assignments from Python."""
+    _put_row(f64, i, r_f64)
+    _put_row(i64, i, r_i64)
+    i64[i, ids_j] = flow_id
+    f64[i, rem_j] = size
+    _put_row(links, i, r_links)
+    _put_row(coefs, i, r_coefs)
+    first[i] = r_first
+    cc_on[i] = r_cc_on
+    _put_row(st, i, r_st)
+    for h in range(r_hop.shape[0]):
+        for k in range(r_hop.shape[1]):
+            hop[i, h, k] = r_hop[h, k]
+    mark[i, 0] = mark0
+    mark[i, 1] = mark1
+    mark[i, 2] = mark2
+    for k in range(ackp.shape[1]):
+        ackp[i, k] = 0
+
+
+@entry
+def table_compact(n, rem, f64, i64, links, coefs, first, cc_on, st, hop, mark, pend, ackq, ackp, frozen):
+    """Keep the rows of [0, n) whose ``rem`` is finite (live flows), in order, at the top of every column;
+    returns how many. ``rem`` is a column of ``f64``: a row's value is read before any row above it moves."""
+    m = 0
+    for f in range(n):
+        if rem[f] < np.inf:
+            if m != f:
+                first[m] = first[f]
+                cc_on[m] = cc_on[f]
+                frozen[m] = frozen[f]
+                for a2 in (f64, coefs, st, mark, pend):
+                    for k in range(a2.shape[1]):
+                        a2[m, k] = a2[f, k]
+                for b2 in (i64, links, ackp):
+                    for k in range(b2.shape[1]):
+                        b2[m, k] = b2[f, k]
+                for a3 in (hop, ackq):
+                    for h in range(a3.shape[1]):
+                        for k in range(a3.shape[2]):
+                            a3[m, h, k] = a3[f, h, k]
+            m += 1
+    return m

@@ -102,6 +102,7 @@ class Simulation:
         self.next_flow_id = 0
         """The id the next flow gets."""
         self._plans: dict[tuple[Any, ...], Plan] = {}
+        self._cc_pairs: dict[tuple[int, int], bool] = {}  # per (source, destination) GPU: whether CC applies
         self.now = 0.0
         self.events_handled = 0
         """Engine events handled so far: queued events popped plus flow completions (the run's work count)."""
@@ -116,28 +117,25 @@ class Simulation:
                 self.events.schedule(start_s, EventKind.RANK_START, r)
             else:
                 self._dispatch(r)
-        while True:
-            te = self.events.next_time()
-            tn = self.backend.next_completion_s(te)
+        events, backend, handlers, on_flow_done = self.events, self.backend, self._handlers, self._on_flow_done
+        step_finished = self.hooks.step_finished
+        while True:  # one step: the flow completions of one instant, then the events due then
+            te = events.next_time()
+            tn = backend.next_completion_s(te)
             if te == math.inf and tn == math.inf:
                 break
-            if tn <= te:
-                self.now = tn
-                done = self.backend.advance_to(tn)
-                for fid in done:
-                    self._on_flow_done(fid)
-                self.events_handled += len(done)
-            else:
-                self.now = te
-                done = self.backend.advance_to(te)
-                for fid in done:
-                    self._on_flow_done(fid)
-                self.events_handled += len(done)
-                while self.events.next_time() == te:
-                    _, kind, args = self.events.pop()
-                    self._handlers[kind](*args)
-                    self.events_handled += 1
-            for hook in self.hooks.step_finished:
+            self.now = tn if tn <= te else te
+            done = backend.advance_to(self.now)
+            for fid in done:
+                on_flow_done(fid)
+            handled = len(done)
+            if tn > te:
+                while events.next_time() == te:
+                    _, kind, args = events.pop()
+                    handlers[kind](*args)
+                    handled += 1
+            self.events_handled += handled
+            for hook in step_finished:
                 hook()
         unfinished = [r for r, st in enumerate(self.ranks) if st.completed < len(st.nodes)]
         if unfinished:
@@ -375,8 +373,9 @@ class Simulation:
             self._run_stream(inst, inst.phases.key(c, p, g), pos)
 
     def _release_transfer(self, inst: CollectiveRun, c: int, ch: ChunkRun, j: int) -> None:
-        ch.deps_left[j] -= 1
-        if ch.deps_left[j] == 0:
+        left = ch.deps_left[j] - 1
+        ch.deps_left[j] = left
+        if left == 0:
             self.events.schedule(self.now + ch.plan.transfers[j].delay_s, EventKind.TRANSFER_START, inst, c, j)
 
     def _release_exit(self, inst: CollectiveRun, c: int, ch: ChunkRun, m: int) -> None:
@@ -385,24 +384,30 @@ class Simulation:
             self.events.schedule(self.now + ch.plan.exit_delay_s[m], EventKind.STREAM_EXIT, inst, c, m)
 
     def _start_transfer(self, inst: CollectiveRun, c: int, j: int) -> None:
-        t = inst.chunks[c].plan.transfers[j]
-        src = self.placement[inst.members[self._member(inst, c, t.src)]]
-        dst = self.placement[inst.members[self._member(inst, c, t.dst)]]
+        ch = inst.chunks[c]
+        plan = ch.plan
+        t = plan.transfers[j]
+        if inst.phases is None:
+            src, dst = self.placement[inst.members[t.src]], self.placement[inst.members[t.dst]]
+        else:
+            src = self.placement[inst.members[inst.phases.member(c, t.src)]]
+            dst = self.placement[inst.members[inst.phases.member(c, t.dst)]]
         fid = self.next_flow_id
         self.next_flow_id += 1
         self.flows[fid] = (inst, c, j)
         inst.flows_started += 1
-        cc = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
+        cc = self._cc_pairs.get((src, dst))
+        if cc is None:
+            cc = self._cc_pairs[(src, dst)] = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
         flow = Flow(fid, src, dst, t.size_bytes, cc)
         if self.hooks.flow_started:
             origin = self._origin(inst, c, j)
             for hook in self.hooks.flow_started:
                 hook(flow, origin)
         self.backend.start_flow(flow, self.now)
-        ch = inst.chunks[c]
-        for k in ch.plan.sent_dependants[j]:
+        for k in plan.sent_dependants[j]:
             self._release_transfer(inst, c, ch, k)
-        for m in ch.plan.sent_exit_waiters[j]:
+        for m in plan.sent_exit_waiters[j]:
             self._release_exit(inst, c, ch, m)
 
     def _origin(self, inst: CollectiveRun, k: int, j: int) -> FlowOrigin:
@@ -420,14 +425,16 @@ class Simulation:
             for hook in self.hooks.flow_finished:
                 hook(fid, origin)
         ch = inst.chunks[c]
-        slots = ch.plan.pair_slots if ch.arrived else None
-        if slots is not None:  # ASTRA-sim's receives: the k-th arrival on a pair counts as its k-th transfer
+        plan = ch.plan
+        if ch.arrived:  # ASTRA-sim's receives: the k-th arrival on a pair counts as its k-th transfer
+            slots = plan.pair_slots
+            assert slots is not None
             pair = slots[0][j]
             j = slots[1][pair][ch.arrived[pair]]
             ch.arrived[pair] += 1
-        for k in ch.plan.dependants[j]:
+        for k in plan.dependants[j]:
             self._release_transfer(inst, c, ch, k)
-        for m in ch.plan.exit_waiters[j]:
+        for m in plan.exit_waiters[j]:
             self._release_exit(inst, c, ch, m)
 
     def _stream_exit(self, inst: CollectiveRun, c: int, m: int) -> None:
