@@ -29,8 +29,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import multiprocessing
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -305,6 +308,68 @@ def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, sl
 Progress = Callable[[str], None]
 
 
+def replay_workers(executor: Executor) -> int:
+    """Processes replaying candidates at once: the local executor's workers (None: one per CPU); one (this
+    process) for a cluster executor, whose workers simulate steps."""
+    if executor.name != "local":
+        return 1
+    return executor.workers or os.cpu_count() or 1
+
+
+@dataclass(frozen=True, eq=False)
+class _CapacityTask:
+    """Every candidate's capacity search (``capacity``) on the same warm step costs: in this process, or spread
+    over worker processes (spawned, each receiving the costs and requests once), the costliest candidates first
+    (disaggregated, then more servers: KV transfers and more replicas lengthen a replay). Each search is the
+    same computation wherever it runs, so the results do not depend on the workers."""
+
+    candidates: list[Deployment]
+    base: Requests
+    config: SchedulerConfig
+    slo: Slo
+    costs: dict[ReplicaKind, StepCosts]
+    attainment: float
+    start_rps: float | None
+    iterations: int
+    kv_backend: str
+    longer: Requests
+
+    def one(self, i: int) -> Candidate:
+        return capacity(self.candidates[i], self.base, self.config, self.slo, self.costs, self.attainment,
+                        self.start_rps, self.iterations, self.kv_backend, self.longer)
+
+    def run(self, workers: int) -> Iterator[Candidate]:
+        """The candidates' searches in candidate order, as each becomes available."""
+        n = len(self.candidates)
+        if workers <= 1 or n <= 1:
+            yield from (self.one(i) for i in range(n))
+            return
+        order = sorted(range(n), key=lambda i: (self.candidates[i].disaggregate is None,
+                                                -self.candidates[i].num_gpus, i))
+        pool = ProcessPoolExecutor(min(workers, n), mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_hold_task, initargs=(self,))
+        try:
+            futures = {i: pool.submit(_capacity_of, i) for i in order}
+            for i in range(n):
+                yield futures[i].result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+_TASK: _CapacityTask | None = None
+"""A worker process's ``_CapacityTask`` (set once by the pool's initializer)."""
+
+
+def _hold_task(task: _CapacityTask) -> None:
+    global _TASK
+    _TASK = task
+
+
+def _capacity_of(i: int) -> Candidate:
+    assert _TASK is not None
+    return _TASK.one(i)
+
+
 def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo, *, attainment: float = 0.9,
            start_rps: float | None = None, iterations: int = 6, cache: StepCache | None = None,
            executor: Executor = Executor(workers=None), kv_backend: str = "flow",
@@ -333,8 +398,8 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
     say(f"serve search: {len(candidates)} candidates, {len(kind_grids)} replica kinds to cost")
     costs, report = step_costs(kind_grids, cache or StepCache(), executor, progress_lines(say))
     results = []
-    for d in candidates:
-        c = capacity(d, base, config, slo, costs, attainment, start_rps, iterations, kv_backend, longer)
+    task = _CapacityTask(candidates, base, config, slo, costs, attainment, start_rps, iterations, kv_backend, longer)
+    for d, c in zip(candidates, task.run(replay_workers(executor)), strict=True):
         results.append(c)
         say(f"{d.label()}: {c.goodput_per_gpu_rps:.4g} goodput/s per GPU "
             f"({len(c.evaluations)} rates tried{'; no upper bound found' if c.unbounded else ''}"
