@@ -11,11 +11,10 @@ with the default splits (the study's four: TP2EP16, TP4EP8, TP8EP4, TP16EP2, eac
 (colocated; disaggregated over every prefill:decode division that fits), 4000 Poisson requests of the default
 lengths, the fluid backend and the default workers (one per CPU). The cache is a fresh temporary folder, so every
 step is simulated. It prints the wall and CPU time (this process's children: the command and its workers), the
-step simulations and cache hits, and where the time went: filling the step costs (the network simulator) and the
-capacity searches (the serving simulator: replays), with the time of the colocated and the disaggregated
-candidates from the command's progress lines. ``--table FILE`` writes the search's result table (each candidate's
-capacity, goodput and limit, in rank order) as JSON, to compare two versions bit for bit. Arguments after ``--``
-go to the command.
+step simulations and cache hits, and where the time went: filling the step costs (moesim runs of every grid
+step) and the capacity searches (the serving simulator's replays, in ``--workers`` processes). ``--table FILE``
+writes the search's result table (each candidate's capacity, goodput and limit, in rank order) as JSON, to
+compare two versions bit for bit. Arguments after ``--`` go to the command.
 """
 
 from __future__ import annotations
@@ -54,16 +53,8 @@ def main() -> None:
         cpu0, t0 = children_cpu_s(), time.monotonic()
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None and proc.stdout is not None
-        mode_s = {"colocated": 0.0, "disaggregated": 0.0}
-        last = None
-        for line in proc.stderr:  # progress: "N candidates ...", step costs, then one line per candidate
-            now = time.monotonic()
-            if " goodput/s per GPU" in line:
-                mode_s["disaggregated" if " prefill ×" in line else "colocated"] += now - (last or now)
-                last = now
-            elif line.startswith("serve search:") or line.startswith("step costs:"):
-                last = now
-            print(f"[{now - t0:7.1f} s] {line}", end="", file=sys.stderr, flush=True)
+        for line in proc.stderr:  # progress: step costs, then one line per candidate as its search ends
+            print(f"[{time.monotonic() - t0:7.1f} s] {line}", end="", file=sys.stderr, flush=True)
         out = proc.stdout.read()
         if proc.wait() != 0:
             sys.exit(f"moesim serve search failed (exit {proc.returncode})")
@@ -77,8 +68,10 @@ def main() -> None:
     print(f"wall {wall:.1f} s ({wall / 60:.2f} min), CPU {cpu:.1f} s (command and its workers)")
     print(f"step costs: {fill['steps']} steps, {fill['simulated']} simulated, {fill['cached']} cache hits, "
           f"{fill['elapsed_s']:.1f} s")
-    print(f"capacity searches (replays): {searching:.1f} s: colocated candidates {mode_s['colocated']:.1f} s, "
-          f"disaggregated {mode_s['disaggregated']:.1f} s; start-up and output {wall - data['elapsed_s']:.1f} s")
+    modes = [c["mode"] for c in candidates]
+    print(f"capacity searches (the serving simulator's replays): {searching:.1f} s for {modes.count('colocated')} "
+          f"colocated and {modes.count('disaggregated')} disaggregated candidates; start-up and output "
+          f"{wall - data['elapsed_s']:.1f} s")
     if args.table is not None:
         rows = [{k: c[k] for k in TABLE_KEYS} for c in candidates]
         args.table.write_text(json.dumps(rows, indent=1, sort_keys=True, default=repr) + "\n")

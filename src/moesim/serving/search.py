@@ -33,7 +33,8 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from moesim.errors import MoesimError, input_error
+from moesim.experiments.executors.local import refuse_when_importing_main
 from moesim.schema import default_of
 from moesim.serving.costs import FillReport, Grid, StepCache, StepCosts, progress_lines
 from moesim.serving.deployment import (
@@ -338,20 +340,27 @@ class _CapacityTask:
         return capacity(self.candidates[i], self.base, self.config, self.slo, self.costs, self.attainment,
                         self.start_rps, self.iterations, self.kv_backend, self.longer)
 
-    def run(self, workers: int) -> Iterator[Candidate]:
-        """The candidates' searches in candidate order, as each becomes available."""
+    def run(self, workers: int) -> Iterator[tuple[int, Candidate]]:
+        """Each candidate's index and search, as each finishes."""
         n = len(self.candidates)
         if workers <= 1 or n <= 1:
-            yield from (self.one(i) for i in range(n))
+            yield from ((i, self.one(i)) for i in range(n))
             return
+        refuse_when_importing_main()  # a script without a main guard, imported again by a spawned worker
         order = sorted(range(n), key=lambda i: (self.candidates[i].disaggregate is None,
                                                 -self.candidates[i].num_gpus, i))
         pool = ProcessPoolExecutor(min(workers, n), mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_hold_task, initargs=(self,))
         try:
-            futures = {i: pool.submit(_capacity_of, i) for i in order}
-            for i in range(n):
-                yield futures[i].result()
+            futures = {pool.submit(_capacity_of, i): i for i in order}
+            for future in as_completed(futures):
+                try:
+                    yield futures[future], future.result()
+                except BrokenProcessPool:
+                    raise MoesimError("serve search: a worker process replaying candidates died (killed or out of "
+                                      "memory; or a script calling moesim.serve_search without an `if __name__ == "
+                                      "\"__main__\":` guard: workers are spawned and import it again); --workers 1 "
+                                      "replays in this process") from None
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
@@ -397,13 +406,15 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
     say = progress or (lambda _line: None)
     say(f"serve search: {len(candidates)} candidates, {len(kind_grids)} replica kinds to cost")
     costs, report = step_costs(kind_grids, cache or StepCache(), executor, progress_lines(say))
-    results = []
+    found: dict[int, Candidate] = {}
     task = _CapacityTask(candidates, base, config, slo, costs, attainment, start_rps, iterations, kv_backend, longer)
-    for d, c in zip(candidates, task.run(replay_workers(executor)), strict=True):
-        results.append(c)
+    for i, c in task.run(replay_workers(executor)):
+        found[i] = c
+        d = c.deployment
         say(f"{d.label()}: {c.goodput_per_gpu_rps:.4g} goodput/s per GPU "
             f"({len(c.evaluations)} rates tried{'; no upper bound found' if c.unbounded else ''}"
             f"{'; runs too short to bound it' if c.conservative else ''})")
+    results = [found[i] for i in range(len(candidates))]  # candidate order, then ranked (a stable sort)
     results.sort(key=lambda c: (-c.goodput_per_gpu_rps, c.deployment.num_gpus, c.deployment.label()))
     settings = {"attainment": attainment, "start_rps": start_rps, "iterations": iterations, "kv_backend": kv_backend,
                 "requests": len(base), "requests_source": base.source, "scheduler": config.key(), "slo": asdict(slo)}
