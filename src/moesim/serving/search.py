@@ -3,7 +3,8 @@
 Candidates are every split, server count and mode asked for: colocated replicas of each split, and, when
 disaggregation is searched, every prefill:decode division of the servers with a split per side
 (DistServe searches each phase's parallelism the same way). All their step grids are filled in one
-batch of runs on the executor (``local`` or ``ray``); replays then run here on the warm costs.
+batch of runs on the executor (``local`` or ``ray``); the candidates' replays then run on the warm costs, in this
+process or in local worker processes (``replay_workers``), with the same results.
 
 A candidate's capacity is the highest arrival rate it sustains (``metrics``: throughput within
 ``SUSTAIN_TOLERANCE`` of the arrival rate over the steady-state window, TTFT not growing) while at least
