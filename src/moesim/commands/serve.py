@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import math
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -85,9 +89,60 @@ Json = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 Quiet = Annotated[bool, typer.Option("--quiet", help="no progress lines on stderr")]
 
 
-FEATURES = ("arrivals", "routing", "dp_ranks", "preemption", "swap_bandwidth_gbps", "prefix_hit_rate",
-            "mtp_draft_tokens", "mtp_acceptance")
-"""Options both commands pass to ``_common`` as one dict: the arrivals and the later scheduler fields."""
+@dataclass(frozen=True)
+class Shared:
+    """The options ``moesim serve`` and ``moesim serve search`` share, declared once (names, defaults, help):
+    ``shared_options`` adds them to both commands' signatures and hands them over as one ``Shared``."""
+
+    model: Model = None
+    topology: Topology = None
+    algorithm: Algorithm = RUN["algorithm"]
+    network: Network = RUN["network"]
+    backend: Backend = RUN["backend"]
+    set_: SetOpt = None
+    trace: Trace = None
+    prompt: Prompt = DEFAULT_PROMPT
+    output: Output = DEFAULT_OUTPUT
+    seed: Seed = 0
+    budget: Budget = SCHED["token_budget"]
+    max_seqs: MaxSeqs = SCHED["max_seqs"]
+    chunk: Chunk = None
+    policy: Policy = SCHED["policy"]
+    kv_tokens: KvTokens = None
+    gpu_memory_gb: GpuMemory = SCHED["gpu_memory_bytes"] / 1e9
+    fraction: MemFraction = SCHED["memory_fraction"]
+    slo_ttft: SloTtft = None
+    slo_tpot: SloTpot = None
+    kv_backend: KvBackend = "flow"
+    arrivals: Arrivals = "poisson"
+    routing: Routing = SCHED["routing"]
+    dp_ranks: DpRanks = SCHED["dp_ranks"]
+    preemption: Preemption = SCHED["preemption"]
+    swap_bandwidth_gbps: SwapGbps = SCHED["swap_bandwidth_bps"] / 1e9
+    prefix_hit_rate: PrefixHit = SCHED["prefix_hit_rate"]
+    mtp_draft_tokens: MtpDrafts = SCHED["mtp_draft_tokens"]
+    mtp_acceptance: MtpAccept = SCHED["mtp_acceptance"]
+    cache: Cache = None
+    executor: ExecutorOpt = "local"
+    address: Address = None
+    out: Out = None
+    as_json: Json = False
+    quiet: Quiet = False
+
+
+def shared_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with the ``Shared`` options after its own (its parameter ``shared`` receives them): the
+    signature Typer reads is the command's own options followed by ``Shared``'s fields."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "shared"]
+    group = list(inspect.signature(Shared, eval_str=True).parameters.values())
+
+    @functools.wraps(command)
+    def wrapper(**options: Any) -> None:
+        command(**{p.name: options[p.name] for p in own}, shared=Shared(**{p.name: options[p.name] for p in group}))
+
+    wrapper.__signature__ = inspect.Signature(own + group)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + group}
+    return wrapper
 
 
 def _ratio(text: str, option: str = "--disaggregate") -> tuple[int, int]:
@@ -97,34 +152,32 @@ def _ratio(text: str, option: str = "--disaggregate") -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 
 
-def _common(model: str | None, topology: str | None, trace: Path | None, rate: float | None, count: int, prompt: str,
-            output: str, seed: int, budget: int, max_seqs: int, chunk: int | None, policy: str, kv_tokens: int | None,
-            gpu_memory_gb: float, fraction: float, slo_ttft: str | None, slo_tpot: str | None,
-            features: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """(requests, scheduler, SLO) from the options both commands share; --model and --topology are required.
-    ``features``: ``arrivals`` and the later scheduler fields (``moesim.serving.config.ADDED``)."""
+def _common(o: Shared, trace: Path | None, rate: float | None, count: int) -> tuple[Any, Any, Any]:
+    """(requests, scheduler, SLO) from the shared options (``trace``: the requests' file, None for the command
+    to draw them); --model and --topology are required."""
     from moesim.serving import Slo, make_requests, parse_duration_s
 
-    for value, name in ((model, "--model"), (topology, "--topology")):
+    for value, name in ((o.model, "--model"), (o.topology, "--topology")):
         if value is None:
             raise typer.BadParameter("required", param_hint=f"'{name}'")
-    features = dict(features)
-    arrivals = features.pop("arrivals")
-    if trace and arrivals != "poisson":
+    if trace and o.arrivals != "poisson":
         raise MoesimError("--arrivals: applies to generated requests (--rate), not to a trace")
-    requests = make_requests(trace, rate, count, prompt, output, seed, arrivals) if trace or rate is not None else None
-    if not 0 < gpu_memory_gb < math.inf:
-        raise input_error("--gpu-memory-gb", "memory", f"must be a finite number of GB > 0, got {gpu_memory_gb!r}")
-    swap = features.pop("swap_bandwidth_gbps")
+    requests = (make_requests(trace, rate, count, o.prompt, o.output, o.seed, o.arrivals)
+                if trace or rate is not None else None)
+    if not 0 < o.gpu_memory_gb < math.inf:
+        raise input_error("--gpu-memory-gb", "memory", f"must be a finite number of GB > 0, got {o.gpu_memory_gb!r}")
+    swap = o.swap_bandwidth_gbps
     if not 0 < swap < math.inf:
         raise input_error("--swap-bandwidth-gbps", "bandwidth", f"must be a finite number of Gbit/s > 0, got {swap!r}")
-    if features["routing"] == "random":
-        features["routing_seed"] = seed
     default_bps = SCHED["swap_bandwidth_bps"]
-    config = SchedulerConfig(budget, max_seqs, chunk, policy, kv_tokens, gpu_memory_gb * 1e9, fraction,
-                             swap_bandwidth_bps=default_bps if swap == default_bps / 1e9 else swap * 1e9, **features)
-    slo = Slo(parse_duration_s(slo_ttft, "--slo-ttft") if slo_ttft is not None else None,
-              parse_duration_s(slo_tpot, "--slo-tpot") if slo_tpot is not None else None)
+    config = SchedulerConfig(o.budget, o.max_seqs, o.chunk, o.policy, o.kv_tokens, o.gpu_memory_gb * 1e9, o.fraction,
+                             swap_bandwidth_bps=default_bps if swap == default_bps / 1e9 else swap * 1e9,
+                             routing=o.routing, dp_ranks=o.dp_ranks, preemption=o.preemption,
+                             prefix_hit_rate=o.prefix_hit_rate, mtp_draft_tokens=o.mtp_draft_tokens,
+                             mtp_acceptance=o.mtp_acceptance,
+                             **({"routing_seed": o.seed} if o.routing == "random" else {}))
+    slo = Slo(parse_duration_s(o.slo_ttft, "--slo-ttft") if o.slo_ttft is not None else None,
+              parse_duration_s(o.slo_tpot, "--slo-tpot") if o.slo_tpot is not None else None)
     return requests, config, slo
 
 
@@ -211,33 +264,23 @@ def _print(result: Any) -> None:
                f"{_n(s['little_lambda_w'])}; replay {result.replay_s:.2f} s")
 
 
-def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
+@shared_options
+def _serve(ctx: typer.Context,
            strategy: Annotated[str | None, typer.Option(
                "--strategy", help="TP<n>EP<m> of every replica (colocated) or of the decode replicas")] = None,
            disaggregate: Annotated[str | None, typer.Option(
                "--disaggregate", help="PREFILL:DECODE servers, e.g. 2:2: separate prefill and decode replicas")] = None,
            prefill_strategy: Annotated[str | None, typer.Option(
                "--prefill-strategy", help="with --disaggregate: the prefill replicas' split (default --strategy)")] = None,
-           algorithm: Algorithm = RUN["algorithm"], network: Network = RUN["network"], backend: Backend = RUN["backend"],
-           set_: SetOpt = None, trace: Trace = None, rate: Rate = None, count: Count = 1000,
-           prompt: Prompt = DEFAULT_PROMPT, output: Output = DEFAULT_OUTPUT, seed: Seed = 0,
-           budget: Budget = SCHED["token_budget"], max_seqs: MaxSeqs = SCHED["max_seqs"], chunk: Chunk = None,
-           policy: Policy = SCHED["policy"], kv_tokens: KvTokens = None,
-           gpu_memory_gb: GpuMemory = SCHED["gpu_memory_bytes"] / 1e9, fraction: MemFraction = SCHED["memory_fraction"],
-           slo_ttft: SloTtft = None, slo_tpot: SloTpot = None, kv_backend: KvBackend = "flow",
-           arrivals: Arrivals = "poisson", routing: Routing = SCHED["routing"], dp_ranks: DpRanks = SCHED["dp_ranks"],
-           preemption: Preemption = SCHED["preemption"], swap_bandwidth_gbps: SwapGbps = SCHED["swap_bandwidth_bps"] / 1e9,
-           prefix_hit_rate: PrefixHit = SCHED["prefix_hit_rate"], mtp_draft_tokens: MtpDrafts = SCHED["mtp_draft_tokens"],
-           mtp_acceptance: MtpAccept = SCHED["mtp_acceptance"],
+           rate: Rate = None, count: Count = 1000,
            check_points: Annotated[int, typer.Option(
                "--check-points", min=0, help="simulate the N most used grid cells per phase to report the "
                                              "interpolation error (0: none)")] = 2,
            per_request: Annotated[Path | None, typer.Option(
                "--per-request", help="write one row per request to this CSV or Parquet file")] = None,
-           cache: Cache = None, executor: ExecutorOpt = "local",
            workers: Annotated[int, typer.Option("--workers", min=1, help="parallel step simulations (1: in this "
                                                                          "process)")] = 1,
-           address: Address = None, out: Out = None, as_json: Json = False, quiet: Quiet = False) -> None:
+           shared: Shared = Shared()) -> None:
     """Serve requests on one deployment; print latency percentiles, throughput and goodput."""
     if ctx.invoked_subcommand is not None:
         return
@@ -246,33 +289,32 @@ def _serve(ctx: typer.Context, model: Model = None, topology: Topology = None,
     from moesim.serving.costs import progress_lines
     from moesim.serving.store import record_serving
 
-    features = {k: v for k, v in locals().items() if k in FEATURES}
-    requests, config, slo = _common(model, topology, trace, rate, count, prompt, output, seed, budget, max_seqs,
-                                    chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot, features)
+    o = shared
+    requests, config, slo = _common(o, o.trace, rate, count)
     if strategy is None:
         raise typer.BadParameter("required", param_hint="'--strategy'")
     if requests is None:
         raise MoesimError("requests: give a trace (--trace FILE) or an arrival rate (--rate R requests/s)")
     if prefill_strategy is not None and disaggregate is None:
         raise MoesimError("--prefill-strategy: applies only with --disaggregate")
-    if out is not None:
-        check_output_folder(out)
+    if o.out is not None:
+        check_output_folder(o.out)
     target = output_file(per_request, "--per-request") if per_request is not None else None
-    assert model is not None and topology is not None
-    deployment = Deployment(RunSpec(model, topology, normal_strategy(strategy), algorithm, network, backend,
-                                    parse_set(set_)),
+    assert o.model is not None and o.topology is not None
+    deployment = Deployment(RunSpec(o.model, o.topology, normal_strategy(strategy), o.algorithm, o.network, o.backend,
+                                    parse_set(o.set_)),
                             disaggregate=_ratio(disaggregate) if disaggregate is not None else None,
                             prefill_strategy=prefill_strategy)
     deployment.replicas()  # a split that does not fit is an error before anything is simulated
-    say = _say(quiet)
-    result = serve(deployment, requests, config, slo, cache=StepCache(cache), kv_backend=kv_backend,
-                   executor=Executor(executor, workers, address), check_points=check_points,
+    say = _say(o.quiet)
+    result = serve(deployment, requests, config, slo, cache=StepCache(o.cache), kv_backend=o.kv_backend,
+                   executor=Executor(o.executor, workers, o.address), check_points=check_points,
                    progress=progress_lines(say))
     if target is not None:
         _write_table(result.table, target)
-    if out is not None:
-        record_serving(out, [(result.record(), result.table)], command=" ".join(["moesim", *sys.argv[1:]]))
-    if as_json:
+    if o.out is not None:
+        record_serving(o.out, [(result.record(), result.table)], command=" ".join(["moesim", *sys.argv[1:]]))
+    if o.as_json:
         typer.echo(json.dumps(result.record(), sort_keys=True, default=repr))
     else:
         _print(result)
@@ -298,8 +340,8 @@ serve_app.callback()(_serve)
 
 
 @serve_app.command("search")
-def _search(model: Model = None, topology: Topology = None,
-            strategies: Annotated[str | None, typer.Option(
+@shared_options
+def _search(strategies: Annotated[str | None, typer.Option(
                 "--strategies", help="comma-separated splits to try (default TP2EP16,TP4EP8,TP8EP4,TP16EP2)")] = None,
             servers: Annotated[str | None, typer.Option(
                 "--servers", help="comma-separated server counts to try (default: the topology's)")] = None,
@@ -307,30 +349,19 @@ def _search(model: Model = None, topology: Topology = None,
                 "--modes", help="colocated, disaggregated or both (comma-separated)")] = "colocated,disaggregated",
             ratios: Annotated[str | None, typer.Option(
                 "--ratios", help="prefill:decode server divisions, e.g. 1:3,2:2 (default: all)")] = None,
-            algorithm: Algorithm = RUN["algorithm"], network: Network = RUN["network"], backend: Backend = RUN["backend"],
-            set_: SetOpt = None, trace: Trace = None,
             rate: Annotated[float | None, typer.Option(
                 "--rate", help="the first arrival rate tried (requests/s; default: half a rough capacity); Poisson "
                         "arrivals unless --trace")] = None,
             count: Annotated[int, typer.Option(
                 "--requests", min=1, help="requests per rate tried (a longer run gives a tighter capacity)")] = 4000,
-            prompt: Prompt = DEFAULT_PROMPT, output: Output = DEFAULT_OUTPUT,
-            seed: Seed = 0, budget: Budget = SCHED["token_budget"], max_seqs: MaxSeqs = SCHED["max_seqs"],
-            chunk: Chunk = None, policy: Policy = SCHED["policy"], kv_tokens: KvTokens = None,
-            gpu_memory_gb: GpuMemory = SCHED["gpu_memory_bytes"] / 1e9, fraction: MemFraction = SCHED["memory_fraction"],
-            slo_ttft: SloTtft = None, slo_tpot: SloTpot = None,
             attainment: Annotated[float, typer.Option(
                 "--attainment", help="share of requests that must meet the SLO")] = 0.9,
             iterations: Annotated[int, typer.Option(
                 "--iterations", min=0, help="bisection steps on the rate after bracketing it")] = 6,
-            kv_backend: KvBackend = "flow", arrivals: Arrivals = "poisson", routing: Routing = SCHED["routing"],
-            dp_ranks: DpRanks = SCHED["dp_ranks"], preemption: Preemption = SCHED["preemption"],
-            swap_bandwidth_gbps: SwapGbps = SCHED["swap_bandwidth_bps"] / 1e9,
-            prefix_hit_rate: PrefixHit = SCHED["prefix_hit_rate"], mtp_draft_tokens: MtpDrafts = SCHED["mtp_draft_tokens"],
-            mtp_acceptance: MtpAccept = SCHED["mtp_acceptance"], cache: Cache = None, executor: ExecutorOpt = "local",
             workers: Annotated[int | None, typer.Option(
-                "--workers", min=1, help="parallel step simulations (default: one per CPU; 1: in this process)")] = None,
-            address: Address = None, out: Out = None, as_json: Json = False, quiet: Quiet = False) -> None:
+                "--workers", min=1, help="parallel step simulations and capacity searches (default: one per CPU; "
+                                         "1: in this process)")] = None,
+            shared: Shared = Shared()) -> None:
     """Find the deployment with the most goodput per GPU under the SLO: splits × server counts × modes."""
     from moesim.fileio import check_output_folder
     from moesim.serving import Executor, SearchSpace, StepCache, make_requests, search
@@ -339,19 +370,18 @@ def _search(model: Model = None, topology: Topology = None,
     from moesim.serving.store import record_serving
     from moesim.workload.options import STUDY_STRATEGIES
 
-    first_rate = None if trace else rate  # with a trace, --rate is only the first rate tried
-    features = {k: v for k, v in locals().items() if k in FEATURES}
-    requests, config, slo = _common(model, topology, trace, first_rate, count, prompt, output, seed, budget, max_seqs,
-                                    chunk, policy, kv_tokens, gpu_memory_gb, fraction, slo_ttft, slo_tpot, features)
+    o = shared
+    first_rate = None if o.trace else rate  # with a trace, --rate is only the first rate tried
+    requests, config, slo = _common(o, o.trace, first_rate, count)
     confirm = None
-    if trace is None:  # generated: the confirming run draws fresh requests, CONFIRM_REPEATS times as many
+    if o.trace is None:  # generated: the confirming run draws fresh requests, CONFIRM_REPEATS times as many
         if count * CONFIRM_REPEATS > MAX_REQUESTS:
             raise input_error("--requests", "requests", f"at most {MAX_REQUESTS // CONFIRM_REPEATS} for a search (a "
                               f"capacity is confirmed on {CONFIRM_REPEATS} times as many), got {count}")
-        requests = make_requests(None, 1.0, count, prompt, output, seed, arrivals)
-        confirm = make_requests(None, 1.0, count * CONFIRM_REPEATS, prompt, output, seed, arrivals)
-    if out is not None:
-        check_output_folder(out)
+        requests = make_requests(None, 1.0, count, o.prompt, o.output, o.seed, o.arrivals)
+        confirm = make_requests(None, 1.0, count * CONFIRM_REPEATS, o.prompt, o.output, o.seed, o.arrivals)
+    if o.out is not None:
+        check_output_folder(o.out)
     mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
     bad = [m for m in mode_list if m not in ("colocated", "disaggregated")]
     if bad or not mode_list:
@@ -365,17 +395,18 @@ def _search(model: Model = None, topology: Topology = None,
     splits = strategies.split(",") if strategies is not None else list(STUDY_STRATEGIES)
     if not all(s.strip() for s in splits):
         raise MoesimError(f"--strategies '{strategies}': expected comma-separated splits, e.g. TP2EP16,TP4EP8")
-    assert model is not None and topology is not None
+    assert o.model is not None and o.topology is not None
     space = SearchSpace(
-        model, topology, tuple(normal_strategy(s.strip()) for s in splits), server_counts, mode_list,
+        o.model, o.topology, tuple(normal_strategy(s.strip()) for s in splits), server_counts, mode_list,
         tuple(_ratio(r, "--ratios") for r in ratios.split(",")) if ratios is not None else None,
-        algorithm, network, backend, parse_set(set_))
+        o.algorithm, o.network, o.backend, parse_set(o.set_))
     result = search(space, requests, config, slo, attainment=attainment, start_rps=rate,
-                    iterations=iterations, cache=StepCache(cache), executor=Executor(executor, workers, address),
-                    kv_backend=kv_backend, progress=_say(quiet), confirm=confirm)
-    if out is not None:
-        record_serving(out, result.records(), search_id=result.search_id, command=" ".join(["moesim", *sys.argv[1:]]))
-    if as_json:
+                    iterations=iterations, cache=StepCache(o.cache), executor=Executor(o.executor, workers, o.address),
+                    kv_backend=o.kv_backend, progress=_say(o.quiet), confirm=confirm)
+    if o.out is not None:
+        record_serving(o.out, result.records(), search_id=result.search_id,
+                       command=" ".join(["moesim", *sys.argv[1:]]))
+    if o.as_json:
         typer.echo(json.dumps(_search_record(result, slo, attainment), sort_keys=True, default=repr))
         return
     typer.echo(f"{len(result.candidates)} candidates ({len(result.skipped)} combinations left out); step costs: "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast, overload
 
 from moesim.errors import MoesimError
 from moesim.system.run import check_override
@@ -24,6 +24,27 @@ ROLES = BOTH, PREFILL, DECODE = ("both", "prefill", "decode")
 """What a replica serves: everything (colocated), only prefills, only decode steps (disaggregated)."""
 
 
+class _HasRun(Protocol):
+    @property
+    def run(self) -> RunSpec: ...
+
+
+class OfRun:
+    """A read-only attribute that is the same field of the object's ``run`` (its RunSpec template):
+    ``topology = OfRun()`` makes ``obj.topology`` ``obj.run.topology``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> OfRun: ...
+    @overload
+    def __get__(self, obj: _HasRun, owner: type | None = None) -> str: ...
+
+    def __get__(self, obj: _HasRun | None, owner: type | None = None) -> OfRun | str:
+        return self if obj is None else cast(str, getattr(obj.run, self.name))
+
+
 @dataclass(frozen=True)
 class ReplicaKind:
     """Everything a replica's step costs depend on: the run of one step on the replica's own cluster."""
@@ -32,13 +53,8 @@ class ReplicaKind:
     """The step runs' template: the replica's own cluster (``sub_topology``), its split, the deployment's
     run factors and overrides."""
 
-    @property
-    def topology(self) -> str:
-        return self.run.topology
-
-    @property
-    def strategy(self) -> str:
-        return self.run.strategy
+    topology = OfRun()
+    strategy = OfRun()
 
     @property
     def dp_ranks(self) -> int:
@@ -131,21 +147,10 @@ class Deployment:
         object.__setattr__(self, "prefill_strategy", None if prefill_strategy is None
                            else ParallelLayout.parse(prefill_strategy).name)
 
-    @property
-    def model(self) -> str:
-        return self.run.model
-
-    @property
-    def topology(self) -> str:
-        return self.run.topology
-
-    @property
-    def strategy(self) -> str:
-        return self.run.strategy
-
-    @property
-    def backend(self) -> str:
-        return self.run.backend
+    model = OfRun()
+    topology = OfRun()
+    strategy = OfRun()
+    backend = OfRun()
 
     @property
     def mode(self) -> str:

@@ -14,7 +14,6 @@ times the replay's cost.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from moesim.errors import input_error
@@ -47,22 +46,29 @@ class KvTransfers:
         self.owner: dict[int, int] = {}
         self.left: dict[int, int] = {}
         self.next_flow = 0
+        self.pairs: dict[tuple[tuple[int, ...], tuple[int, ...]], list[tuple[int, int, bool]]] = {}
+        """(source GPUs, destination GPUs) → each flow's (source, destination, under congestion control)."""
 
     @property
     def active(self) -> bool:
         return self.backend.active_flows > 0
 
-    def start(self, request: int, now_s: float, src_gpus: Sequence[int], dst_gpus: Sequence[int],
+    def start(self, request: int, now_s: float, src_gpus: tuple[int, ...], dst_gpus: tuple[int, ...],
               bytes_per_gpu: int) -> None:
         """Start request ``request``'s transfer at ``now_s``: one flow into every GPU of ``dst_gpus``."""
-        intra_cc = self.params.transport.intra_server_cc
-        for d, dst in enumerate(dst_gpus):
-            src = src_gpus[d % len(src_gpus)]
-            flow = Flow(self.next_flow, src, dst, bytes_per_gpu, intra_cc or not self.topology.same_server(src, dst))
-            self.owner[self.next_flow] = request
-            self.next_flow += 1
-            self.backend.start_flow(flow, now_s)
-        self.left[request] = len(dst_gpus)
+        pairs = self.pairs.get((src_gpus, dst_gpus))
+        if pairs is None:
+            intra_cc = self.params.transport.intra_server_cc
+            ends = [(src_gpus[d % len(src_gpus)], dst) for d, dst in enumerate(dst_gpus)]
+            pairs = self.pairs[src_gpus, dst_gpus] = [
+                (src, dst, intra_cc or not self.topology.same_server(src, dst)) for src, dst in ends]
+        start_flow, owner, flow_id = self.backend.start_flow, self.owner, self.next_flow
+        for src, dst, cc in pairs:
+            owner[flow_id] = request
+            start_flow(Flow(flow_id, src, dst, bytes_per_gpu, cc), now_s)
+            flow_id += 1
+        self.next_flow = flow_id
+        self.left[request] = len(pairs)
 
     def next_event_s(self, horizon_s: float) -> float:
         """The backend's next event; ``horizon_s`` is the earliest time another transfer may start."""

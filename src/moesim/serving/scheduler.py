@@ -39,7 +39,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -83,8 +83,7 @@ class Book:
         self.swapped_tokens = [0] * n
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """A planned forward pass: prefill chunks (request, tokens) and the number of decoding sequences."""
 
     chunks: tuple[tuple[int, int], ...]

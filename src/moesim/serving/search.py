@@ -3,7 +3,8 @@
 Candidates are every split, server count and mode asked for: colocated replicas of each split, and, when
 disaggregation is searched, every prefill:decode division of the servers with a split per side
 (DistServe searches each phase's parallelism the same way). All their step grids are filled in one
-batch of runs on the executor (``local`` or ``ray``); replays then run here on the warm costs.
+batch of runs on the executor (``local`` or ``ray``); the candidates' replays then run on the warm costs, in this
+process or in local worker processes (``replay_workers``), with the same results.
 
 A candidate's capacity is the highest arrival rate it sustains (``metrics``: throughput within
 ``SUSTAIN_TOLERANCE`` of the arrival rate over the steady-state window, TTFT not growing) while at least
@@ -29,8 +30,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import multiprocessing
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from moesim.errors import MoesimError, input_error
+from moesim.experiments.executors.local import refuse_when_importing_main
 from moesim.schema import default_of
 from moesim.serving.costs import FillReport, Grid, StepCache, StepCosts, progress_lines
 from moesim.serving.deployment import (
@@ -305,6 +311,75 @@ def capacity(deployment: Deployment, base: Requests, config: SchedulerConfig, sl
 Progress = Callable[[str], None]
 
 
+def replay_workers(executor: Executor) -> int:
+    """Processes replaying candidates at once: the local executor's workers (None: one per CPU); one (this
+    process) for a cluster executor, whose workers simulate steps."""
+    if executor.name != "local":
+        return 1
+    return executor.workers or os.cpu_count() or 1
+
+
+@dataclass(frozen=True, eq=False)
+class _CapacityTask:
+    """Every candidate's capacity search (``capacity``) on the same warm step costs: in this process, or spread
+    over worker processes (spawned, each receiving the costs and requests once), the costliest candidates first
+    (disaggregated, then more servers: KV transfers and more replicas lengthen a replay). Each search is the
+    same computation wherever it runs, so the results do not depend on the workers."""
+
+    candidates: list[Deployment]
+    base: Requests
+    config: SchedulerConfig
+    slo: Slo
+    costs: dict[ReplicaKind, StepCosts]
+    attainment: float
+    start_rps: float | None
+    iterations: int
+    kv_backend: str
+    longer: Requests
+
+    def one(self, i: int) -> Candidate:
+        return capacity(self.candidates[i], self.base, self.config, self.slo, self.costs, self.attainment,
+                        self.start_rps, self.iterations, self.kv_backend, self.longer)
+
+    def run(self, workers: int) -> Iterator[tuple[int, Candidate]]:
+        """Each candidate's index and search, as each finishes."""
+        n = len(self.candidates)
+        if workers <= 1 or n <= 1:
+            yield from ((i, self.one(i)) for i in range(n))
+            return
+        refuse_when_importing_main()  # a script without a main guard, imported again by a spawned worker
+        order = sorted(range(n), key=lambda i: (self.candidates[i].disaggregate is None,
+                                                -self.candidates[i].num_gpus, i))
+        pool = ProcessPoolExecutor(min(workers, n), mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_hold_task, initargs=(self,))
+        try:
+            futures = {pool.submit(_capacity_of, i): i for i in order}
+            for future in as_completed(futures):
+                try:
+                    yield futures[future], future.result()
+                except BrokenProcessPool:
+                    raise MoesimError("serve search: a worker process replaying candidates died (killed or out of "
+                                      "memory; or a script calling moesim.serve_search without an `if __name__ == "
+                                      "\"__main__\":` guard: workers are spawned and import it again); --workers 1 "
+                                      "replays in this process") from None
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+_TASK: _CapacityTask | None = None
+"""A worker process's ``_CapacityTask`` (set once by the pool's initializer)."""
+
+
+def _hold_task(task: _CapacityTask) -> None:
+    global _TASK
+    _TASK = task
+
+
+def _capacity_of(i: int) -> Candidate:
+    assert _TASK is not None
+    return _TASK.one(i)
+
+
 def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo, *, attainment: float = 0.9,
            start_rps: float | None = None, iterations: int = 6, cache: StepCache | None = None,
            executor: Executor = Executor(workers=None), kv_backend: str = "flow",
@@ -332,13 +407,15 @@ def search(space: SearchSpace, base: Requests, config: SchedulerConfig, slo: Slo
     say = progress or (lambda _line: None)
     say(f"serve search: {len(candidates)} candidates, {len(kind_grids)} replica kinds to cost")
     costs, report = step_costs(kind_grids, cache or StepCache(), executor, progress_lines(say))
-    results = []
-    for d in candidates:
-        c = capacity(d, base, config, slo, costs, attainment, start_rps, iterations, kv_backend, longer)
-        results.append(c)
+    found: dict[int, Candidate] = {}
+    task = _CapacityTask(candidates, base, config, slo, costs, attainment, start_rps, iterations, kv_backend, longer)
+    for i, c in task.run(replay_workers(executor)):
+        found[i] = c
+        d = c.deployment
         say(f"{d.label()}: {c.goodput_per_gpu_rps:.4g} goodput/s per GPU "
             f"({len(c.evaluations)} rates tried{'; no upper bound found' if c.unbounded else ''}"
             f"{'; runs too short to bound it' if c.conservative else ''})")
+    results = [found[i] for i in range(len(candidates))]  # candidate order, then ranked (a stable sort)
     results.sort(key=lambda c: (-c.goodput_per_gpu_rps, c.deployment.num_gpus, c.deployment.label()))
     settings = {"attainment": attainment, "start_rps": start_rps, "iterations": iterations, "kv_backend": kv_backend,
                 "requests": len(base), "requests_source": base.source, "scheduler": config.key(), "slo": asdict(slo)}

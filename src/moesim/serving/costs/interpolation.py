@@ -105,10 +105,14 @@ class StepCosts:
 
     def decode(self, batch: float, context: float, count: bool = True) -> float:
         """One decode step of ``batch`` sequences at mean context ``context`` (bilinear)."""
-        j = min(max(bisect.bisect_right(self.dec_c, context) - 1, 0), len(self.dec_c) - 2)
-        lo, i = _interp(self.dec_b, self.dec_t[j], batch)
-        hi, _ = _interp(self.dec_b, self.dec_t[j + 1], batch)
-        c0, c1 = self.dec_c[j], self.dec_c[j + 1]
+        cs, xs = self.dec_c, self.dec_b
+        j = min(max(bisect.bisect_right(cs, context) - 1, 0), len(cs) - 2)
+        i = min(max(bisect.bisect_right(xs, batch) - 1, 0), len(xs) - 2)  # _interp's cell, one for both rows
+        dx, width = batch - xs[i], xs[i + 1] - xs[i]
+        low, high = self.dec_t[j], self.dec_t[j + 1]
+        lo = low[i] + (low[i + 1] - low[i]) * dx / width
+        hi = high[i] + (high[i + 1] - high[i]) * dx / width
+        c0, c1 = cs[j], cs[j + 1]
         if count:
             self._use(("decode", i, j), batch, context)
         return lo + (hi - lo) * (context - c0) / (c1 - c0)
