@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import statistics
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("accuracy_bench", ROOT / "benchmarks" / "accuracy.py")
 assert _spec is not None and _spec.loader is not None
 bench = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = bench  # dataclasses look their module up while the file runs
 _spec.loader.exec_module(bench)
 
 NIC_TOPOLOGIES = ("1", "2", "3", "4", "5")  # topology 6 has no NIC: every network mode is one simulation
