@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from moesim.network import BACKENDS
@@ -42,3 +46,15 @@ def all_to_all(backend_name: str, mode: str, size_bytes: int, n: int = 8, topolo
         t = backend.next_completion_s(None)
         done += [t] * len(backend.advance_to(t))
     return done, backend
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """The script ``benchmarks/<name>.py`` as a module (registered first: its dataclasses look their module up
+    while the file runs)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -4,22 +4,17 @@ docs/deployments.md prints exactly the bench's commands."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 import typer
+from helpers import load_benchmark
 
 from moesim.cli import app
 from moesim.system.run import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("bench_deployments", ROOT / "benchmarks" / "bench_deployments.py")
-assert _spec is not None and _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = bench  # dataclasses look their module up while the file runs
-_spec.loader.exec_module(bench)
+bench = load_benchmark("bench_deployments")
 
 RUN = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
 

@@ -11,14 +11,13 @@ reached figure, and a guard holds the documented figure so the tier cannot silen
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import load_benchmark
 
 from moesim.analysis.accuracy import per_configuration, statistics_agreement, summarise
 from moesim.analysis.findings import findings
@@ -29,11 +28,7 @@ from moesim.experiments import run_sweep, study_matrix
 pytestmark = pytest.mark.slow  # the quick tier (-m 'not slow') leaves this module out: its fixtures take minutes
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("accuracy_bench", ROOT / "benchmarks" / "accuracy.py")
-assert _spec is not None and _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = bench  # dataclasses look their module up while the file runs
-_spec.loader.exec_module(bench)
+bench = load_benchmark("accuracy")
 
 NIC_TOPOLOGIES = ("1", "2", "3", "4", "5")  # topology 6 has no NIC: every network mode is one simulation
 

@@ -3,22 +3,16 @@ the stored matrix without touching its other rows."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from analysis_data import write_store
+from helpers import load_benchmark
 
-from tests.analysis.analysis_data import write_store
-
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("accuracy_bench", ROOT / "benchmarks" / "accuracy.py")
-assert _spec is not None and _spec.loader is not None
-accuracy = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = accuracy  # dataclasses look their module up while the file runs
-_spec.loader.exec_module(accuracy)
+ROOT = Path(__file__).resolve().parents[2]
+accuracy = load_benchmark("accuracy")
 
 HPCC = ("ib_hpcc", "roce_hpcc")
 
@@ -60,10 +54,11 @@ def test_a_partial_regeneration_replaces_its_rows_and_keeps_every_other_row(tmp_
 
 def _reference(model: str, error: dict[tuple[str, str], float]) -> object:
     """One model's packet rows and fluid rows off by ``error`` per (algorithm, network), as a Reference."""
+    from analysis_data import study_rows
+
     from moesim.analysis.accuracy import per_configuration
     from moesim.analysis.bands import family_of, row_spec
     from moesim.analysis.results import as_table
-    from tests.analysis.analysis_data import study_rows
 
     rows = [r for r in study_rows((model,)) if r["topology"] == "1" and r["strategy"] in ("TP2EP16", "TP4EP8")
             and r["network"] in ("ib_cc0", "roce_dcqcn")]
