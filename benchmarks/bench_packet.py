@@ -1,7 +1,7 @@
 """CPU time of the packet backend on a fixed set of V4 Flash study runs, and their bit-identity.
 
     python benchmarks/bench_packet.py [--runs all|quick|T/STRATEGY/ALGO/NET,...] [--repeat N]
-                                      [--baseline-rev REV] [--tokens N]
+                                      [--baseline-rev REV | --baseline-src DIR] [--tokens N]
 
 Each run is simulated in a fresh process (the kernel is loaded, or compiled, before the clock starts)
 and reports the process CPU time of the run, the kernel's share (CPU time inside the compiled loop),
@@ -10,8 +10,10 @@ study's 4096 tokens is compared to the bit with the stored matrix (benchmarks/re
 packet_v4_flash.parquet). With ``--baseline-rev REV`` the tree at git revision REV of the repository it
 is run from (``git archive``, no worktree is touched) runs each configuration too, alternately with the
 current tree so that both see the same load; it then prints per run the median CPU times and their
-ratio. Exits non-zero when the trees (or repeats) give different wall times; a run whose stored wall
-time differs in both trees is reported, not failed (the matrix predates the tree).
+ratio. ``--baseline-src DIR`` compares against a ``src`` directory on disk instead (e.g. a patched copy
+for an ablation: research/packet-event-cost.md). Exits non-zero when the trees (or repeats) give
+different wall times; a run whose stored wall time differs in both trees is reported, not failed (the
+matrix predates the tree).
 """
 
 from __future__ import annotations
@@ -116,7 +118,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", default="all", help="all, quick (the first three) or a comma-separated list")
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--baseline-rev", default=None, help="git revision to compare against (e.g. main)")
+    baseline = ap.add_mutually_exclusive_group()
+    baseline.add_argument("--baseline-rev", default=None, help="git revision to compare against (e.g. main)")
+    baseline.add_argument("--baseline-src", default=None, type=Path,
+                          help="a src directory to compare against (e.g. a patched copy for an ablation)")
     ap.add_argument("--tokens", type=int, default=None, help="tokens per run (default: the study's 4096)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -129,6 +134,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench_packet_") as tmp:
         if args.baseline_rev:
             trees = {"baseline": export_rev(args.baseline_rev, Path(tmp)), **trees}
+        elif args.baseline_src:
+            if not (args.baseline_src / "moesim" / "__init__.py").is_file():
+                sys.exit(f"bench_packet: --baseline-src {args.baseline_src}: not a src directory (no moesim package)")
+            trees = {"baseline": args.baseline_src.resolve(), **trees}
         failed = False
         ratios = []
         print(f"{'run':34s} " + " ".join(f"{name + ' CPU s (kernel)':>26s}" for name in trees)
@@ -152,6 +161,8 @@ def main() -> None:
             if "baseline" in cpu:
                 ratios.append(ratio)
             ev, pk = int(cur["events"]), int(cur["data_packets"])
+            if "baseline" in samples and int(samples["baseline"][-1]["events"]) != ev:  # e.g. an ablation
+                verdict += f", baseline {int(samples['baseline'][-1]['events']) / max(pk, 1):.2f} events/pkt"
             print(f"{run:34s} " + " ".join(f"{cpu[name]:18.2f} ({kern[name]:5.2f})" for name in trees)
                   + f"  {ratio:5.2f}  {ev / max(pk, 1):10.2f}  {kern['current'] * 1e9 / max(ev, 1):8.1f}  "
                   + f"{wall!r}  {verdict}", flush=True)
