@@ -25,15 +25,18 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from moesim.analysis.bands import ErrorBands, load_bands, row_spec
 from moesim.analysis.confidence import Ordering, most_exact, orderings, unresolved
 from moesim.analysis.refine_cost import CostModel, cost_model, family, simulated_share, work
-from moesim.analysis.results import MODEL, load_results
+from moesim.analysis.refine_reuse import NONE, StoredRows, adopt, store_row
+from moesim.analysis.results import MODEL, as_table, load_results
 from moesim.analysis.study import analyse
 from moesim.errors import MoesimError
 from moesim.experiments.inputs import input_hash
@@ -94,13 +97,29 @@ class Plan:
     """Estimated simulation time of the cheapest ordering left out (None: none left out, or none can move)."""
     cost_source: str = ""
     """Where the cost estimate's figures come from (``CostModel.source``)."""
+    reused: tuple[tuple[RunSpec, str, Mapping[str, Any]], ...] = ()
+    """Runs taken from stored references (spec, simulation key, stored row): no simulation."""
+    open_after_reuse: int | None = None
+    """Orderings unresolved once ``reused`` is stored (None: as ``unresolved``)."""
+    reuse_source: Mapping[str, str] = field(default_factory=dict)
+    """The file each reused key comes from."""
+
+    @property
+    def still_open(self) -> int:
+        """Orderings unresolved once the reused rows are stored, before any run."""
+        return self.unresolved if self.open_after_reuse is None else self.open_after_reuse
 
     def lines(self, backend: str, parallel: int) -> list[str]:
         left = self.unresolved - self.settled
         workers = f"{parallel} worker{'s' if parallel > 1 else ''}"
-        line = (f"{self.unresolved} orderings unresolved at this fidelity; {len(self.runs)} {backend} runs settle "
-                f"{self.settled} of them (estimated {_duration(self.estimated_s / parallel)} on {workers}"
-                + (f", {self.cost_source})" if self.cost_source else ")"))
+        line = f"{self.unresolved} orderings unresolved at this fidelity; "
+        if self.reused:
+            files = ", ".join(sorted(set(self.reuse_source.values())))
+            line += (f"{len(self.reused)} {backend} rows of stored references with the same inputs ({files}) "
+                     f"leave {self.open_after_reuse}; ")
+        line += (f"{len(self.runs)} {backend} runs settle {self.settled} of them (estimated "
+                 f"{_duration(self.estimated_s / parallel)} on {workers}"
+                 + (f", {self.cost_source})" if self.cost_source else ")"))
         if left:
             line += f"; {left} left: over the budget, or no run of them can move to {backend}"
         out = [line]
@@ -164,31 +183,63 @@ def _candidates(o: Ordering, rows: dict[tuple[str, ...], list[dict[str, Any]]], 
     return out
 
 
-def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: int, bands: ErrorBands,
-         skip: frozenset[str] = frozenset(), model: CostModel | None = None,
-         announce: Callable[[str], object] | None = None, ensemble: int = 0) -> Plan:
-    """Which runs of the store in ``directory`` to redo on ``backend`` (module docstring: the order), leaving
-    out the simulation keys in ``skip`` (runs this refine already tried). ``model`` (default: measured from
-    the store's rows on ``backend``, else calibrated on this machine) estimates each run's cost. With
-    ``ensemble`` ≥ 2 every run comes with its ensemble members (``--ensemble K``)."""
-    every = load_results(directory)
-    table = most_exact(every, bands)
-    a = analyse(table, with_architecture=False)
+def _judged(table: pa.Table, bands: ErrorBands) -> tuple[list[Ordering], dict[tuple[str, ...], list[dict[str, Any]]],
+                                                         tuple[str, ...]]:
+    """The unresolved orderings of ``table`` (most exact backend per configuration), and its runs by
+    configuration (the model and the factors) under the factor names ``keys``."""
+    a = analyse(most_exact(table, bands), with_architecture=False)
     open_ = unresolved(orderings(a, bands))
     runs = a.seed_runs if a.seed_runs is not None else a.table
     keys = tuple(c for c in (MODEL, *a.factors) if c in runs.column_names)
     rows: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for r in runs.to_pylist():
         rows.setdefault(tuple(str(r[k]) for k in keys), []).append(r)
-    if model is None and open_:
-        model = cost_model(backend, every.to_pylist(), announce)
+    return open_, rows, keys
+
+
+def _with_stored(raw: pa.Table, bands: ErrorBands, backend: str, costs: _Costs, stored: StoredRows, ensemble: int
+                 ) -> tuple[pa.Table, list[tuple[RunSpec, str, Mapping[str, Any]]]]:
+    """``raw`` (the store's rows) with the stored references' rows of the runs that settle its unresolved
+    orderings, judged again until no more are found; and those (spec, key, stored row)."""
+    taken: dict[str, tuple[RunSpec, str, Mapping[str, Any]]] = {}
+    table = as_table(raw)
+    while stored.rows:
+        open_, rows, keys = _judged(table, bands)
+        new = {c.key: (c.spec, c.key, row) for o in open_
+               for c in _candidates(o, rows, keys, backend, bands, costs, ensemble)
+               if c.key not in taken and (row := stored.get(c.key)) is not None}
+        if not new:
+            break
+        taken.update(new)
+        extra = pa.Table.from_pylist([store_row(s, k, r, raw.column_names) for s, k, r in taken.values()],
+                                     schema=raw.schema)
+        table = as_table(pa.concat_tables([raw, extra]))
+    return table, list(taken.values())
+
+
+def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: int, bands: ErrorBands,
+         skip: frozenset[str] = frozenset(), model: CostModel | None = None,
+         announce: Callable[[str], object] | None = None, ensemble: int = 0, stored: StoredRows = NONE) -> Plan:
+    """Which runs of the store in ``directory`` to redo on ``backend`` (module docstring: the order), leaving
+    out the simulation keys in ``skip`` (runs this refine already tried). ``model`` (default: measured from
+    the store's rows on ``backend``, else calibrated on this machine) estimates each run's cost. With
+    ``ensemble`` ≥ 2 every run comes with its ensemble members (``--ensemble K``). A run whose key ``stored``
+    holds is taken from it (``Plan.reused``), and the orderings are judged with those rows before the rest
+    is planned."""
+    raw = load_results(directory, include_failed=True)
+    every = as_table(raw)
+    first = unresolved_count = len(_judged(every, bands)[0])
+    if model is None and first:
+        model = cost_model(backend, [*every.to_pylist(), *(r for r in stored.rows.values())], announce)
     costs = _Costs(backend, model or CostModel(0.0, 0.0, ""))
+    every, reused = _with_stored(raw, bands, backend, costs, stored, ensemble) if first else (every, [])
+    open_, rows, keys = _judged(every, bands)
     todo = {o.statistic: [c for c in _candidates(o, rows, keys, backend, bands, costs, ensemble) if c.key not in skip]
             for o in open_}
     todo = {k: v for k, v in todo.items() if v}
     chosen: dict[str, Candidate] = {}
     order: list[Candidate] = []
-    spent, settled = 0.0, 0
+    spent, settled = 0.0, unresolved_count - len(open_)
     cheapest: float | None = None
     limit = None if budget_s is None else budget_s * parallel
     while todo:
@@ -211,7 +262,8 @@ def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: 
         if (c.spec.key(), c.key) not in seen:
             seen.add((c.spec.key(), c.key))
             ordered.append(c)
-    return Plan(tuple(ordered), len(open_), settled, spent, cheapest, model.source if model else "")
+    return Plan(tuple(ordered), unresolved_count, settled, spent, cheapest, model.source if model else "",
+                tuple(reused), len(open_), {k: stored.source[k] for _, k, _ in reused})
 
 
 @dataclass(frozen=True)
@@ -226,12 +278,14 @@ class RefineSummary:
 def refine(directory: str | Path, backend: str | None = None, budget_s: float | None = 1800.0,
            executor: str = "local", workers: int | None = None, address: str | None = None,
            progress: str = "auto", command: str | None = None, bands: ErrorBands | None = None,
-           announce: Callable[[str], object] | None = None, ensemble: int = 0) -> RefineSummary:
+           announce: Callable[[str], object] | None = None, ensemble: int = 0,
+           stored: StoredRows = NONE) -> RefineSummary:
     """Rerun on ``backend`` (default: the bands' reference, packet) the runs that settle the unresolved
     orderings of the store in ``directory``, within ``budget_s`` of estimated wall time; rounds repeat while
     new orderings turn unresolved and budget is left. ``announce`` (a callable) receives progress lines. With
-    ``ensemble`` ≥ 2 each run is joined by its ensemble members 1..ensemble−1, in the same round."""
-    from moesim.experiments.runner import run_sweep
+    ``ensemble`` ≥ 2 each run is joined by its ensemble members 1..ensemble−1, in the same round. Runs whose
+    key ``stored`` holds are copied from it (``moesim.analysis.refine_reuse``), not simulated."""
+    from moesim.experiments.runner import _command_line, run_sweep
     from moesim.network.base import BACKENDS
 
     bands = bands or load_bands()
@@ -245,11 +299,15 @@ def refine(directory: str | Path, backend: str | None = None, budget_s: float | 
     failures: list[tuple[str, str]] = []
     while True:
         left = None if budget_s is None else budget_s - (time.monotonic() - t0)
-        p = plan(directory, target, left, parallel, bands, frozenset(tried), announce=say, ensemble=ensemble)
+        p = plan(directory, target, left, parallel, bands, frozenset(tried), announce=say, ensemble=ensemble,
+                 stored=stored)
         if not tried or p.runs:
             say("\n".join(p.lines(target, parallel)))
+        if p.reused:
+            n = adopt(directory, p.reused, command or _command_line())
+            say(f"{n} {target} row{'s' if n != 1 else ''} copied from stored references with the same inputs")
         if not p.runs:
-            return RefineSummary(ran, tuple(failures), p.unresolved)
+            return RefineSummary(ran, tuple(failures), p.still_open)
         batch = _first(p.runs, parallel * 2 ** rounds)
         rounds += 1
         if len(batch) < len(p.runs):
