@@ -169,6 +169,10 @@ def test_rows_of_one_simulation_on_both_sides_carry_no_band():
     ranking = f"S_full {MODEL} topology ranking"
     o = next(o for o in orderings(analyse(as_table(rows)), BANDS) if o.statistic == ranking)
     assert o.order == "1 < 2" and o.resolved  # log 1.075 > (1 − 3 / 4.3) × log 1.15 = log 1.043
+    rows[3]["wall_s"] = 3.001  # the same hash with another result (a store filled by other code): not coupled
+    (p,) = next(o for o in orderings(analyse(as_table(rows)), BANDS) if o.statistic == ranking).pairs
+    assert p.band == pytest.approx(0.15)
+    rows[3]["wall_s"] = 3.0
     for r in rows:
         r["input_hash"] = r["topology"] + r["strategy"]  # four simulations: the whole weight takes log 1.15
     (p,) = next(o for o in orderings(analyse(as_table(rows)), BANDS) if o.statistic == ranking).pairs

@@ -51,8 +51,8 @@ BAND = "wall_band_s"
 KEY = "band_key"
 """Column added to the analysed table: the index of the row's (backend, family) in ``Paired.keys``."""
 SIM = "simulation_key"
-"""Column added to the analysed table: which simulation the row is (its input hash; each row its own
-without one). Rows of one simulation carry the same result, so the same error."""
+"""Column added to the analysed table: which simulation the row is (its input hash and wall time; each row its
+own without a hash). Rows of one simulation carry the same result, so the same error."""
 REF = "reference_wall_s"
 """Column of a table being calibrated (``calibrate``): each row's wall time on the reference backend."""
 
@@ -293,8 +293,9 @@ def _with_keys(table: pa.Table, bands: ErrorBands) -> tuple[pa.Table, Paired]:
     distinct = list(dict.fromkeys(keys))
     index = {k: i for i, k in enumerate(distinct)}
     out = table.drop_columns([c for c in (KEY, SIM) if c in table.column_names])
-    sims = table.column("input_hash").to_pylist() if "input_hash" in table.column_names else [None] * table.num_rows
-    sims = [str(h) if h else f"row {i}" for i, h in enumerate(sims)]
+    hashes = table.column("input_hash").to_pylist() if "input_hash" in table.column_names else [None] * table.num_rows
+    walls = table.column("wall_s").to_pylist()  # with the hash: rows a store got from different code stay apart
+    sims = [f"{h} {w!r}" if h else f"row {i}" for i, (h, w) in enumerate(zip(hashes, walls, strict=True))]
     out = out.append_column(KEY, pa.array([index[k] for k in keys], pa.int64()))
     return out.append_column(SIM, pa.array(sims, pa.string())), Paired(bands, distinct)
 
