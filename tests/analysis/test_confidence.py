@@ -158,6 +158,31 @@ def test_a_packet_row_next_to_a_fluid_row_carries_only_the_fluid_band():
     assert _given(orderings(analyse(as_table(rows)), BANDS)).resolved
 
 
+def test_rows_of_one_simulation_on_both_sides_carry_no_band():
+    # topology 1 vs 2 over both strategies; their TP4EP8 runs are one simulation (equal input hash, 3 s each), so
+    # that share of the two means errs alike. Mean 2.0 vs 2.15 s: margin log 1.075; the coupling pairs 3 / 4.3 of
+    # each side's weight with its twin (d = 0), and the remaining 1 − 3 / 4.3 with the family band log 1.15
+    walls = {("1", "TP2EP16"): 1.0, ("2", "TP2EP16"): 1.3, ("1", "TP4EP8"): 3.0, ("2", "TP4EP8"): 3.0}
+    rows = _rows(walls)
+    for r, h in zip(rows, ("a", "b", "twin", "twin"), strict=True):
+        r["input_hash"] = h
+    ranking = f"S_full {MODEL} topology ranking"
+    o = next(o for o in orderings(analyse(as_table(rows)), BANDS) if o.statistic == ranking)
+    assert o.order == "1 < 2" and o.resolved  # log 1.075 > (1 − 3 / 4.3) × log 1.15 = log 1.043
+    rows[3]["wall_s"] = 3.001  # the same hash with another result (a store filled by other code): not coupled
+    (p,) = next(o for o in orderings(analyse(as_table(rows)), BANDS) if o.statistic == ranking).pairs
+    assert p.band == pytest.approx(0.15)
+    rows[3]["wall_s"] = 3.0
+    for r in rows:
+        r["input_hash"] = r["topology"] + r["strategy"]  # four simulations: the whole weight takes log 1.15
+    (p,) = next(o for o in orderings(analyse(as_table(rows)), BANDS) if o.statistic == ranking).pairs
+    assert p.margin == pytest.approx(0.075) and p.band == pytest.approx(0.15)
+    rows[3]["input_hash"] = rows[2]["input_hash"]  # the twin again, with a smaller gap: unresolved by the rest
+    rows[1]["wall_s"] = 1.15  # margin log 1.0375 <= (1 − 3 / 4.15) × log 1.15
+    (p,) = next(o for o in orderings(analyse(as_table(rows)), BANDS) if o.statistic == ranking).pairs
+    assert p.band == pytest.approx(math.expm1((1 - 3 / 4.15) * TWO))
+
+
 def test_the_fastest_configuration_is_unresolved_while_another_run_reaches_its_band():
     ords = {o.statistic: o for o in orderings(analyse(as_table(_grid(1.1))), BANDS)}
     fastest = ords[f"S_full {MODEL} fastest at"]

@@ -24,7 +24,7 @@ from analysis_data import write_store
 
 from moesim import __version__
 from moesim.analysis.bands import BackendBands, Band, ErrorBands, load_bands, row_spec
-from moesim.analysis.refine import parse_budget, plan, refine
+from moesim.analysis.refine import Candidate, choose, parse_budget, plan, refine
 from moesim.analysis.refine_cost import CostModel, calibrate, cost_model, simulated_share, work
 from moesim.analysis.report import build_report
 from moesim.analysis.results import load_store_meta
@@ -166,6 +166,22 @@ def test_the_plan_takes_whole_orderings_cheapest_first_within_the_budget(tmp_pat
     enough = parse_budget(hint.split("--budget ")[1].split()[0])
     assert enough is not None and enough >= by_strategy[cheap]
     assert plan(store, "packet", enough, 1, bands, model=model).runs == small.runs
+
+
+def test_the_plan_counts_a_run_shared_by_two_orderings_once_and_takes_the_most_orderings_per_second():
+    # orderings: one needs run a (6 s); two needs a and b (1 s more); three needs c (4 s). In 7 s, taking two's
+    # runs settles one and two (3.5 s per ordering); three alone (4 s) leaves no room for a, settling one ordering
+    run = {k: Candidate(RunSpec("deepseek-v4-flash", t, "TP2EP16", backend="packet"), k, cost)
+           for k, t, cost in (("a", "1", 6.0), ("b", "2", 1.0), ("c", "3", 4.0))}
+    todo = {"one": [run["a"]], "two": [run["a"], run["b"]], "three": [run["c"]]}
+    runs, spent, settled, cheapest = choose(todo, 7.0)
+    assert [c.key for c in runs] == ["a", "b"] and spent == 7.0 and settled == 2 and cheapest == 11.0
+    runs, spent, settled, cheapest = choose(todo, None)
+    assert [c.key for c in runs] == ["a", "b", "c"] and spent == 11.0 and settled == 3 and cheapest is None
+    # two runs of one simulation (topology 6 under two network modes) are both taken, and paid once
+    twin = Candidate(RunSpec("deepseek-v4-flash", "1", "TP2EP16", network="ib_hpcc", backend="packet"), "a", 6.0)
+    runs, spent, settled, _ = choose({"one": [run["a"]], "four": [twin]}, 6.0)
+    assert [c.spec.network for c in runs] == ["ib_cc0", "ib_hpcc"] and spent == 6.0 and settled == 2
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("30m", 1800), ("2h", 7200), ("1h30m", 5400), ("90s", 90),

@@ -3,11 +3,13 @@
 An ordering of two runs A before B (wall times a ≤ b) is decided by their ratio, and the ratio's error is
 ε_B − ε_A with ε = log(backend / packet) per run. ``ErrorBands.pair_band`` bounds it by d(A, B): the paired
 band of the two runs' families (``moesim.analysis.bands``), the single-run band when one run is from packet
-level, 0 when both are. The ordering is *resolved* when log(b / a) > d and *unresolved at this fidelity*
+level, 0 when both are or when both are one simulation (equal input hash: equal results, equal errors). The ordering is *resolved* when log(b / a) > d and *unresolved at this fidelity*
 otherwise. For two means over rows, log(mean_B / mean_A) errs by (to first order) the wall-time-weighted
 mean of ε over B minus that over A, which equals Σ π_ij (ε_j − ε_i) for any coupling π of the two groups'
-weights, so Σ π_ij d(i, j) bounds it; the coupling pairs each family's weight with the same family on the
-other side first (their errors move together) and the rest in proportion. Averaging shrinks the error, so
+weights, so Σ π_ij d(i, j) bounds it; the coupling pairs each row's weight with rows of the same simulation
+(equal input hash, e.g. topology 6 under its four network modes) on the other side first, whose errors are
+equal (d = 0), then each family's weight with the same family (their errors move together), and the rest in
+proportion. Averaging shrinks the error, so
 that bound is multiplied by the backend's ``mean_factor``, calibrated on the studies of the stored references
 (``calibrate_studies``). The
 configurations that would
@@ -48,6 +50,9 @@ BAND = "wall_band_s"
 """Column added to the analysed table: a row's wall time times its relative band (seconds)."""
 KEY = "band_key"
 """Column added to the analysed table: the index of the row's (backend, family) in ``Paired.keys``."""
+SIM = "simulation_key"
+"""Column added to the analysed table: which simulation the row is (its input hash and wall time; each row its
+own without a hash). Rows of one simulation carry the same result, so the same error."""
 REF = "reference_wall_s"
 """Column of a table being calibrated (``calibrate``): each row's wall time on the reference backend."""
 
@@ -123,8 +128,8 @@ def _configs(t: pa.Table, factors: Sequence[str]) -> list[dict[str, str]]:
     return [{c: str(r[c]) for c in keep} for r in t.to_pylist() if r[BAND] > 0]
 
 
-Shares = dict[int, float]
-"""The wall-time share of each (backend, family) key among a group's rows."""
+Shares = dict[tuple[int, str], float]
+"""The wall-time share of each (``KEY``, ``SIM``) among a group's rows."""
 
 
 @dataclass(frozen=True)
@@ -161,12 +166,19 @@ class Paired:
         return self._cache[k]
 
     def between(self, a: Shares, b: Shares) -> float:
-        """The log band of the ratio of two means: Σ π_ij d(i, j) over the coupling that gives each key's
-        share the same key on the other side first and couples what is left in proportion."""
-        same = {k: min(w, b[k]) for k, w in a.items() if k in b}
+        """The log band of the ratio of two means: Σ π_ij d(i, j) over the coupling that pairs each
+        simulation's share with the same simulation on the other side first (equal errors: d = 0), then each
+        key's share with the same key, and couples what is left in proportion."""
+        twin = {ks: min(w, b[ks]) for ks, w in a.items() if ks in b}
+        ra: dict[int, float] = {}
+        rb: dict[int, float] = {}
+        for side, rest in ((a, ra), (b, rb)):
+            for (k, sim), w in side.items():
+                rest[k] = rest.get(k, 0.0) + w - twin.get((k, sim), 0.0)
+        same = {k: min(w, rb[k]) for k, w in ra.items() if k in rb}
         band = sum(w * self.d(k, k) for k, w in same.items())
-        ra = {k: w - same.get(k, 0.0) for k, w in a.items()}
-        rb = {k: w - same.get(k, 0.0) for k, w in b.items()}
+        ra = {k: w - same.get(k, 0.0) for k, w in ra.items()}
+        rb = {k: w - same.get(k, 0.0) for k, w in rb.items()}
         left = sum(ra.values())
         if left > 1e-12:
             band += sum(wa * wb * self.d(i, j) for i, wa in ra.items() for j, wb in rb.items()) / left
@@ -174,17 +186,17 @@ class Paired:
 
     def factor(self, a: Shares, b: Shares) -> float:
         """The ``mean_factor`` of the fast backends behind two means (the largest; exact rows have none)."""
-        fast = {self.keys[k][0] for k in (*a, *b)} - {self.bands.reference}
+        fast = {self.keys[k][0] for k, _ in (*a, *b)} - {self.bands.reference}
         return max((self.bands.mean_factor(name) for name in sorted(fast)), default=1.0)
 
 
 def _shares(t: pa.Table, by: Sequence[str]) -> dict[tuple[Any, ...], Shares]:
     """Per group of ``by``'s levels, the wall-time share of each key among its rows."""
     out: dict[tuple[Any, ...], Shares] = {}
-    cols = [t.column(c).to_pylist() for c in (*by, "wall_s", KEY)]
-    for *group, wall, key in zip(*cols, strict=True):
+    cols = [t.column(c).to_pylist() for c in (*by, "wall_s", KEY, SIM)]
+    for *group, wall, key, sim in zip(*cols, strict=True):
         g = out.setdefault(tuple(group), {})
-        g[key] = g.get(key, 0.0) + wall
+        g[key, sim] = g.get((key, sim), 0.0) + wall
     for g in out.values():
         total = sum(g.values())
         for k in g:
@@ -280,8 +292,12 @@ def _with_keys(table: pa.Table, bands: ErrorBands) -> tuple[pa.Table, Paired]:
     keys = row_keys(table, bands)
     distinct = list(dict.fromkeys(keys))
     index = {k: i for i, k in enumerate(distinct)}
-    out = table.drop_columns([KEY]) if KEY in table.column_names else table
-    return out.append_column(KEY, pa.array([index[k] for k in keys], pa.int64())), Paired(bands, distinct)
+    out = table.drop_columns([c for c in (KEY, SIM) if c in table.column_names])
+    hashes = table.column("input_hash").to_pylist() if "input_hash" in table.column_names else [None] * table.num_rows
+    walls = table.column("wall_s").to_pylist()  # with the hash: rows a store got from different code stay apart
+    sims = [f"{h} {w!r}" if h else f"row {i}" for i, (h, w) in enumerate(zip(hashes, walls, strict=True))]
+    out = out.append_column(KEY, pa.array([index[k] for k in keys], pa.int64()))
+    return out.append_column(SIM, pa.array(sims, pa.string())), Paired(bands, distinct)
 
 
 def orderings(a: Analysis, bands: ErrorBands, record: list[Comparison] | None = None) -> list[Ordering]:

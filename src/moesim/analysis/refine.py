@@ -7,11 +7,15 @@ packets it moves and the cost of a packet measured on this machine (``moesim.ana
 with equal inputs are simulated once and counted once. When the budget settles no ordering, the plan names the
 smallest budget that settles the cheapest one.
 
-Order (the most informative runs first): an ordering is settled only when all its runs are on the target
-backend, so whole orderings are taken, the cheapest remaining one first (runs already chosen for another
-ordering cost nothing again); an ordering that does not fit in what is left of the budget is skipped and
-the next one tried. The runs are executed in that order, so an interrupted refine has settled the
-cheapest orderings. They go in rounds of one, two, four, ... runs per worker; after each round the plan is
+Stored rows first: a run whose input hash a stored packet reference holds (``moesim.analysis.refine_reuse``)
+is copied from it, and the orderings are judged again with those rows before anything is planned.
+
+Order (the most orderings per estimated second first): an ordering is settled only when all its runs are on
+the target backend, so whole orderings are taken, greedily as a weighted set cover (``choose``): each step
+takes the ordering whose runs not yet chosen cost least per ordering they complete, counting a run shared by
+several orderings once; an ordering that does not fit in what is left of the budget is skipped and the next
+one tried. The runs are executed in that order, so an interrupted refine has settled the orderings that
+came cheapest. They go in rounds of one, two, four, ... runs per worker; after each round the plan is
 made again with the measured costs, so a budget the estimate misjudged stops the refine early (the rounds
 double, so there are few of them). When the chosen runs are done, the orderings are judged again (packet
 rows move the means) and the runs that settle newly unresolved ones are added while the budget lasts. The
@@ -25,15 +29,18 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from moesim.analysis.bands import ErrorBands, load_bands, row_spec
 from moesim.analysis.confidence import Ordering, most_exact, orderings, unresolved
 from moesim.analysis.refine_cost import CostModel, cost_model, family, simulated_share, work
-from moesim.analysis.results import MODEL, load_results
+from moesim.analysis.refine_reuse import NONE, StoredRows, adopt, store_row
+from moesim.analysis.results import MODEL, as_table, load_results
 from moesim.analysis.study import analyse
 from moesim.errors import MoesimError
 from moesim.experiments.inputs import input_hash
@@ -94,13 +101,29 @@ class Plan:
     """Estimated simulation time of the cheapest ordering left out (None: none left out, or none can move)."""
     cost_source: str = ""
     """Where the cost estimate's figures come from (``CostModel.source``)."""
+    reused: tuple[tuple[RunSpec, str, Mapping[str, Any]], ...] = ()
+    """Runs taken from stored references (spec, simulation key, stored row): no simulation."""
+    open_after_reuse: int | None = None
+    """Orderings unresolved once ``reused`` is stored (None: as ``unresolved``)."""
+    reuse_source: Mapping[str, str] = field(default_factory=dict)
+    """The file each reused key comes from."""
+
+    @property
+    def still_open(self) -> int:
+        """Orderings unresolved once the reused rows are stored, before any run."""
+        return self.unresolved if self.open_after_reuse is None else self.open_after_reuse
 
     def lines(self, backend: str, parallel: int) -> list[str]:
         left = self.unresolved - self.settled
         workers = f"{parallel} worker{'s' if parallel > 1 else ''}"
-        line = (f"{self.unresolved} orderings unresolved at this fidelity; {len(self.runs)} {backend} runs settle "
-                f"{self.settled} of them (estimated {_duration(self.estimated_s / parallel)} on {workers}"
-                + (f", {self.cost_source})" if self.cost_source else ")"))
+        line = f"{self.unresolved} orderings unresolved at this fidelity; "
+        if self.reused:
+            files = ", ".join(sorted(set(self.reuse_source.values())))
+            line += (f"{len(self.reused)} {backend} rows of stored references with the same inputs ({files}) "
+                     f"leave {self.open_after_reuse}; ")
+        line += (f"{len(self.runs)} {backend} runs settle {self.settled} of them (estimated "
+                 f"{_duration(self.estimated_s / parallel)} on {workers}"
+                 + (f", {self.cost_source})" if self.cost_source else ")"))
         if left:
             line += f"; {left} left: over the budget, or no run of them can move to {backend}"
         out = [line]
@@ -164,54 +187,109 @@ def _candidates(o: Ordering, rows: dict[tuple[str, ...], list[dict[str, Any]]], 
     return out
 
 
-def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: int, bands: ErrorBands,
-         skip: frozenset[str] = frozenset(), model: CostModel | None = None,
-         announce: Callable[[str], object] | None = None, ensemble: int = 0) -> Plan:
-    """Which runs of the store in ``directory`` to redo on ``backend`` (module docstring: the order), leaving
-    out the simulation keys in ``skip`` (runs this refine already tried). ``model`` (default: measured from
-    the store's rows on ``backend``, else calibrated on this machine) estimates each run's cost. With
-    ``ensemble`` ≥ 2 every run comes with its ensemble members (``--ensemble K``)."""
-    every = load_results(directory)
-    table = most_exact(every, bands)
-    a = analyse(table, with_architecture=False)
+def choose(todo: Mapping[str, Sequence[Candidate]], limit_s: float | None
+           ) -> tuple[tuple[Candidate, ...], float, int, float | None]:
+    """Greedy weighted set cover: the runs to take, in order, for the orderings ``todo`` (name → the runs that
+    settle it) within ``limit_s`` estimated seconds (None: no limit). Each step takes the runs of the ordering
+    whose runs not yet chosen cost least per ordering they complete (itself and every other ordering whose runs
+    are then all chosen; a run shared by several orderings is paid once); ties go to the cheaper, then to the
+    first name. An ordering that does not fit in what is left is passed over and the next one tried. Returns
+    the runs (each once, each with its ensemble members), their estimated seconds, the orderings they settle,
+    and the estimate with the cheapest ordering left out also taken (None: none left out)."""
+    runs: dict[str, dict[str, float]] = {}  # per ordering, the cost of each of its simulations
+    specs: dict[str, dict[str, Candidate]] = {}  # per simulation, every run of it (by spec) any ordering names
+    for name, v in todo.items():
+        for c in v:
+            runs.setdefault(name, {})[c.key] = c.cost_s
+            specs.setdefault(c.key, {}).setdefault(c.spec.key(), c)
+    left = {name: set(v) for name, v in runs.items()}  # each open ordering's simulations not yet chosen
+    pickable = set(runs)
+    chosen: dict[tuple[str, str], Candidate] = {}
+    spent, settled = 0.0, 0
+
+    def value(name: str) -> tuple[float, float, str]:
+        new = left[name]
+        cost = sum(runs[name][k] for k in new)
+        done = sum(1 for rest in left.values() if len(rest) <= len(new) and rest <= new)
+        return cost / done, cost, name
+
+    while pickable:
+        _, cost, name = min(value(n) for n in pickable)
+        if limit_s is not None and spent + cost > limit_s:
+            pickable.discard(name)
+            continue
+        new = set(left[name])
+        for key in sorted(new, key=list(runs[name]).index):  # in the order the ordering names them
+            chosen.update({(spec, key): c for spec, c in specs[key].items()})
+        spent += cost
+        for other in list(left):
+            left[other] -= new
+            if not left[other]:
+                settled += 1
+                del left[other]
+                pickable.discard(other)
+    rest = [sum(runs[name][k] for k in keys) for name, keys in left.items()]
+    return tuple(chosen.values()), spent, settled, spent + min(rest) if rest else None
+
+
+def _judged(table: pa.Table, bands: ErrorBands) -> tuple[list[Ordering], dict[tuple[str, ...], list[dict[str, Any]]],
+                                                         tuple[str, ...]]:
+    """The unresolved orderings of ``table`` (most exact backend per configuration), and its runs by
+    configuration (the model and the factors) under the factor names ``keys``."""
+    a = analyse(most_exact(table, bands), with_architecture=False)
     open_ = unresolved(orderings(a, bands))
     runs = a.seed_runs if a.seed_runs is not None else a.table
     keys = tuple(c for c in (MODEL, *a.factors) if c in runs.column_names)
     rows: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for r in runs.to_pylist():
         rows.setdefault(tuple(str(r[k]) for k in keys), []).append(r)
-    if model is None and open_:
-        model = cost_model(backend, every.to_pylist(), announce)
+    return open_, rows, keys
+
+
+def _with_stored(raw: pa.Table, bands: ErrorBands, backend: str, costs: _Costs, stored: StoredRows, ensemble: int
+                 ) -> tuple[pa.Table, list[tuple[RunSpec, str, Mapping[str, Any]]]]:
+    """``raw`` (the store's rows) with the stored references' rows of the runs that settle its unresolved
+    orderings, judged again until no more are found; and those (spec, key, stored row)."""
+    taken: dict[tuple[str, str], tuple[RunSpec, str, Mapping[str, Any]]] = {}  # by spec and simulation key
+    table = as_table(raw)
+    while stored.rows:
+        open_, rows, keys = _judged(table, bands)
+        new = {(c.spec.key(), c.key): (c.spec, c.key, row) for o in open_
+               for c in _candidates(o, rows, keys, backend, bands, costs, ensemble)
+               if (c.spec.key(), c.key) not in taken and (row := stored.get(c.key)) is not None}
+        if not new:
+            break
+        taken.update(new)
+        extra = pa.Table.from_pylist([store_row(s, k, r, raw.column_names) for s, k, r in taken.values()],
+                                     schema=raw.schema)
+        table = as_table(pa.concat_tables([raw, extra]))
+    return table, list(taken.values())
+
+
+def plan(directory: str | Path, backend: str, budget_s: float | None, parallel: int, bands: ErrorBands,
+         skip: frozenset[str] = frozenset(), model: CostModel | None = None,
+         announce: Callable[[str], object] | None = None, ensemble: int = 0, stored: StoredRows = NONE) -> Plan:
+    """Which runs of the store in ``directory`` to redo on ``backend`` (module docstring: the order), leaving
+    out the simulation keys in ``skip`` (runs this refine already tried). ``model`` (default: measured from
+    the store's rows on ``backend``, else calibrated on this machine) estimates each run's cost. With
+    ``ensemble`` ≥ 2 every run comes with its ensemble members (``--ensemble K``). A run whose key ``stored``
+    holds is taken from it (``Plan.reused``), and the orderings are judged with those rows before the rest
+    is planned."""
+    raw = load_results(directory, include_failed=True)
+    every = as_table(raw)
+    first = unresolved_count = len(_judged(every, bands)[0])
+    if model is None and first:
+        model = cost_model(backend, [*every.to_pylist(), *stored.rows.values()], announce,
+                           "this store and the stored references" if stored.rows else "this store")
     costs = _Costs(backend, model or CostModel(0.0, 0.0, ""))
+    every, reused = _with_stored(raw, bands, backend, costs, stored, ensemble) if first else (every, [])
+    open_, rows, keys = _judged(every, bands)
     todo = {o.statistic: [c for c in _candidates(o, rows, keys, backend, bands, costs, ensemble) if c.key not in skip]
             for o in open_}
     todo = {k: v for k, v in todo.items() if v}
-    chosen: dict[str, Candidate] = {}
-    order: list[Candidate] = []
-    spent, settled = 0.0, 0
-    cheapest: float | None = None
-    limit = None if budget_s is None else budget_s * parallel
-    while todo:
-        extra = {k: {c.key: c.cost_s for c in v if c.key not in chosen} for k, v in todo.items()}
-        name = min(todo, key=lambda k: sum(extra[k].values()))
-        cost = sum(extra[name].values())
-        if limit is None or spent + cost <= limit:
-            for c in todo[name]:
-                if c.key not in chosen:
-                    chosen[c.key] = c
-                order.append(c)
-            spent += cost
-            settled += 1
-        elif cheapest is None:
-            cheapest = spent + cost  # with what is chosen already: the budget that also takes this ordering
-        del todo[name]
-    seen: set[tuple[str, str]] = set()
-    ordered = []
-    for c in order:  # each run once (several orderings may name it), in the order its first ordering was taken
-        if (c.spec.key(), c.key) not in seen:
-            seen.add((c.spec.key(), c.key))
-            ordered.append(c)
-    return Plan(tuple(ordered), len(open_), settled, spent, cheapest, model.source if model else "")
+    ordered, spent, settled, cheapest = choose(todo, None if budget_s is None else budget_s * parallel)
+    return Plan(ordered, unresolved_count, unresolved_count - len(open_) + settled, spent, cheapest, model.source if model else "",
+                tuple(reused), len(open_), {k: stored.source[k] for _, k, _ in reused})
 
 
 @dataclass(frozen=True)
@@ -226,12 +304,14 @@ class RefineSummary:
 def refine(directory: str | Path, backend: str | None = None, budget_s: float | None = 1800.0,
            executor: str = "local", workers: int | None = None, address: str | None = None,
            progress: str = "auto", command: str | None = None, bands: ErrorBands | None = None,
-           announce: Callable[[str], object] | None = None, ensemble: int = 0) -> RefineSummary:
+           announce: Callable[[str], object] | None = None, ensemble: int = 0,
+           stored: StoredRows = NONE) -> RefineSummary:
     """Rerun on ``backend`` (default: the bands' reference, packet) the runs that settle the unresolved
     orderings of the store in ``directory``, within ``budget_s`` of estimated wall time; rounds repeat while
     new orderings turn unresolved and budget is left. ``announce`` (a callable) receives progress lines. With
-    ``ensemble`` ≥ 2 each run is joined by its ensemble members 1..ensemble−1, in the same round."""
-    from moesim.experiments.runner import run_sweep
+    ``ensemble`` ≥ 2 each run is joined by its ensemble members 1..ensemble−1, in the same round. Runs whose
+    key ``stored`` holds are copied from it (``moesim.analysis.refine_reuse``), not simulated."""
+    from moesim.experiments.runner import _command_line, run_sweep
     from moesim.network.base import BACKENDS
 
     bands = bands or load_bands()
@@ -245,11 +325,15 @@ def refine(directory: str | Path, backend: str | None = None, budget_s: float | 
     failures: list[tuple[str, str]] = []
     while True:
         left = None if budget_s is None else budget_s - (time.monotonic() - t0)
-        p = plan(directory, target, left, parallel, bands, frozenset(tried), announce=say, ensemble=ensemble)
+        p = plan(directory, target, left, parallel, bands, frozenset(tried), announce=say, ensemble=ensemble,
+                 stored=stored)
         if not tried or p.runs:
             say("\n".join(p.lines(target, parallel)))
+        if p.reused:
+            n = adopt(directory, p.reused, command or _command_line())
+            say(f"{n} {target} row{'s' if n != 1 else ''} copied from stored references with the same inputs")
         if not p.runs:
-            return RefineSummary(ran, tuple(failures), p.unresolved)
+            return RefineSummary(ran, tuple(failures), p.still_open)
         batch = _first(p.runs, parallel * 2 ** rounds)
         rounds += 1
         if len(batch) < len(p.runs):

@@ -197,11 +197,12 @@ def measured_rows(rows: Iterable[Mapping[str, Any]], backend: str) -> list[Measu
 
 
 def cost_model(backend: str, rows: Iterable[Mapping[str, Any]],
-               announce: Callable[[str], object] | None = None) -> CostModel:
+               announce: Callable[[str], object] | None = None, where: str = "this store") -> CostModel:
     """The cost model of ``backend`` on this machine: the cost per rank and layer from the calibration (times
     the present ``contention``); per packet-hop from the store's rows on ``backend`` (per family, and over all for the other families: their
     seconds over their packet-hops, so the sum over many runs comes out right, and a family whose
-    fast-forward fails more often on ``backend`` costs more), else from the calibration."""
+    fast-forward fails more often on ``backend`` costs more), else from the calibration. ``where`` names the
+    rows' origin in the model's ``source``."""
     busy = contention()
     hop_s, rank_layer_s = (busy * x for x in calibrate(backend, announce))
     found = measured_rows(rows, backend)
@@ -217,4 +218,4 @@ def cost_model(backend: str, rows: Iterable[Mapping[str, Any]],
     for m in found:
         per.setdefault(m.family, []).append(m)
     return CostModel(per_hop(found), rank_layer_s, f"{backend} cost measured from {len(found)} {backend} "
-                     f"run{'s' if len(found) > 1 else ''} of this store", {f: per_hop(v) for f, v in per.items()})
+                     f"run{'s' if len(found) > 1 else ''} of {where}", {f: per_hop(v) for f, v in per.items()})

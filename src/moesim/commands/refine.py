@@ -27,12 +27,18 @@ def refine(
         "--ensemble", min=0, help="with each run, its ensemble members 1..K-1 (start skew, packet size and ECN "
                                   "draws varied; docs/system.md): the report then says which orderings hold in "
                                   "every member")] = 0,
+    reuse: Annotated[list[Path] | None, typer.Option(
+        "--reuse", help="Parquet results tables (repeatable) whose packet rows with a run's exact input hash are "
+                        "copied instead of simulated (default: benchmarks/reference/*.parquet of a source "
+                        "checkout)")] = None,
+    no_reuse: Annotated[bool, typer.Option("--no-reuse", help="simulate every run, copy no stored row")] = False,
 ) -> None:
     """Rerun on a more exact backend the runs that settle the orderings left unresolved at this fidelity,
     into the same store (resumable; docs/confidence.md)."""
     from moesim.analysis.bands import load_bands
     from moesim.analysis.refine import check_options, parallelism, parse_budget, plan
     from moesim.analysis.refine import refine as run_refine
+    from moesim.analysis.refine_reuse import NONE, load_stored, reference_files
     from moesim.experiments.inputs import run_label
     from moesim.experiments.store import store_path
 
@@ -44,18 +50,21 @@ def refine(
             raise MoesimError(f"--ensemble: {ensemble} members (allowed: 0 for none, or 2..{MAX_MEMBERS})")
     budget_s = parse_budget(budget)
     store_path(directory)  # a folder without a store is a one-line error
+    bands = load_bands()
+    target = backend or bands.reference
+    stored = NONE if no_reuse else load_stored(reuse if reuse else reference_files(), target)
     if dry_run:
-        bands = load_bands()
-        target = backend or bands.reference
         parallel = parallelism(executor, workers)
-        p = plan(directory, target, budget_s, parallel, bands, announce=typer.echo, ensemble=ensemble)
+        p = plan(directory, target, budget_s, parallel, bands, announce=typer.echo, ensemble=ensemble, stored=stored)
         for line in p.lines(target, parallel):
             typer.echo(line)
+        for spec, key, _ in p.reused:
+            typer.echo(f"  {run_label(spec)}  (stored in {p.reuse_source[key]})")
         for c in p.runs:
             typer.echo(f"  {run_label(c.spec)}  (~{c.cost_s:.1f} s)")
         return
-    summary = run_refine(directory, backend, budget_s, executor, workers, address, progress,
-                         announce=typer.echo, ensemble=ensemble)
+    summary = run_refine(directory, backend, budget_s, executor, workers, address, progress, bands=bands,
+                         announce=typer.echo, ensemble=ensemble, stored=stored)
     typer.echo(f"{summary.remaining or 'no'} ordering{'' if summary.remaining == 1 else 's'} unresolved now; "
                f"`moesim report {directory}` uses each configuration's most exact backend")
     if summary.failures:
