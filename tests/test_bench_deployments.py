@@ -58,3 +58,25 @@ def test_per_server_figures():
     dec = next(d for d in bench.DEPLOYMENTS if d.phase == "decode")
     assert bench.per_server(pre, {"parameters": {"tokens": 524_288}, "wall_s": 2.0}) == 524_288 / 2.0 / pre.servers
     assert bench.per_server(dec, {"tokens_per_s": 160_000.0}) == 160_000.0 / dec.servers
+
+
+def test_sglang_expert_loads_are_whole_layers():
+    # SGLang's attachment_ep_statistics: every MoE layer of DeepSeek-V3 (58) counts the same routed rows
+    # (tokens × 8) over its 256 experts, so each row is one layer's load over the same tokens.
+    for name, *_ in bench.IMBALANCE_CASES:
+        lines = (ROOT / bench.EXPERT_DISTRIBUTION / f"{name}.csv").read_text().splitlines()
+        rows = [[int(v) for v in line.split(",")] for line in lines[1:]]
+        assert len(rows) == 58 and {len(r) for r in rows} == {256}, name
+        assert len({sum(r) for r in rows}) == 1 and sum(rows[0]) % 8 == 0, name
+
+
+def test_eplb_leaves_less_imbalance_than_no_replicas_on_sglang_loads():
+    # max/mean rows per rank is at least 1 and EPLB's global placement with 32 replicas never does worse than
+    # the 256 experts split contiguously over 32 ranks without replicas, layer by layer
+    from moesim.workload.routing import contiguous_placement, imbalance, rank_rows, read_table
+
+    table = read_table(str(ROOT / bench.EXPERT_DISTRIBUTION / "prefill_in4096.csv"), 256, 58)
+    plain = [imbalance(rank_rows(row, contiguous_placement(256, 32))) for row in table]
+    balanced = bench.layer_imbalance("prefill_in4096", 32, 1, 1)
+    assert all(1.0 <= b <= p for b, p in zip(balanced, plain, strict=True))
+    assert max(plain) > 2 and max(balanced) < 1.05  # real loads: a skew EPLB removes when it may replicate freely
