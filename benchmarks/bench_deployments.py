@@ -8,10 +8,12 @@ the GPU is the template's data sheet (``gpu=topology``), the NIC per GPU the tem
 the kernels' efficiency are the cited ones (docs/deployments.md), and batch, prompt and context lengths are
 the operators' own description of the run.
 
-    python benchmarks/bench_deployments.py [--quick] [--only NAME[,NAME]] [--list]
+    python benchmarks/bench_deployments.py [--quick] [--only NAME[,NAME]] [--list] [--imbalance]
 
 Prints a table: deployment, moesim tokens/s per node, published, ratio (moesim / published), and the
-run's wall, GPU and exposed-communication times.
+run's wall, GPU and exposed-communication times, then how many checked deployments are within ±15 % (a
+figure the model cannot be given inputs for is shown, marked, and not checked). ``--imbalance`` prints the
+per-layer imbalance SGLang's published expert loads leave after its EPLB instead.
 """
 
 from __future__ import annotations
