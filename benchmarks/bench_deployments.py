@@ -85,14 +85,23 @@ class Deployment:
     quick: bool = False
     # Why the figure cannot be a check of the model, when it cannot (it stays in the table, outside the ±15 %).
     not_modelled: str = ""
+    # A decode batch per GPU whose rows split unevenly over the EP pairs (every pair then a flow of its own
+    # size, and the fluid backend's step takes hours): (that batch, a lower one, the one ``args`` runs), and
+    # ``low_args`` the run at the lower one; the step's wall is taken linear in the batch between the two.
+    per_gpu: tuple[int, int, int] = ()
+    low_args: tuple[str, ...] = ()
 
-    def command(self) -> str:
-        """The ``moesim run`` command line."""
-        return "moesim run " + " ".join(shlex.quote(a) for a in self.args)
+    def command(self, args: tuple[str, ...] = ()) -> str:
+        """The ``moesim run`` command line (of ``args``, default the deployment's own)."""
+        return "moesim run " + " ".join(shlex.quote(a) for a in (args or self.args))
 
-    def doc_command(self) -> str:
+    def doc_command(self, args: tuple[str, ...] = ()) -> str:
         """The command as docs/deployments-measured.md prints it: the shared settings as ``$STACK``."""
-        return self.command().replace(STACK, "$STACK")
+        return self.command(args).replace(STACK, "$STACK")
+
+    def runs(self) -> tuple[tuple[str, ...], ...]:
+        """The argument lists simulated for this deployment (the lower batch's first)."""
+        return (self.low_args, self.args) if self.low_args else (self.args,)
 
 
 def _run_args(topology: str, strategy: str, sets: tuple[str, ...], decode: tuple[int, int] | None = None) -> tuple[str, ...]:
@@ -133,9 +142,12 @@ DEPLOYMENTS = (
     Deployment("deepseek-profile-decode", 16, "decode", 18_598, PROFILE,
                _decode("hgx-h800:16", 128, 128, 4096, PROFILE_MTP), quick=True),
     # DeepSeek's online service: decode EP144/DP144 on 18 nodes with 32 redundant experts (2 per GPU), MTP.
-    # 14.8k output tokens/s per node at an average KV length of 4,989 and 88 requests per GPU (Little's law).
+    # 14.8k output tokens/s per node at an average KV length of 4,989 and 88 requests per GPU (Little's law):
+    # stepped at 64 and 128 requests per GPU, linear in between.
     Deployment("deepseek-online-decode", 18, "decode", 14_800, ONLINE,
-               _decode("hgx-h800:18", 144, ONLINE_DECODE_PER_GPU, 4989, (*DEEPSEEK_MTP, *REPLICAS))),
+               _decode("hgx-h800:18", 144, 128, 4989, (*DEEPSEEK_MTP, *REPLICAS)),
+               per_gpu=(ONLINE_DECODE_PER_GPU, 64, 128),
+               low_args=_decode("hgx-h800:18", 144, 64, 4989, (*DEEPSEEK_MTP, *REPLICAS))),
     # SGLang on 4 × 8 H100 (EP32, DP attention, DeepEP, DeepGEMM, two-batch overlap), 16,384 tokens per GPU:
     # 57,674 / 54,543 / 50,302 input tokens/s per node for 1K / 2K / 4K prompts.
     Deployment("sglang-prefill-1k", 4, "prefill", 57_674, SGLANG, _prefill("hgx-h100:4", 32, 1024, 16_384, PREFILL_REPLICAS)),
@@ -153,21 +165,35 @@ DEPLOYMENTS = (
 )
 
 
-def spec_of(d: Deployment) -> RunSpec:
-    """The RunSpec ``moesim run`` builds from the deployment's arguments (fluid backend, default algorithm)."""
+def spec_of(args: tuple[str, ...]) -> RunSpec:
+    """The RunSpec ``moesim run`` builds from a deployment's arguments (fluid backend, default algorithm)."""
     ap = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     for flag in ("--model", "--topology", "--strategy", "--phase"):
         ap.add_argument(flag)
     for flag in ("--batch", "--context"):
         ap.add_argument(flag, type=int)
     ap.add_argument("--set", action="append", dest="sets")
-    ns = ap.parse_args(list(d.args))
+    ns = ap.parse_args(list(args))
     overrides = with_flags(parse_set(ns.sets), phase=ns.phase, batch=ns.batch, context_tokens=ns.context)
     return RunSpec(ns.model, ns.topology, normal_strategy(ns.strategy), overrides=overrides)
 
 
-def per_server(d: Deployment, record: dict[str, Any]) -> float:
-    """Tokens per second per server of one run's summary: prefill input tokens, decode output tokens."""
+def wall_s(d: Deployment, record: dict[str, Any], low: dict[str, Any] | None = None) -> float:
+    """The run's wall; with ``per_gpu`` (``low`` the lower batch's summary) the point at the deployment's
+    batch on the line through the two runs' walls."""
+    if not d.per_gpu:
+        return float(record["wall_s"])
+    assert low is not None
+    batch, lo, hi = d.per_gpu
+    return float(low["wall_s"]) + (float(record["wall_s"]) - float(low["wall_s"])) * (batch - lo) / (hi - lo)
+
+
+def per_server(d: Deployment, record: dict[str, Any], low: dict[str, Any] | None = None) -> float:
+    """Tokens per second per server of one run's summary: prefill input tokens, decode output tokens (with
+    ``per_gpu``: the deployment's batch × tokens per step over the wall between the two runs)."""
+    if d.per_gpu:
+        tokens_per_step = float(record["parameters"]["decode"].get("tokens_per_step", 1))
+        return d.per_gpu[0] * 8 * tokens_per_step / wall_s(d, record, low)
     if d.phase == "decode":
         return float(record["tokens_per_s"]) / d.servers
     return float(record["parameters"]["tokens"]) / float(record["wall_s"]) / d.servers
@@ -219,7 +245,9 @@ def main() -> None:
         chosen = [d for d in chosen if d.name in names]
     if args.list:
         for d in chosen:
-            print(f"{d.name}: {d.published:,.0f} {d.phase} tokens/s per node ({d.source})\n  {d.command()}")
+            print(f"{d.name}: {d.published:,.0f} {d.phase} tokens/s per node ({d.source})")
+            for args in d.runs():
+                print(f"  {d.command(args)}")
         return
     from moesim.system.run import simulate_run
 
@@ -229,17 +257,18 @@ def main() -> None:
     within = shown = 0
     for d in chosen:
         t0 = time.perf_counter()
-        if d.args not in records:
-            records[d.args] = simulate_run(spec_of(d)).summary()
-        record = records[d.args]
-        value = per_server(d, record)
+        for args in d.runs():
+            if args not in records:
+                records[args] = simulate_run(spec_of(args)).summary()
+        record, low = records[d.args], (records[d.low_args] if d.low_args else None)
+        value = per_server(d, record, low)
         ratio = value / d.published
         if d.not_modelled:
             shown += 1
         else:
             within += abs(ratio - 1) <= TOLERANCE
         note = f"  (shown, not checked: {d.not_modelled})" if d.not_modelled else ""
-        print(f"{d.name:<26} {value:8,.0f} {d.published:9,.0f} {ratio:6.2f} {record['wall_s']:8.4f} "
+        print(f"{d.name:<26} {value:8,.0f} {d.published:9,.0f} {ratio:6.2f} {wall_s(d, record, low):8.4f} "
               f"{record['gpu_s']:7.4f} {record['exposed_comm_s']:9.4f} {time.perf_counter() - t0:6.0f}{note}",
               flush=True)
     print(f"{within} of {len(chosen) - shown} checked deployments within ±{TOLERANCE:.0%}")
