@@ -178,14 +178,14 @@ def spec_of(args: tuple[str, ...]) -> RunSpec:
     return RunSpec(ns.model, ns.topology, normal_strategy(ns.strategy), overrides=overrides)
 
 
-def wall_s(d: Deployment, record: dict[str, Any], low: dict[str, Any] | None = None) -> float:
-    """The run's wall; with ``per_gpu`` (``low`` the lower batch's summary) the point at the deployment's
-    batch on the line through the two runs' walls."""
+def time_s(d: Deployment, record: dict[str, Any], low: dict[str, Any] | None = None, key: str = "wall_s") -> float:
+    """The run's time ``key`` (wall, GPU or exposed communication); with ``per_gpu`` (``low`` the lower
+    batch's summary) the point at the deployment's batch on the line through the two runs' times."""
     if not d.per_gpu:
-        return float(record["wall_s"])
+        return float(record[key])
     assert low is not None
     batch, lo, hi = d.per_gpu
-    return float(low["wall_s"]) + (float(record["wall_s"]) - float(low["wall_s"])) * (batch - lo) / (hi - lo)
+    return float(low[key]) + (float(record[key]) - float(low[key])) * (batch - lo) / (hi - lo)
 
 
 def per_server(d: Deployment, record: dict[str, Any], low: dict[str, Any] | None = None) -> float:
@@ -193,7 +193,7 @@ def per_server(d: Deployment, record: dict[str, Any], low: dict[str, Any] | None
     ``per_gpu``: the deployment's batch × tokens per step over the wall between the two runs)."""
     if d.per_gpu:
         tokens_per_step = float(record["parameters"]["decode"].get("tokens_per_step", 1))
-        return d.per_gpu[0] * 8 * tokens_per_step / wall_s(d, record, low)
+        return d.per_gpu[0] * 8 * tokens_per_step / time_s(d, record, low)
     if d.phase == "decode":
         return float(record["tokens_per_s"]) / d.servers
     return float(record["parameters"]["tokens"]) / float(record["wall_s"]) / d.servers
@@ -268,9 +268,9 @@ def main() -> None:
         else:
             within += abs(ratio - 1) <= TOLERANCE
         note = f"  (shown, not checked: {d.not_modelled})" if d.not_modelled else ""
-        print(f"{d.name:<26} {value:8,.0f} {d.published:9,.0f} {ratio:6.2f} {wall_s(d, record, low):8.4f} "
-              f"{record['gpu_s']:7.4f} {record['exposed_comm_s']:9.4f} {time.perf_counter() - t0:6.0f}{note}",
-              flush=True)
+        wall, gpu, exposed = (time_s(d, record, low, key) for key in ("wall_s", "gpu_s", "exposed_comm_s"))
+        print(f"{d.name:<26} {value:8,.0f} {d.published:9,.0f} {ratio:6.2f} {wall:8.4f} {gpu:7.4f} {exposed:9.4f} "
+              f"{time.perf_counter() - t0:6.0f}{note}", flush=True)
     print(f"{within} of {len(chosen) - shown} checked deployments within ±{TOLERANCE:.0%}")
 
 

@@ -73,7 +73,7 @@ def test_per_server_figures():
     high = {"wall_s": 0.080, "parameters": {"decode": {"tokens_per_step": 1.85}}}
     low = {"wall_s": 0.048}
     wall = 0.048 + (0.080 - 0.048) * 24 / 64
-    assert bench.wall_s(online, high, low) == pytest.approx(wall, rel=1e-12)
+    assert bench.time_s(online, high, low) == pytest.approx(wall, rel=1e-12)
     assert bench.per_server(online, high, low) == pytest.approx(88 * 8 * 1.85 / wall, rel=1e-12)
 
 
