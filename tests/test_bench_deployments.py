@@ -19,11 +19,14 @@ bench = load_benchmark("bench_deployments")
 RUN = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("deployment", bench.DEPLOYMENTS, ids=lambda d: d.name)
-def test_each_command_parses_and_resolves(deployment):
-    ctx = RUN.make_context("run", list(deployment.args))  # the CLI's own option parser: unknown flags fail here
+RUNS = [(d, args) for d in bench.DEPLOYMENTS for args in d.runs()]
+
+
+@pytest.mark.parametrize(("deployment", "args"), RUNS, ids=[f"{d.name}-{i}" for i, (d, _) in enumerate(RUNS)])
+def test_each_command_parses_and_resolves(deployment, args):
+    ctx = RUN.make_context("run", list(args))  # the CLI's own option parser: unknown flags fail here
     assert ctx.params["model"] == "deepseek-v3"
-    spec = bench.spec_of(deployment)
+    spec = bench.spec_of(args)
     assert spec.backend == "fluid"
     prepared = prepare(spec)  # every input resolved, as `moesim run` does before simulating
     assert prepared.layout.num_ranks == prepared.topology_ref.num_gpus == 8 * deployment.servers
@@ -35,6 +38,10 @@ def test_each_command_parses_and_resolves(deployment):
         assert overrides["all_to_all_algorithm"] == "hierarchical" and overrides["comm_sms"] == 0.18
     else:
         assert overrides["all_to_all_algorithm"] == "low_latency"
+    if deployment.per_gpu:  # the two runs bracket the deployment's batch per GPU
+        target, low, high = deployment.per_gpu
+        assert low < target < high and ctx.params["batch"] in (low * 8 * deployment.servers,
+                                                               high * 8 * deployment.servers)
 
 
 def test_names_are_unique_and_quick_covers_both_phases_of_both_operators():
@@ -49,7 +56,8 @@ def test_docs_print_the_bench_commands():
     text = " ".join((ROOT / "docs" / "deployments-measured.md").read_text().replace("\\\n", " ").split())
     assert f'STACK="{bench.STACK}"' in text
     for d in bench.DEPLOYMENTS:
-        assert "$STACK" in d.doc_command() and d.doc_command() in text, d.name
+        for args in d.runs():
+            assert "$STACK" in d.doc_command(args) and d.doc_command(args) in text, d.name
 
 
 def test_per_server_figures():
@@ -58,3 +66,34 @@ def test_per_server_figures():
     dec = next(d for d in bench.DEPLOYMENTS if d.phase == "decode")
     assert bench.per_server(pre, {"parameters": {"tokens": 524_288}, "wall_s": 2.0}) == 524_288 / 2.0 / pre.servers
     assert bench.per_server(dec, {"tokens_per_s": 160_000.0}) == 160_000.0 / dec.servers
+    # between two batches: 88 requests per GPU lie 24/64 of the way from the 64-request wall to the 128-request
+    # one; output tokens per server = 88 per GPU × 8 GPUs × tokens per step / that wall
+    online = next(d for d in bench.DEPLOYMENTS if d.per_gpu)
+    assert online.per_gpu == (88, 64, 128)
+    high = {"wall_s": 0.080, "parameters": {"decode": {"tokens_per_step": 1.85}}}
+    low = {"wall_s": 0.048}
+    wall = 0.048 + (0.080 - 0.048) * 24 / 64
+    assert bench.time_s(online, high, low) == pytest.approx(wall, rel=1e-12)
+    assert bench.per_server(online, high, low) == pytest.approx(88 * 8 * 1.85 / wall, rel=1e-12)
+
+
+def test_sglang_expert_loads_are_whole_layers():
+    # SGLang's attachment_ep_statistics: every MoE layer of DeepSeek-V3 (58) counts the same routed rows
+    # (tokens × 8) over its 256 experts, so each row is one layer's load over the same tokens.
+    for name, *_ in bench.IMBALANCE_CASES:
+        lines = (ROOT / bench.EXPERT_DISTRIBUTION / f"{name}.csv").read_text().splitlines()
+        rows = [[int(v) for v in line.split(",")] for line in lines[1:]]
+        assert len(rows) == 58 and {len(r) for r in rows} == {256}, name
+        assert len({sum(r) for r in rows}) == 1 and sum(rows[0]) % 8 == 0, name
+
+
+def test_eplb_leaves_less_imbalance_than_no_replicas_on_sglang_loads():
+    # max/mean rows per rank is at least 1 and EPLB's global placement with 32 replicas never does worse than
+    # the 256 experts split contiguously over 32 ranks without replicas, layer by layer
+    from moesim.workload.routing import contiguous_placement, imbalance, rank_rows, read_table
+
+    table = read_table(str(ROOT / bench.EXPERT_DISTRIBUTION / "prefill_in4096.csv"), 256, 58)
+    plain = [imbalance(rank_rows(row, contiguous_placement(256, 32))) for row in table]
+    balanced = bench.layer_imbalance("prefill_in4096", 32, 1, 1)
+    assert all(1.0 <= b <= p for b, p in zip(balanced, plain, strict=True))
+    assert max(plain) > 2 and max(balanced) < 1.05  # real loads: a skew EPLB removes when it may replicate freely
