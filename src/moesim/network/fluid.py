@@ -241,6 +241,7 @@ class FluidBackend(NetworkBackend):
         self._seq = 0
         self._routes: dict[int, _Route] = {}
         self._route_of: dict[tuple[int, int, int, bool], _Route] = {}  # by Flow[1:] on single-route pairs
+        self._route_ecmp: dict[tuple[int, int, int, bool, tuple[int, ...]], _Route] = {}  # by Flow[1:] + ECMP route
         self._route_bytes: list[float] = []  # bytes started per route class, by _Route.number
         self.steps = 0
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
@@ -272,8 +273,13 @@ class FluidBackend(NetworkBackend):
     def _route(self, flow: Flow) -> _Route:
         """The constant columns of ``flow``, built once per route class (``describe`` caches its results,
         so their identity names the class), and looked up by (source, destination, size, CC) where the GPU
-        pair has a single route."""
+        pair has a single route, else by that and the flow's ECMP route (``Topology.route``)."""
         hit = self._route_of.get(flow[1:])
+        if hit is not None:
+            return hit
+        fwd = self.topology.route(flow.src_gpu, flow.dst_gpu, flow.flow_id)  # the ECMP choice describe makes
+        ecmp = (*flow[1:], fwd)
+        hit = self._route_ecmp.get(ecmp)
         if hit is not None:
             return hit
         described = self._paths.describe(flow)
@@ -297,6 +303,8 @@ class FluidBackend(NetworkBackend):
             self._route_bytes.append(0.0)
         if len(self.topology.routes(flow.src_gpu, flow.dst_gpu)) == 1:
             self._route_of[flow[1:]] = hit
+        else:
+            self._route_ecmp[ecmp] = hit
         return hit
 
     # ------------------------------------------------------------------ integration

@@ -95,7 +95,8 @@ class Simulation:
         self.timing = StepTiming(settings.endpoint_delay_s, settings.mem_bw_bytes_per_s, settings.astra_receives)
         self.total_nodes = math.prod(workload.logical_dims) if workload.logical_dims else workload.num_ranks
         self.events: EventQueue[EventKind] = EventQueue()
-        self._handlers = (self._dispatch, self._compute_done, self._stream_exit, self._start_transfer)  # by EventKind
+        self._handlers = (self._dispatch, self._compute_done, self._stream_exit, self._start_transfer,
+                          self._start_transfers)  # by EventKind
         self.ranks = [RankRun(g.nodes) for g in workload.graphs]
         self.instances: dict[tuple[tuple[int, ...], int], CollectiveRun] = {}
         self.flows: dict[int, tuple[CollectiveRun, int, int]] = {}
@@ -360,8 +361,12 @@ class Simulation:
     def _run_stream(self, inst: CollectiveRun, k: int, pos: int) -> None:
         """The member at ``pos`` starts its part of chunk key ``k``."""
         ch = self._chunk(inst, k)
-        for j in ch.plan.on_start[pos]:
-            self._release_transfer(inst, k, ch, j)
+        starts = ch.plan.on_start[pos]
+        if len(starts) > 1:
+            self._release_together(inst, k, ch, starts)
+        else:
+            for j in starts:
+                self._release_transfer(inst, k, ch, j)
         if not ch.plan.exit_sent(pos):
             self._release_exit(inst, k, ch, pos)
 
@@ -378,12 +383,38 @@ class Simulation:
         if left == 0:
             self.events.schedule(self.now + ch.plan.transfers[j].delay_s, EventKind.TRANSFER_START, inst, c, j)
 
+    def _release_together(self, inst: CollectiveRun, c: int, ch: ChunkRun, starts: list[int]) -> None:
+        """Release ``starts`` as ``_release_transfer`` one by one would; when all of them become due at once
+        (same delay), as one event that starts them in the same order (their single events would have
+        followed each other in the queue: consecutive sequence numbers, one time and priority)."""
+        transfers, deps_left = ch.plan.transfers, ch.deps_left
+        delay = transfers[starts[0]].delay_s
+        if any(deps_left[j] != 1 or transfers[j].delay_s != delay for j in starts):
+            for j in starts:
+                self._release_transfer(inst, c, ch, j)
+            return
+        for j in starts:
+            deps_left[j] = 0
+        self.events.schedule(self.now + delay, EventKind.TRANSFERS_START, inst, c, tuple(starts))
+
+    def _start_transfers(self, inst: CollectiveRun, c: int, js: tuple[int, ...]) -> None:
+        """The transfers of one ``TRANSFERS_START`` event, in order, handed to the backend at once (what their
+        engine bookkeeping schedules is due no earlier, so nothing else reaches the backend between them);
+        each counts as one handled event."""
+        self.backend.start_flows([self._transfer_flow(inst, c, j) for j in js], self.now)
+        self.events_handled += len(js) - 1
+
     def _release_exit(self, inst: CollectiveRun, c: int, ch: ChunkRun, m: int) -> None:
         ch.exit_left[m] -= 1
         if ch.exit_left[m] == 0:
             self.events.schedule(self.now + ch.plan.exit_delay_s[m], EventKind.STREAM_EXIT, inst, c, m)
 
     def _start_transfer(self, inst: CollectiveRun, c: int, j: int) -> None:
+        self.backend.start_flow(self._transfer_flow(inst, c, j), self.now)
+
+    def _transfer_flow(self, inst: CollectiveRun, c: int, j: int) -> Flow:
+        """Transfer ``j`` of chunk ``c`` as a new flow, with everything its start does in the engine (its
+        id, the flow hooks, the transfers and exits waiting for its issue); the caller starts it."""
         ch = inst.chunks[c]
         plan = ch.plan
         t = plan.transfers[j]
@@ -404,11 +435,11 @@ class Simulation:
             origin = self._origin(inst, c, j)
             for hook in self.hooks.flow_started:
                 hook(flow, origin)
-        self.backend.start_flow(flow, self.now)
         for k in plan.sent_dependants[j]:
             self._release_transfer(inst, c, ch, k)
         for m in plan.sent_exit_waiters[j]:
             self._release_exit(inst, c, ch, m)
+        return flow
 
     def _origin(self, inst: CollectiveRun, k: int, j: int) -> FlowOrigin:
         """What transfer ``j`` of chunk key ``k`` belongs to, for the flow hooks."""
