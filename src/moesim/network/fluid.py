@@ -300,8 +300,9 @@ class FluidBackend(NetworkBackend):
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
         self._routes: dict[int, _Route] = {}
-        self._route_of: dict[tuple[int, int, int, bool], _Route] = {}  # by Flow[1:] on single-route pairs
-        self._route_ecmp: dict[tuple[int, int, int, bool, tuple[int, ...]], _Route] = {}  # by Flow[1:] + ECMP route
+        self._payload = params.transport.packet_payload_bytes
+        self._route_of: dict[tuple[int, int, bool, int], _Route] = {}  # single-route pairs: by _route's class key
+        self._route_ecmp: dict[tuple[tuple[int, int, bool, int], tuple[int, ...]], _Route] = {}  # and ECMP route
         self._route_bytes: list[float] = []  # bytes started per route class, by _Route.number
         self.steps = 0
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
@@ -332,13 +333,15 @@ class FluidBackend(NetworkBackend):
 
     def _route(self, flow: Flow) -> _Route:
         """The constant columns of ``flow``, built once per route class (``describe`` caches its results,
-        so their identity names the class), and looked up by (source, destination, size, CC) where the GPU
-        pair has a single route, else by that and the flow's ECMP route (``Topology.route``)."""
-        hit = self._route_of.get(flow[1:])
+        so their identity names the class), and looked up by what the class is made of: (source,
+        destination, CC, last packet's payload) where the GPU pair has a single route, and that and the
+        flow's ECMP route (``Topology.route``) where it has several."""
+        src, dst, size = flow.src_gpu, flow.dst_gpu, flow.size_bytes
+        pair = (src, dst, flow.cc, size if size < self._payload else self._payload)
+        hit = self._route_of.get(pair)
         if hit is not None:
             return hit
-        fwd = self.topology.route(flow.src_gpu, flow.dst_gpu, flow.flow_id)  # the ECMP choice describe makes
-        ecmp = (*flow[1:], fwd)
+        ecmp = (pair, self.topology.route(src, dst, flow.flow_id))  # the ECMP choice describe makes
         hit = self._route_ecmp.get(ecmp)
         if hit is not None:
             return hit
@@ -362,8 +365,8 @@ class FluidBackend(NetworkBackend):
             self._routes[id(described)] = hit
             self._cols.register(hit)
             self._route_bytes.append(0.0)
-        if len(self.topology.routes(flow.src_gpu, flow.dst_gpu)) == 1:
-            self._route_of[flow[1:]] = hit
+        if len(self.topology.routes(src, dst)) == 1:
+            self._route_of[pair] = hit
         else:
             self._route_ecmp[ecmp] = hit
         return hit
@@ -395,6 +398,18 @@ class FluidBackend(NetworkBackend):
         heapq.heappush(self._done, (t, self._seq, flow_id))
         self._seq += 1
 
+    def _push_many(self, times: list[float], flow_ids: list[int]) -> None:
+        """``_push_done`` of each, in order: appended and the heap rebuilt when they are many (the heap
+        pops by (time, sequence number), so its layout does not matter)."""
+        seq, done = self._seq, self._done
+        if 4 * len(times) < len(done):
+            for t, flow_id in zip(times, flow_ids, strict=True):
+                self._push_done(t, flow_id)
+            return
+        done.extend(zip(times, range(seq, seq + len(times)), flow_ids, strict=True))
+        heapq.heapify(done)
+        self._seq = seq + len(times)
+
     def _run_to(self, t_s: float, until_completion: bool = False) -> None:
         """Integrate to ``t_s`` (or only to the first completion of a flow that drains on the way)."""
         if self._t >= t_s:
@@ -407,9 +422,7 @@ class FluidBackend(NetworkBackend):
                 until_completion, c.cols["ids"], c.cols["lat"], c.cols["done_ids"], c.cols["done_t"], state)
             self.steps += steps
             if n_done:
-                for flow_id, t in zip(c.cols["done_ids"][:n_done].tolist(), c.cols["done_t"][:n_done].tolist(),
-                                      strict=True):
-                    self._push_done(t, flow_id)
+                self._push_many(c.cols["done_t"][:n_done].tolist(), c.cols["done_ids"][:n_done].tolist())
             if 2 * self._live < c.n:  # retired rows outnumber live ones: compact
                 c.compact()
             if until_completion:

@@ -57,6 +57,9 @@ from moesim.workload.graph import CollectiveType, Node, NodeKind, Workload
 
 __all__ = ["Hooks", "Simulation", "SystemSettings"]
 
+_new_flow = tuple.__new__
+"""``Flow(...)`` without the Python frame of a named tuple's constructor (one flow per transfer)."""
+
 
 @dataclass
 class Hooks:
@@ -430,7 +433,7 @@ class Simulation:
         cc = self._cc_pairs.get((src, dst))
         if cc is None:
             cc = self._cc_pairs[(src, dst)] = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
-        flow = Flow(fid, src, dst, t.size_bytes, cc)
+        flow = _new_flow(Flow, (fid, src, dst, t.size_bytes, cc))
         if self.hooks.flow_started:
             origin = self._origin(inst, c, j)
             for hook in self.hooks.flow_started:
