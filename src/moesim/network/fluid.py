@@ -51,6 +51,8 @@ MAX_STEPS_PER_CALL = 100_000
 MAX_HOP_RECORDS = 8
 MAX_PENDING_CNPS = 128
 """CNPs one flow may have in flight (at most one per µs: 128 µs of feedback delay at full marking)."""
+APPEND_MANY_FROM = 8
+"""Flows started together from which ``start_flows`` writes their rows as whole-column copies."""
 PFC_ALPHA_SHIFT = 3
 """The packet MMU's dynamic threshold is (free buffer) >> 3 per ingress (docs/network-packet.md)."""
 
@@ -461,7 +463,12 @@ class FluidBackend(NetworkBackend):
         self._fresh = False
 
     def start_flows(self, flows: list[Flow], now_s: float) -> None:
-        """As ``start_flow`` on each in order, their rows written together (``FlowTable.append_many``)."""
+        """As ``start_flow`` on each in order, their rows written together (``FlowTable.append_many``) when
+        they are more than a few (below that one kernel call per row is faster)."""
+        if len(flows) < APPEND_MANY_FROM:
+            for flow in flows:
+                self.start_flow(flow, now_s)
+            return
         if self._t < now_s:
             self._run_to(now_s)
         ids, sizes, numbers, marks = [], [], [], []

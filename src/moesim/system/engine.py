@@ -404,7 +404,7 @@ class Simulation:
         """The transfers of one ``TRANSFERS_START`` event, in order, handed to the backend at once (what their
         engine bookkeeping schedules is due no earlier, so nothing else reaches the backend between them);
         each counts as one handled event."""
-        self.backend.start_flows([self._transfer_flow(inst, c, j) for j in js], self.now)
+        self.backend.start_flows(self._transfer_flows(inst, c, js), self.now)
         self.events_handled += len(js) - 1
 
     def _release_exit(self, inst: CollectiveRun, c: int, ch: ChunkRun, m: int) -> None:
@@ -413,36 +413,42 @@ class Simulation:
             self.events.schedule(self.now + ch.plan.exit_delay_s[m], EventKind.STREAM_EXIT, inst, c, m)
 
     def _start_transfer(self, inst: CollectiveRun, c: int, j: int) -> None:
-        self.backend.start_flow(self._transfer_flow(inst, c, j), self.now)
+        (flow,) = self._transfer_flows(inst, c, (j,))
+        self.backend.start_flow(flow, self.now)
 
-    def _transfer_flow(self, inst: CollectiveRun, c: int, j: int) -> Flow:
-        """Transfer ``j`` of chunk ``c`` as a new flow, with everything its start does in the engine (its
-        id, the flow hooks, the transfers and exits waiting for its issue); the caller starts it."""
+    def _transfer_flows(self, inst: CollectiveRun, c: int, js: tuple[int, ...]) -> list[Flow]:
+        """Transfers ``js`` of chunk ``c`` as new flows, in order, with everything their start does in the
+        engine (ids, the flow hooks, the transfers and exits waiting for their issue); the caller starts them."""
         ch = inst.chunks[c]
         plan = ch.plan
-        t = plan.transfers[j]
-        if inst.phases is None:
-            src, dst = self.placement[inst.members[t.src]], self.placement[inst.members[t.dst]]
-        else:
-            src = self.placement[inst.members[inst.phases.member(c, t.src)]]
-            dst = self.placement[inst.members[inst.phases.member(c, t.dst)]]
-        fid = self.next_flow_id
-        self.next_flow_id += 1
-        self.flows[fid] = (inst, c, j)
-        inst.flows_started += 1
-        cc = self._cc_pairs.get((src, dst))
-        if cc is None:
-            cc = self._cc_pairs[(src, dst)] = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
-        flow = _new_flow(Flow, (fid, src, dst, t.size_bytes, cc))
-        if self.hooks.flow_started:
-            origin = self._origin(inst, c, j)
-            for hook in self.hooks.flow_started:
-                hook(flow, origin)
-        for k in plan.sent_dependants[j]:
-            self._release_transfer(inst, c, ch, k)
-        for m in plan.sent_exit_waiters[j]:
-            self._release_exit(inst, c, ch, m)
-        return flow
+        transfers, sent_dependants, sent_exit_waiters = plan.transfers, plan.sent_dependants, plan.sent_exit_waiters
+        placement, members, phases, flows, cc_pairs = self.placement, inst.members, inst.phases, self.flows, self._cc_pairs
+        hooks = self.hooks.flow_started
+        out = []
+        for j in js:
+            t = transfers[j]
+            if phases is None:
+                src, dst = placement[members[t.src]], placement[members[t.dst]]
+            else:
+                src, dst = placement[members[phases.member(c, t.src)]], placement[members[phases.member(c, t.dst)]]
+            fid = self.next_flow_id
+            self.next_flow_id = fid + 1
+            flows[fid] = (inst, c, j)
+            inst.flows_started += 1
+            cc = cc_pairs.get((src, dst))
+            if cc is None:
+                cc = cc_pairs[(src, dst)] = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
+            flow = _new_flow(Flow, (fid, src, dst, t.size_bytes, cc))
+            if hooks:
+                origin = self._origin(inst, c, j)
+                for hook in hooks:
+                    hook(flow, origin)
+            for k in sent_dependants[j]:
+                self._release_transfer(inst, c, ch, k)
+            for m in sent_exit_waiters[j]:
+                self._release_exit(inst, c, ch, m)
+            out.append(flow)
+        return out
 
     def _origin(self, inst: CollectiveRun, k: int, j: int) -> FlowOrigin:
         """What transfer ``j`` of chunk key ``k`` belongs to, for the flow hooks."""
