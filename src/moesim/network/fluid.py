@@ -304,7 +304,7 @@ class FluidBackend(NetworkBackend):
         self._routes: dict[int, _Route] = {}
         self._payload = params.transport.packet_payload_bytes
         self._route_of: dict[tuple[int, int, bool, int], _Route] = {}  # single-route pairs: by _route's class key
-        self._route_ecmp: dict[tuple[tuple[int, int, bool, int], tuple[int, ...]], _Route] = {}  # and ECMP route
+        self._route_ecmp: dict[tuple[int, ...], tuple[tuple[int, ...], _Route]] = {}  # and ECMP route, by its id
         self._route_bytes: list[float] = []  # bytes started per route class, by _Route.number
         self.steps = 0
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
@@ -343,14 +343,15 @@ class FluidBackend(NetworkBackend):
         hit = self._route_of.get(pair)
         if hit is not None:
             return hit
-        ecmp = (pair, self.topology.route(src, dst, flow.flow_id))  # the ECMP choice describe makes
-        hit = self._route_ecmp.get(ecmp)
-        if hit is not None:
-            return hit
+        fwd = self.topology.route(src, dst, flow.flow_id)  # the ECMP choice describe makes
+        ecmp = (src, dst, flow.cc, pair[3], id(fwd))  # the entry holds fwd, so its id names it while cached
+        known = self._route_ecmp.get(ecmp)
+        if known is not None and known[0] is fwd:
+            return known[1]
         described = self._paths.describe(flow)
         hit = self._routes.get(id(described))
         if hit is None:
-            fwd, _, dc, _, lat, row, coef_row = described
+            _, _, dc, _, lat, row, coef_row = described
             cc_on = bool(flow.cc) and self.cc.controls_rate
             win, rtt0 = self._window(fwd)
             line_bps = self.topology.links[fwd[0]].bandwidth_bps
@@ -370,7 +371,7 @@ class FluidBackend(NetworkBackend):
         if len(self.topology.routes(src, dst)) == 1:
             self._route_of[pair] = hit
         else:
-            self._route_ecmp[ecmp] = hit
+            self._route_ecmp[ecmp] = (fwd, hit)
         return hit
 
     # ------------------------------------------------------------------ integration
