@@ -121,7 +121,7 @@ class Simulation:
                 self.events.schedule(start_s, EventKind.RANK_START, r)
             else:
                 self._dispatch(r)
-        events, backend, handlers, on_flow_done = self.events, self.backend, self._handlers, self._on_flow_done
+        events, backend, handlers, on_flows_done = self.events, self.backend, self._handlers, self._on_flows_done
         step_finished = self.hooks.step_finished
         while True:  # one step: the flow completions of one instant, then the events due then
             te = events.next_time()
@@ -130,8 +130,8 @@ class Simulation:
                 break
             self.now = tn if tn <= te else te
             done = backend.advance_to(self.now)
-            for fid in done:
-                on_flow_done(fid)
+            if done:
+                on_flows_done(done)
             handled = len(done)
             if tn > te:
                 while events.next_time() == te:
@@ -458,24 +458,28 @@ class Simulation:
         return FlowOrigin(inst.members, inst.seq, chunk, phase, j, inst.members[src], inst.members[dst],
                           inst.node_of.get(src), inst.node_of.get(dst))
 
-    def _on_flow_done(self, fid: int) -> None:
-        inst, c, j = self.flows.pop(fid)
-        if self.hooks.flow_finished:
-            origin = self._origin(inst, c, j)
-            for hook in self.hooks.flow_finished:
-                hook(fid, origin)
-        ch = inst.chunks[c]
-        plan = ch.plan
-        if ch.arrived:  # ASTRA-sim's receives: the k-th arrival on a pair counts as its k-th transfer
-            slots = plan.pair_slots
-            assert slots is not None
-            pair = slots[0][j]
-            j = slots[1][pair][ch.arrived[pair]]
-            ch.arrived[pair] += 1
-        for k in plan.dependants[j]:
-            self._release_transfer(inst, c, ch, k)
-        for m in plan.exit_waiters[j]:
-            self._release_exit(inst, c, ch, m)
+    def _on_flows_done(self, fids: list[int]) -> None:
+        """The flows ``fids`` completed, in order: release what waits for their arrival."""
+        flows, hooks = self.flows, self.hooks.flow_finished
+        release_transfer, release_exit = self._release_transfer, self._release_exit
+        for fid in fids:
+            inst, c, j = flows.pop(fid)
+            if hooks:
+                origin = self._origin(inst, c, j)
+                for hook in hooks:
+                    hook(fid, origin)
+            ch = inst.chunks[c]
+            plan = ch.plan
+            if ch.arrived:  # ASTRA-sim's receives: the k-th arrival on a pair counts as its k-th transfer
+                slots = plan.pair_slots
+                assert slots is not None
+                pair = slots[0][j]
+                j = slots[1][pair][ch.arrived[pair]]
+                ch.arrived[pair] += 1
+            for k in plan.dependants[j]:
+                release_transfer(inst, c, ch, k)
+            for m in plan.exit_waiters[j]:
+                release_exit(inst, c, ch, m)
 
     def _stream_exit(self, inst: CollectiveRun, c: int, m: int) -> None:
         if inst.queues is not None:
