@@ -34,7 +34,7 @@ def child(name: str, backend: str) -> None:
     deployment = next(d for d in DEPLOYMENTS if d.name == name)
     result = simulate_run(dataclasses.replace(spec_of(deployment), backend=backend))
     params = result.parameters
-    print(json.dumps({"wall_s": repr(result.wall_s), "fast_forward_mode": params["fast_forward_mode"],
+    print(json.dumps({"wall_s": repr(float(result.wall_s)), "fast_forward_mode": params["fast_forward_mode"],
                       "fast_forwarded_layers": params["fast_forwarded_layers"]}))
 
 
