@@ -94,9 +94,9 @@ def test_flows_started_together_leave_every_column_as_one_by_one_starts(mode):
         for flow in batch:
             one.start_flow(flow, 0.0)
         together.start_flows(batch, 0.0)
-        if k == 1:  # retire every third row and compact: the next rows are written over stale ones
+        if k == 1:  # retire every fourth row and compact: the next rows are written over stale ones
             for b in (one, together):
-                b.flow_table.cols["rem"][: b.flow_table.n : 3] = np.inf
+                b.flow_table.cols["rem"][: b.flow_table.n : 4] = np.inf
                 b.flow_table.compact()
     assert one.flow_table.n == together.flow_table.n > 200
     assert one.flow_table.width == together.flow_table.width
