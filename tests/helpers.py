@@ -11,6 +11,7 @@ from typing import Any
 from moesim.network import BACKENDS
 from moesim.network.base import Flow
 from moesim.network.params import network_mode
+from moesim.system.spec import RunSpec
 from moesim.topology.catalog import get_topology, star_topology
 from moesim.topology.model import Topology
 from moesim.workload.graph import CollectiveType, Node, RankGraph, Workload
@@ -58,3 +59,11 @@ def load_benchmark(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+DP_EP_DECODE = RunSpec("deepseek-v3", "hgx-h800:2", "DP16EP16", backend="fluid", overrides=tuple(sorted({
+    "phase": "decode", "batch": 256, "context_tokens": 1000, "gpu": "topology", "compute_model": "measured",
+    "expert_dtype": "fp8", "overlap": "two-batch", "all_to_all_algorithm": "low_latency", "mtp_draft_tokens": 1,
+    "mtp_acceptance": 0.85, "redundant_experts": 16, "expert_placement": "eplb"}.items())))
+"""A DP-attention EP decode step as DeepSeek serves it, scaled down: replicas placed by EPLB once per pass (so
+its MoE layers have one per-pair all-to-all matrix), two-batch overlap, MTP, low-latency all-to-all."""

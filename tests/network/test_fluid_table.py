@@ -83,6 +83,30 @@ def test_the_compaction_kernel_keeps_exactly_the_live_rows_as_a_mask_would():
 
 
 @pytest.mark.parametrize("mode", ["roce_hpcc", "roce_dcqcn"])
+def test_flows_started_together_leave_every_column_as_one_by_one_starts(mode):
+    """``start_flows`` (whole-column copies from the route registry) against ``start_flow`` on each: after
+    batches that grow the table, widen its link columns and follow a compaction (rows holding stale
+    values), every column of every row, past a route's end included, is the same; so is a zero-byte flow."""
+    one, together = (FluidBackend(get_topology("4"), network_mode(mode)) for _ in range(2))
+    flows = [Flow(i, *PAIRS[(i * 7) % len(PAIRS)], 0 if i == 5 else 1000 + 37 * i, cc=i % 3 != 0) for i in range(300)]
+    batches = [flows[:1], flows[1:90], flows[90:100], flows[100:300]]
+    for k, batch in enumerate(batches):
+        for flow in batch:
+            one.start_flow(flow, 0.0)
+        together.start_flows(batch, 0.0)
+        if k == 1:  # retire every fourth row and compact: the next rows are written over stale ones
+            for b in (one, together):
+                b.flow_table.cols["rem"][: b.flow_table.n : 4] = np.inf
+                b.flow_table.compact()
+    assert one.flow_table.n == together.flow_table.n > 200
+    assert one.flow_table.width == together.flow_table.width
+    for name, col in one.flow_table.cols.items():
+        assert np.array_equal(col, together.flow_table.cols[name]), name
+    assert one.active_flows == together.active_flows
+    assert np.array_equal(one.link_bytes, together.link_bytes)
+
+
+@pytest.mark.parametrize("mode", ["roce_hpcc", "roce_dcqcn"])
 def test_a_route_template_gives_a_congestion_controlled_flow_the_line_rate_state(mode):
     """A new CC flow starts at its NIC's line rate (the CC state row copied from its route's template)
     and a flow without CC carries no CC state."""

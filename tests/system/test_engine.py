@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import one_collective, star
+from helpers import DP_EP_DECODE, one_collective, star
 
 from moesim.errors import MoesimError
 from moesim.network.analytical import AnalyticalBackend
@@ -116,3 +116,41 @@ def test_the_engine_counts_every_flow_start_and_completion_and_stream_exit(n):
     flows = 4 * 2 * (n - 1) * n
     assert sim.next_flow_id == flows
     assert sim.events_handled == 2 * flows + 4 * n
+
+
+class OneByOne(Simulation):
+    """The engine releasing every transfer of a stream's start as its own event, as it did before it
+    grouped them (``Simulation._release_together``)."""
+
+    def _release_together(self, inst, c, ch, starts):  # type: ignore[no-untyped-def]
+        for j in starts:
+            self._release_transfer(inst, c, ch, j)
+
+
+def test_transfers_released_together_start_as_their_single_events_would():
+    """A DP EP decode step (per-pair low-latency all-to-alls: every member posts all its writes at its stream's
+    start, one grouped event) on the fluid backend: the flows reach the backend in the same order with the
+    same ids at the same instants, every rank's times are bit-identical and the handled-event count is the same."""
+    import dataclasses
+
+    from moesim.system import fast_forward
+    from moesim.system.run import prepare
+
+    prepared = prepare(DP_EP_DECODE)
+    out = []
+    for cls in (Simulation, OneByOne):
+        backend = prepared.backend_cls(prepared.topology, prepared.params)
+        sim = cls(prepared.workload(), prepared.topology, backend, prepared.settings)
+        fast_forward.attach(sim)
+        started: list[tuple[float, tuple]] = []
+        sim.hooks.flow_started.append(lambda flow, origin, sim=sim, started=started: started.append((sim.now, flow)))
+        grouped = []
+        if cls is Simulation:  # the grouped path is taken
+            sim.hooks.step_finished.append(lambda sim=sim, grouped=grouped: grouped.append(
+                sum(1 for *_, kind, _ in sim.events.items() if kind.name == "TRANSFERS_START")))
+        ranks = sim.run()
+        out.append((ranks, started, sim.events_handled, max(grouped, default=0)))
+    (ranks_a, flows_a, events_a, grouped), (ranks_b, flows_b, events_b, _) = out
+    assert grouped > 0 and len(flows_a) > 10_000
+    assert flows_a == flows_b and events_a == events_b
+    assert [dataclasses.astuple(r) for r in ranks_a] == [dataclasses.astuple(r) for r in ranks_b]

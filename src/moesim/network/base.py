@@ -113,6 +113,11 @@ class NetworkBackend(ABC):
     def start_flow(self, flow: Flow, now_s: float) -> None:
         """Inject ``flow`` at time ``now_s`` (never earlier than the last ``advance_to``)."""
 
+    def start_flows(self, flows: list[Flow], now_s: float) -> None:
+        """Inject ``flows`` at ``now_s``, as ``start_flow`` on each in order would (a backend may do it faster)."""
+        for flow in flows:
+            self.start_flow(flow, now_s)
+
     @abstractmethod
     def next_completion_s(self, horizon_s: float | None = None) -> float:
         """Time of the next backend event (a flow completion or an internal rate change) given the flows

@@ -51,6 +51,8 @@ MAX_STEPS_PER_CALL = 100_000
 MAX_HOP_RECORDS = 8
 MAX_PENDING_CNPS = 128
 """CNPs one flow may have in flight (at most one per µs: 128 µs of feedback delay at full marking)."""
+APPEND_MANY_FROM = 8
+"""Flows started together from which ``start_flows`` writes their rows as whole-column copies."""
 PFC_ALPHA_SHIFT = 3
 """The packet MMU's dynamic threshold is (free buffer) >> 3 per ingress (docs/network-packet.md)."""
 
@@ -129,6 +131,13 @@ class FlowTable:
         self.arrays: dict[str, np.ndarray] = {
             k: np.zeros((64, *({0: self.width, -1: ring}.get(d, d) for d in shape)), dtype=dtype)
             for k, (shape, dtype) in _ARRAYS.items()}
+        self._registry: dict[str, np.ndarray] = {  # per route number, its templates (``register``)
+            "f64": np.zeros((64, len(SCALAR_COLUMNS[np.float64]))),
+            "i64": np.zeros((64, len(SCALAR_COLUMNS[np.int64])), dtype=np.int64),
+            "links": np.zeros((64, 1), dtype=np.int64), "coefs": np.zeros((64, 1)),
+            "first": np.zeros(64, dtype=np.int64), "cc_on": np.zeros(64, dtype=np.bool_),
+            "width": np.zeros(64, dtype=np.int64), "st": np.zeros((64, MAX_SLOTS)),
+            "hop": np.zeros((64, MAX_HOP_RECORDS, HOP_FIELDS))}
         self.version = -1  # bumped whenever a column is reallocated (arrays handed out before are stale)
         self._append_version = -2
         self._append_args: tuple[Any, ...] = ()
@@ -168,6 +177,59 @@ class FlowTable:
         kernel(self.n, flow_id, size_bytes, *self._append_args, *route.template, float(mark[0]), float(mark[1]),
                float(mark[2]))
         self.n += 1
+
+    def register(self, route: _Route) -> None:
+        """Keep ``route``'s templates as row ``route.number`` of the route registry ``append_many`` copies from."""
+        reg, number = self._registry, route.number
+        width = len(route.links)
+        if width > reg["links"].shape[1]:
+            for k in ("links", "coefs"):
+                reg[k] = np.pad(reg[k], ((0, 0), (0, width - reg[k].shape[1])))
+        if number == len(reg["width"]):
+            for k, v in reg.items():
+                reg[k] = np.concatenate([v, np.zeros_like(v)])
+        reg["f64"][number], reg["i64"][number] = route.rows[np.float64], route.rows[np.int64]
+        reg["links"][number, :width], reg["coefs"][number, :width] = route.links, route.coefs
+        reg["first"][number], reg["cc_on"][number], reg["width"][number] = route.first, route.cc_on, width
+        reg["st"][number], reg["hop"][number] = route.st, route.hop
+
+    def append_many(self, flow_ids: list[int], sizes: list[float], numbers: list[int],
+                    marks: list[tuple[float, int, int]]) -> None:
+        """``append`` of each flow in order (ids, bytes to send, registered route numbers, ECN-mark states),
+        as whole-column copies from the route registry: the same rows, down to the link entries past a
+        route's end, which keep what the table held there."""
+        reg, arrays, blocks = self._registry, self.arrays, self.blocks
+        k, n = len(flow_ids), self.n
+        nums = np.array(numbers, dtype=np.int64)
+        widths = reg["width"][nums]
+        width = int(widths.max())
+        if width > self.width:
+            for key in ("links", "coefs"):
+                arrays[key] = np.pad(arrays[key], ((0, 0), (0, width - self.width)))
+            self.width = width
+            self._views()
+        if n + k > len(arrays["cc_on"]):
+            while n + k > len(arrays["cc_on"]):
+                groups: tuple[dict[Any, np.ndarray], ...] = (arrays, self.blocks)
+                for group in groups:
+                    for key, v in group.items():
+                        group[key] = np.concatenate([v, np.zeros_like(v)])
+            self._views()
+        rows = slice(n, n + k)
+        f64, i64 = blocks[np.float64], blocks[np.int64]
+        f64[rows] = reg["f64"][nums]
+        f64[rows, _COL["rem"][1]] = sizes
+        i64[rows] = reg["i64"][nums]
+        i64[rows, _COL["ids"][1]] = flow_ids
+        for w in np.unique(widths).tolist():
+            at = np.flatnonzero(widths == w)
+            arrays["links"][n + at, :w] = reg["links"][nums[at], :w]
+            arrays["coefs"][n + at, :w] = reg["coefs"][nums[at], :w]
+        for key in ("first", "cc_on", "st", "hop"):
+            arrays[key][rows] = reg[key][nums]
+        arrays["mark"][rows] = marks
+        arrays["ackp"][rows] = 0
+        self.n = n + k
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep the rows where ``mask`` (over rows [0, n)) is true, in order."""
@@ -240,7 +302,9 @@ class FluidBackend(NetworkBackend):
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
         self._routes: dict[int, _Route] = {}
-        self._route_of: dict[tuple[int, int, int, bool], _Route] = {}  # by Flow[1:] on single-route pairs
+        self._payload = params.transport.packet_payload_bytes
+        self._route_of: dict[tuple[int, int, bool, int], _Route] = {}  # single-route pairs: by _route's class key
+        self._route_ecmp: dict[tuple[int, ...], tuple[tuple[int, ...], _Route]] = {}  # and ECMP route, by its id
         self._route_bytes: list[float] = []  # bytes started per route class, by _Route.number
         self.steps = 0
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
@@ -271,15 +335,23 @@ class FluidBackend(NetworkBackend):
 
     def _route(self, flow: Flow) -> _Route:
         """The constant columns of ``flow``, built once per route class (``describe`` caches its results,
-        so their identity names the class), and looked up by (source, destination, size, CC) where the GPU
-        pair has a single route."""
-        hit = self._route_of.get(flow[1:])
+        so their identity names the class), and looked up by what the class is made of: (source,
+        destination, CC, last packet's payload) where the GPU pair has a single route, and that and the
+        flow's ECMP route (``Topology.route``) where it has several."""
+        src, dst, size = flow.src_gpu, flow.dst_gpu, flow.size_bytes
+        pair = (src, dst, flow.cc, size if size < self._payload else self._payload)
+        hit = self._route_of.get(pair)
         if hit is not None:
             return hit
+        fwd = self.topology.route(src, dst, flow.flow_id)  # the ECMP choice describe makes
+        ecmp = (src, dst, flow.cc, pair[3], id(fwd))  # the entry holds fwd, so its id names it while cached
+        known = self._route_ecmp.get(ecmp)
+        if known is not None and known[0] is fwd:
+            return known[1]
         described = self._paths.describe(flow)
         hit = self._routes.get(id(described))
         if hit is None:
-            fwd, _, dc, _, lat, row, coef_row = described
+            _, _, dc, _, lat, row, coef_row = described
             cc_on = bool(flow.cc) and self.cc.controls_rate
             win, rtt0 = self._window(fwd)
             line_bps = self.topology.links[fwd[0]].bandwidth_bps
@@ -294,9 +366,12 @@ class FluidBackend(NetworkBackend):
             template = (rows[np.float64], rows[np.int64], row, coef_row, fwd[0], cc_on, st, hop)
             hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows, template)
             self._routes[id(described)] = hit
+            self._cols.register(hit)
             self._route_bytes.append(0.0)
-        if len(self.topology.routes(flow.src_gpu, flow.dst_gpu)) == 1:
-            self._route_of[flow[1:]] = hit
+        if len(self.topology.routes(src, dst)) == 1:
+            self._route_of[pair] = hit
+        else:
+            self._route_ecmp[ecmp] = (fwd, hit)
         return hit
 
     # ------------------------------------------------------------------ integration
@@ -326,6 +401,18 @@ class FluidBackend(NetworkBackend):
         heapq.heappush(self._done, (t, self._seq, flow_id))
         self._seq += 1
 
+    def _push_many(self, times: list[float], flow_ids: list[int]) -> None:
+        """``_push_done`` of each, in order: appended and the heap rebuilt when they are many (the heap
+        pops by (time, sequence number), so its layout does not matter)."""
+        seq, done = self._seq, self._done
+        if 4 * len(times) < len(done):
+            for t, flow_id in zip(times, flow_ids, strict=True):
+                self._push_done(t, flow_id)
+            return
+        done.extend(zip(times, range(seq, seq + len(times)), flow_ids, strict=True))
+        heapq.heapify(done)
+        self._seq = seq + len(times)
+
     def _run_to(self, t_s: float, until_completion: bool = False) -> None:
         """Integrate to ``t_s`` (or only to the first completion of a flow that drains on the way)."""
         if self._t >= t_s:
@@ -338,9 +425,7 @@ class FluidBackend(NetworkBackend):
                 until_completion, c.cols["ids"], c.cols["lat"], c.cols["done_ids"], c.cols["done_t"], state)
             self.steps += steps
             if n_done:
-                for flow_id, t in zip(c.cols["done_ids"][:n_done].tolist(), c.cols["done_t"][:n_done].tolist(),
-                                      strict=True):
-                    self._push_done(t, flow_id)
+                self._push_many(c.cols["done_t"][:n_done].tolist(), c.cols["done_ids"][:n_done].tolist())
             if 2 * self._live < c.n:  # retired rows outnumber live ones: compact
                 c.compact()
             if until_completion:
@@ -357,6 +442,15 @@ class FluidBackend(NetworkBackend):
     def active_flows(self) -> int:
         return self._live + len(self._done)
 
+    def _mark(self, flow: Flow) -> tuple[float, int, int]:
+        """A new flow's ECN-mark state (``fluid_kernel.fluid_step``): with random marks, a flow's mark stream
+        is keyed by what it carries, not by its id: every layer repeats its draws, so periodic layers can
+        stay periodic for the fast-forward."""
+        if not self._random_marks:
+            return (0.0, 0, 0)
+        key = ((flow.src_gpu * 1_000_003 + flow.dst_gpu) * 1_000_033 + int(flow.size_bytes)) % (1 << 52)
+        return (exp_draw(key, 0), key, 0)
+
     def start_flow(self, flow: Flow, now_s: float) -> None:
         if self._t < now_s:
             self._run_to(now_s)
@@ -365,15 +459,35 @@ class FluidBackend(NetworkBackend):
         if flow.size_bytes <= 0:
             self._push_done(now_s + route.lat, flow.flow_id)
             return
-        mark: tuple[float, int, int] = (0.0, 0, 0)
-        if self._random_marks:
-            # a flow's mark stream is keyed by what it carries, not by its id: every layer repeats its
-            # draws, so periodic layers can stay periodic for the fast-forward
-            key = ((flow.src_gpu * 1_000_003 + flow.dst_gpu) * 1_000_033 + int(flow.size_bytes)) % (1 << 52)
-            mark = (exp_draw(key, 0), key, 0)
-        self._cols.append(flow.flow_id, float(flow.size_bytes), route, mark)
+        self._cols.append(flow.flow_id, float(flow.size_bytes), route, self._mark(flow))
         self._live += 1
         self._fresh = False
+
+    def start_flows(self, flows: list[Flow], now_s: float) -> None:
+        """As ``start_flow`` on each in order, their rows written together (``FlowTable.append_many``) when
+        they are more than a few (below that one kernel call per row is faster)."""
+        if len(flows) < APPEND_MANY_FROM:
+            for flow in flows:
+                self.start_flow(flow, now_s)
+            return
+        if self._t < now_s:
+            self._run_to(now_s)
+        ids, sizes, numbers, marks = [], [], [], []
+        route_bytes = self._route_bytes
+        for flow in flows:
+            route = self._route(flow)
+            route_bytes[route.number] += flow.size_bytes
+            if flow.size_bytes <= 0:
+                self._push_done(now_s + route.lat, flow.flow_id)
+                continue
+            ids.append(flow.flow_id)
+            sizes.append(float(flow.size_bytes))
+            numbers.append(route.number)
+            marks.append(self._mark(flow))
+        if ids:
+            self._cols.append_many(ids, sizes, numbers, marks)
+            self._live += len(ids)
+            self._fresh = False
 
     def next_completion_s(self, horizon_s: float | None = None) -> float:
         if horizon_s is not None:

@@ -57,6 +57,9 @@ from moesim.workload.graph import CollectiveType, Node, NodeKind, Workload
 
 __all__ = ["Hooks", "Simulation", "SystemSettings"]
 
+_new_flow = tuple.__new__
+"""``Flow(...)`` without the Python frame of a named tuple's constructor (one flow per transfer)."""
+
 
 @dataclass
 class Hooks:
@@ -95,7 +98,8 @@ class Simulation:
         self.timing = StepTiming(settings.endpoint_delay_s, settings.mem_bw_bytes_per_s, settings.astra_receives)
         self.total_nodes = math.prod(workload.logical_dims) if workload.logical_dims else workload.num_ranks
         self.events: EventQueue[EventKind] = EventQueue()
-        self._handlers = (self._dispatch, self._compute_done, self._stream_exit, self._start_transfer)  # by EventKind
+        self._handlers = (self._dispatch, self._compute_done, self._stream_exit, self._start_transfer,
+                          self._start_transfers)  # by EventKind
         self.ranks = [RankRun(g.nodes) for g in workload.graphs]
         self.instances: dict[tuple[tuple[int, ...], int], CollectiveRun] = {}
         self.flows: dict[int, tuple[CollectiveRun, int, int]] = {}
@@ -117,7 +121,7 @@ class Simulation:
                 self.events.schedule(start_s, EventKind.RANK_START, r)
             else:
                 self._dispatch(r)
-        events, backend, handlers, on_flow_done = self.events, self.backend, self._handlers, self._on_flow_done
+        events, backend, handlers, on_flows_done = self.events, self.backend, self._handlers, self._on_flows_done
         step_finished = self.hooks.step_finished
         while True:  # one step: the flow completions of one instant, then the events due then
             te = events.next_time()
@@ -126,8 +130,8 @@ class Simulation:
                 break
             self.now = tn if tn <= te else te
             done = backend.advance_to(self.now)
-            for fid in done:
-                on_flow_done(fid)
+            if done:
+                on_flows_done(done)
             handled = len(done)
             if tn > te:
                 while events.next_time() == te:
@@ -360,8 +364,12 @@ class Simulation:
     def _run_stream(self, inst: CollectiveRun, k: int, pos: int) -> None:
         """The member at ``pos`` starts its part of chunk key ``k``."""
         ch = self._chunk(inst, k)
-        for j in ch.plan.on_start[pos]:
-            self._release_transfer(inst, k, ch, j)
+        starts = ch.plan.on_start[pos]
+        if len(starts) > 1:
+            self._release_together(inst, k, ch, starts)
+        else:
+            for j in starts:
+                self._release_transfer(inst, k, ch, j)
         if not ch.plan.exit_sent(pos):
             self._release_exit(inst, k, ch, pos)
 
@@ -378,37 +386,69 @@ class Simulation:
         if left == 0:
             self.events.schedule(self.now + ch.plan.transfers[j].delay_s, EventKind.TRANSFER_START, inst, c, j)
 
+    def _release_together(self, inst: CollectiveRun, c: int, ch: ChunkRun, starts: list[int]) -> None:
+        """Release ``starts`` as ``_release_transfer`` one by one would; when all of them become due at once
+        (same delay), as one event that starts them in the same order (their single events would have
+        followed each other in the queue: consecutive sequence numbers, one time and priority)."""
+        transfers, deps_left = ch.plan.transfers, ch.deps_left
+        delay = transfers[starts[0]].delay_s
+        if any(deps_left[j] != 1 or transfers[j].delay_s != delay for j in starts):
+            for j in starts:
+                self._release_transfer(inst, c, ch, j)
+            return
+        for j in starts:
+            deps_left[j] = 0
+        self.events.schedule(self.now + delay, EventKind.TRANSFERS_START, inst, c, tuple(starts))
+
+    def _start_transfers(self, inst: CollectiveRun, c: int, js: tuple[int, ...]) -> None:
+        """The transfers of one ``TRANSFERS_START`` event, in order, handed to the backend at once (what their
+        engine bookkeeping schedules is due no earlier, so nothing else reaches the backend between them);
+        each counts as one handled event."""
+        self.backend.start_flows(self._transfer_flows(inst, c, js), self.now)
+        self.events_handled += len(js) - 1
+
     def _release_exit(self, inst: CollectiveRun, c: int, ch: ChunkRun, m: int) -> None:
         ch.exit_left[m] -= 1
         if ch.exit_left[m] == 0:
             self.events.schedule(self.now + ch.plan.exit_delay_s[m], EventKind.STREAM_EXIT, inst, c, m)
 
     def _start_transfer(self, inst: CollectiveRun, c: int, j: int) -> None:
+        (flow,) = self._transfer_flows(inst, c, (j,))
+        self.backend.start_flow(flow, self.now)
+
+    def _transfer_flows(self, inst: CollectiveRun, c: int, js: tuple[int, ...]) -> list[Flow]:
+        """Transfers ``js`` of chunk ``c`` as new flows, in order, with everything their start does in the
+        engine (ids, the flow hooks, the transfers and exits waiting for their issue); the caller starts them."""
         ch = inst.chunks[c]
         plan = ch.plan
-        t = plan.transfers[j]
-        if inst.phases is None:
-            src, dst = self.placement[inst.members[t.src]], self.placement[inst.members[t.dst]]
-        else:
-            src = self.placement[inst.members[inst.phases.member(c, t.src)]]
-            dst = self.placement[inst.members[inst.phases.member(c, t.dst)]]
-        fid = self.next_flow_id
-        self.next_flow_id += 1
-        self.flows[fid] = (inst, c, j)
-        inst.flows_started += 1
-        cc = self._cc_pairs.get((src, dst))
-        if cc is None:
-            cc = self._cc_pairs[(src, dst)] = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
-        flow = Flow(fid, src, dst, t.size_bytes, cc)
-        if self.hooks.flow_started:
-            origin = self._origin(inst, c, j)
-            for hook in self.hooks.flow_started:
-                hook(flow, origin)
-        self.backend.start_flow(flow, self.now)
-        for k in plan.sent_dependants[j]:
-            self._release_transfer(inst, c, ch, k)
-        for m in plan.sent_exit_waiters[j]:
-            self._release_exit(inst, c, ch, m)
+        transfers, sent_dependants, sent_exit_waiters = plan.transfers, plan.sent_dependants, plan.sent_exit_waiters
+        placement, members, phases, flows, cc_pairs = self.placement, inst.members, inst.phases, self.flows, self._cc_pairs
+        hooks = self.hooks.flow_started
+        out = []
+        for j in js:
+            t = transfers[j]
+            if phases is None:
+                src, dst = placement[members[t.src]], placement[members[t.dst]]
+            else:
+                src, dst = placement[members[phases.member(c, t.src)]], placement[members[phases.member(c, t.dst)]]
+            fid = self.next_flow_id
+            self.next_flow_id = fid + 1
+            flows[fid] = (inst, c, j)
+            inst.flows_started += 1
+            cc = cc_pairs.get((src, dst))
+            if cc is None:
+                cc = cc_pairs[(src, dst)] = self.settings.intra_server_cc or not self.topology.same_server(src, dst)
+            flow = _new_flow(Flow, (fid, src, dst, t.size_bytes, cc))
+            if hooks:
+                origin = self._origin(inst, c, j)
+                for hook in hooks:
+                    hook(flow, origin)
+            for k in sent_dependants[j]:
+                self._release_transfer(inst, c, ch, k)
+            for m in sent_exit_waiters[j]:
+                self._release_exit(inst, c, ch, m)
+            out.append(flow)
+        return out
 
     def _origin(self, inst: CollectiveRun, k: int, j: int) -> FlowOrigin:
         """What transfer ``j`` of chunk key ``k`` belongs to, for the flow hooks."""
@@ -418,24 +458,28 @@ class Simulation:
         return FlowOrigin(inst.members, inst.seq, chunk, phase, j, inst.members[src], inst.members[dst],
                           inst.node_of.get(src), inst.node_of.get(dst))
 
-    def _on_flow_done(self, fid: int) -> None:
-        inst, c, j = self.flows.pop(fid)
-        if self.hooks.flow_finished:
-            origin = self._origin(inst, c, j)
-            for hook in self.hooks.flow_finished:
-                hook(fid, origin)
-        ch = inst.chunks[c]
-        plan = ch.plan
-        if ch.arrived:  # ASTRA-sim's receives: the k-th arrival on a pair counts as its k-th transfer
-            slots = plan.pair_slots
-            assert slots is not None
-            pair = slots[0][j]
-            j = slots[1][pair][ch.arrived[pair]]
-            ch.arrived[pair] += 1
-        for k in plan.dependants[j]:
-            self._release_transfer(inst, c, ch, k)
-        for m in plan.exit_waiters[j]:
-            self._release_exit(inst, c, ch, m)
+    def _on_flows_done(self, fids: list[int]) -> None:
+        """The flows ``fids`` completed, in order: release what waits for their arrival."""
+        flows, hooks = self.flows, self.hooks.flow_finished
+        release_transfer, release_exit = self._release_transfer, self._release_exit
+        for fid in fids:
+            inst, c, j = flows.pop(fid)
+            if hooks:
+                origin = self._origin(inst, c, j)
+                for hook in hooks:
+                    hook(fid, origin)
+            ch = inst.chunks[c]
+            plan = ch.plan
+            if ch.arrived:  # ASTRA-sim's receives: the k-th arrival on a pair counts as its k-th transfer
+                slots = plan.pair_slots
+                assert slots is not None
+                pair = slots[0][j]
+                j = slots[1][pair][ch.arrived[pair]]
+                ch.arrived[pair] += 1
+            for k in plan.dependants[j]:
+                release_transfer(inst, c, ch, k)
+            for m in plan.exit_waiters[j]:
+                release_exit(inst, c, ch, m)
 
     def _stream_exit(self, inst: CollectiveRun, c: int, m: int) -> None:
         if inst.queues is not None:

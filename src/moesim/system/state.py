@@ -22,11 +22,12 @@ class EventKind(IntEnum):
     COMPUTE_DONE = 1  # (rank, node index): a compute node ends
     STREAM_EXIT = 2  # (collective, chunk, member): a member's stream of one chunk ends
     TRANSFER_START = 3  # (collective, chunk, transfer): a transfer of a chunk's plan becomes a flow
+    TRANSFERS_START = 4  # (collective, chunk, transfers): several, released together, become flows in order
 
     @property
     def on_collective(self) -> bool:
         """Whether the first argument is a collective."""
-        return self is EventKind.STREAM_EXIT or self is EventKind.TRANSFER_START
+        return self is not EventKind.RANK_START and self is not EventKind.COMPUTE_DONE
 
 
 @dataclass(frozen=True)
