@@ -11,6 +11,7 @@ import pytest
 from moesim.errors import MoesimError
 from moesim.models.catalog import get_model
 from moesim.network.base import Flow
+from moesim.network.flow import FlowBackend
 from moesim.network.params import network_mode
 from moesim.network.paths import PathModel
 from moesim.serving import Deployment, Requests, SchedulerConfig, StepCache, serve
@@ -107,6 +108,29 @@ def landings(transfers: KvTransfers, starts: list[tuple[float, int]]) -> list[tu
     return out
 
 
+def landings_per_flow(starts: list[tuple[float, int]]) -> list[tuple[int, float]]:
+    """The same on the flow backend driven directly: request i's 16 flows (prefill GPU k → decode GPU k, under
+    congestion control as they cross servers); a request lands with its last flow."""
+    topo, params = get_topology("hgx-h100:4"), network_mode("ib_cc0")
+    backend = FlowBackend(topo, params)
+    left = dict.fromkeys(range(len(starts)), len(DECODE_GPUS))
+    out: list[tuple[int, float]] = []
+
+    def run_to(t: float) -> None:
+        while backend.active_flows and (t_net := backend.next_completion_s(t)) <= t:
+            for fid in backend.advance_to(t_net):
+                left[fid // 16] -= 1
+                if left[fid // 16] == 0:
+                    out.append((fid // 16, t_net))
+
+    for r, (t, size) in enumerate(starts):
+        run_to(t)
+        for k, (src, dst) in enumerate(zip(PREFILL_GPUS, DECODE_GPUS, strict=True)):
+            backend.start_flow(Flow(16 * r + k, src, dst, size, True), t)
+    run_to(math.inf)
+    return out
+
+
 def test_a_transfer_simulated_on_its_lane_ends_when_all_its_flows_end():
     """Rank k of the prefill replica sends to rank k of the decode replica through its own NICs: 16 link-disjoint,
     identical lanes. Simulating lane 0 alone gives every transfer the end time of its 16 flows simulated
@@ -121,7 +145,7 @@ def test_a_transfer_simulated_on_its_lane_ends_when_all_its_flows_end():
     assert (every.lanes, lane.lanes) == (1, 16)
     assert len(lane.pairs[PREFILL_GPUS, DECODE_GPUS]) == 1
     ended = landings(lane, starts)
-    assert ended == landings(every, starts)
+    assert ended == landings(every, starts) == landings_per_flow(starts)
     assert len(ended) == 60 and len({t for _, t in ended}) > 30  # transfers overlapped and ended apart
     with pytest.raises(MoesimError, match="not among the pairs prepared"):
         lane.start(0, 1.0, DECODE_GPUS, PREFILL_GPUS, 1000)

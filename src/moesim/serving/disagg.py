@@ -35,9 +35,10 @@ from moesim.topology.catalog import get_topology
 
 KV_BACKEND = "flow"
 """The backend of KV transfers by default (fast, and contention-aware)."""
-LANE_BACKENDS = ("flow",)
+PLAIN_BACKENDS = ("flow",)
 """Backends whose rates depend on the flows' links, bandwidths and delays alone (no per-flow randomness, no
-state beyond the flows), so that isomorphic lanes of flows keep identical rates (``reference_lane``)."""
+state beyond the flows), so that isomorphic lanes of flows keep identical rates (``reference_lane``), and
+whose next event depends on the flows alone (not on the horizon), so it holds until a flow starts or ends."""
 
 Ends = list[tuple[int, int, bool]]
 """A transfer's flows: (source GPU, destination GPU, under congestion control) each."""
@@ -114,7 +115,7 @@ class KvTransfers:
         self.params = network_mode(network).with_overrides(net)
         topo = get_topology(topology, nic_switch_delay_s=self.params.transport.nic_switch_delay_s)
         self.topology = topo.with_link_bandwidths(links) if links else topo
-        self.backend_name = backend
+        self.plain = backend in PLAIN_BACKENDS
         self.backend = BACKENDS.get(backend)(self.topology, self.params)
         self.owner: dict[int, int] = {}
         self.left: dict[int, int] = {}
@@ -123,6 +124,8 @@ class KvTransfers:
         """(source GPUs, destination GPUs) → the flows started per request (all, or lane 0's)."""
         self.lanes = 1
         """Flows a request's transfer stands for per flow started (its lanes; 1: every flow simulated)."""
+        self._next_s: float | None = None
+        """The backend's next event, known until a flow starts or ends (a ``PLAIN_BACKENDS`` backend)."""
 
     def _ends(self, src_gpus: tuple[int, ...], dst_gpus: tuple[int, ...]) -> Ends:
         """One flow into every GPU of ``dst_gpus``, from ``src_gpus``' GPU of the same index modulo its size."""
@@ -132,11 +135,10 @@ class KvTransfers:
 
     def prepare(self, pairs: Iterable[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
         """Declare every (source GPUs, destination GPUs) a transfer may take, before the first starts: when
-        their flows split into lanes (``reference_lane``, on a ``LANE_BACKENDS`` backend), only lane 0 runs."""
+        their flows split into lanes (``reference_lane``, on a ``PLAIN_BACKENDS`` backend), only lane 0 runs."""
         keys = list(dict.fromkeys(pairs))
         ends = [self._ends(*key) for key in keys]
-        lanes = self.backend_name in LANE_BACKENDS
-        lane = reference_lane(PathModel(self.topology, self.params), ends) if lanes else None
+        lane = reference_lane(PathModel(self.topology, self.params), ends) if self.plain else None
         if lane is None:
             self.pairs = dict(zip(keys, ends, strict=True))
             return
@@ -145,7 +147,8 @@ class KvTransfers:
 
     @property
     def active(self) -> bool:
-        return self.backend.active_flows > 0
+        """Whether some transfer is under way (a request has flows the backend has not reported ended)."""
+        return bool(self.left)
 
     def start(self, request: int, now_s: float, src_gpus: tuple[int, ...], dst_gpus: tuple[int, ...],
               bytes_per_gpu: int) -> None:
@@ -162,13 +165,24 @@ class KvTransfers:
             flow_id += 1
         self.next_flow = flow_id
         self.left[request] = len(pairs)
+        self._next_s = None
 
     def next_event_s(self, horizon_s: float) -> float:
         """The backend's next event; ``horizon_s`` is the earliest time another transfer may start."""
-        return self.backend.next_completion_s(horizon_s)
+        if self._next_s is not None:
+            return self._next_s
+        t = self.backend.next_completion_s(horizon_s)
+        if self.plain:
+            self._next_s = t
+        return t
 
     def advance(self, t_s: float) -> list[int]:
-        """Move to ``t_s``; the requests whose transfer has ended by then, in completion order."""
+        """Move to ``t_s``; the requests whose transfer has ended by then, in completion order. Before the
+        backend's next event known, nothing ends and the backend is left where it is (its flows' bytes are
+        brought to the time of the next start or event)."""
+        if self._next_s is not None and t_s < self._next_s:
+            return []
+        self._next_s = None
         landed = []
         for flow_id in self.backend.advance_to(t_s):
             r = self.owner.pop(flow_id)
