@@ -12,7 +12,8 @@ with the default splits (the study's four: TP2EP16, TP4EP8, TP8EP4, TP16EP2, eac
 lengths, the fluid backend and the default workers (one per CPU). The cache is a fresh temporary folder, so every
 step is simulated. It prints the wall and CPU time (this process's children: the command and its workers), the
 step simulations and cache hits, and where the time went: filling the step costs (moesim runs of every grid
-step) and the capacity searches (the serving simulator's replays, in ``--workers`` processes). ``--table FILE``
+step) and the capacity searches (the serving simulator's replays, in ``--workers`` processes), with the CPU
+seconds of each candidate's search summed by mode and server count. ``--table FILE``
 writes the search's result table (each candidate's capacity, goodput and limit, in rank order) as JSON, to
 compare two versions bit for bit. Arguments after ``--`` go to the command.
 """
@@ -36,6 +37,14 @@ TABLE_KEYS = ("best", "mode", "strategy", "prefill_strategy", "topology", "disag
 def children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def cpu_by_type(candidates: list[dict]) -> dict[str, list[float]]:
+    """Each candidate's search CPU seconds (the command's ``search_cpu_s``) by mode and server count."""
+    out: dict[str, list[float]] = {}
+    for c in sorted(candidates, key=lambda c: (c["mode"], c["gpus"])):
+        out.setdefault(f"{c['mode']} on {c['topology']}", []).append(c["search_cpu_s"])
+    return out
 
 
 def main() -> None:
@@ -72,6 +81,9 @@ def main() -> None:
     print(f"capacity searches (the serving simulator's replays): {searching:.1f} s for {modes.count('colocated')} "
           f"colocated and {modes.count('disaggregated')} disaggregated candidates; start-up and output "
           f"{wall - data['elapsed_s']:.1f} s")
+    for label, group in cpu_by_type(candidates).items():
+        print(f"  {label}: {len(group)} candidates, CPU {sum(group):.1f} s, {sum(group) / len(group):.1f} s each "
+              f"({min(group):.1f}–{max(group):.1f})")
     if args.table is not None:
         rows = [{k: c[k] for k in TABLE_KEYS} for c in candidates]
         args.table.write_text(json.dumps(rows, indent=1, sort_keys=True, default=repr) + "\n")
