@@ -54,20 +54,22 @@ def main() -> None:
     ap.add_argument("--table", type=Path, help="write the result table to this JSON file")
     ap.add_argument("extra", nargs="*", help="more options of moesim serve search (after --)")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as work:
+        cache, result = Path(work) / "cache", Path(work) / "result.json"
         command = [sys.executable, "-m", "moesim", "serve", "search", "--model", "deepseek-v4-flash", "--topology",
                    "hgx-h100:4", "--servers", args.servers, "--requests", str(args.requests), "--slo-ttft", "1s",
-                   "--slo-tpot", "50ms", "--json", "--cache", cache, *args.extra]
+                   "--slo-tpot", "50ms", "--json", "--cache", str(cache), *args.extra]
         print("$ moesim " + " ".join(command[3:]), flush=True)
         cpu0, t0 = children_cpu_s(), time.monotonic()
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert proc.stderr is not None and proc.stdout is not None
-        for line in proc.stderr:  # progress: step costs, then one line per candidate as its search ends
-            print(f"[{time.monotonic() - t0:7.1f} s] {line}", end="", file=sys.stderr, flush=True)
-        out = proc.stdout.read()
-        if proc.wait() != 0:
-            sys.exit(f"moesim serve search failed (exit {proc.returncode})")
+        with result.open("w") as stdout:  # a file, not a pipe: the JSON outgrows a pipe's buffer while stderr is read
+            proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, text=True)
+            assert proc.stderr is not None
+            for line in proc.stderr:  # progress: step costs, then one line per candidate as its search ends
+                print(f"[{time.monotonic() - t0:7.1f} s] {line}", end="", file=sys.stderr, flush=True)
+            if proc.wait() != 0:
+                sys.exit(f"moesim serve search failed (exit {proc.returncode})")
         wall, cpu = time.monotonic() - t0, children_cpu_s() - cpu0
+        out = result.read_text()
     data = json.loads(out)
     fill = data["step_costs"]
     searching = data["elapsed_s"] - fill["elapsed_s"]
