@@ -12,7 +12,8 @@ with the default splits (the study's four: TP2EP16, TP4EP8, TP8EP4, TP16EP2, eac
 lengths, the fluid backend and the default workers (one per CPU). The cache is a fresh temporary folder, so every
 step is simulated. It prints the wall and CPU time (this process's children: the command and its workers), the
 step simulations and cache hits, and where the time went: filling the step costs (moesim runs of every grid
-step) and the capacity searches (the serving simulator's replays, in ``--workers`` processes). ``--table FILE``
+step) and the capacity searches (the serving simulator's replays, in ``--workers`` processes), with the CPU
+seconds of each candidate's search summed by mode and server count. ``--table FILE``
 writes the search's result table (each candidate's capacity, goodput and limit, in rank order) as JSON, to
 compare two versions bit for bit. Arguments after ``--`` go to the command.
 """
@@ -38,6 +39,14 @@ def children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def cpu_by_type(candidates: list[dict]) -> dict[str, list[float]]:
+    """Each candidate's search CPU seconds (the command's ``search_cpu_s``) by mode and server count."""
+    out: dict[str, list[float]] = {}
+    for c in sorted(candidates, key=lambda c: (c["mode"], c["gpus"])):
+        out.setdefault(f"{c['mode']} on {c['topology']}", []).append(c["search_cpu_s"])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--servers", default="4,8,16")
@@ -45,20 +54,22 @@ def main() -> None:
     ap.add_argument("--table", type=Path, help="write the result table to this JSON file")
     ap.add_argument("extra", nargs="*", help="more options of moesim serve search (after --)")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as work:
+        cache, result = Path(work) / "cache", Path(work) / "result.json"
         command = [sys.executable, "-m", "moesim", "serve", "search", "--model", "deepseek-v4-flash", "--topology",
                    "hgx-h100:4", "--servers", args.servers, "--requests", str(args.requests), "--slo-ttft", "1s",
-                   "--slo-tpot", "50ms", "--json", "--cache", cache, *args.extra]
+                   "--slo-tpot", "50ms", "--json", "--cache", str(cache), *args.extra]
         print("$ moesim " + " ".join(command[3:]), flush=True)
         cpu0, t0 = children_cpu_s(), time.monotonic()
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert proc.stderr is not None and proc.stdout is not None
-        for line in proc.stderr:  # progress: step costs, then one line per candidate as its search ends
-            print(f"[{time.monotonic() - t0:7.1f} s] {line}", end="", file=sys.stderr, flush=True)
-        out = proc.stdout.read()
-        if proc.wait() != 0:
-            sys.exit(f"moesim serve search failed (exit {proc.returncode})")
+        with result.open("w") as stdout:  # a file, not a pipe: the JSON outgrows a pipe's buffer while stderr is read
+            proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, text=True)
+            assert proc.stderr is not None
+            for line in proc.stderr:  # progress: step costs, then one line per candidate as its search ends
+                print(f"[{time.monotonic() - t0:7.1f} s] {line}", end="", file=sys.stderr, flush=True)
+            if proc.wait() != 0:
+                sys.exit(f"moesim serve search failed (exit {proc.returncode})")
         wall, cpu = time.monotonic() - t0, children_cpu_s() - cpu0
+        out = result.read_text()
     data = json.loads(out)
     fill = data["step_costs"]
     searching = data["elapsed_s"] - fill["elapsed_s"]
@@ -72,6 +83,9 @@ def main() -> None:
     print(f"capacity searches (the serving simulator's replays): {searching:.1f} s for {modes.count('colocated')} "
           f"colocated and {modes.count('disaggregated')} disaggregated candidates; start-up and output "
           f"{wall - data['elapsed_s']:.1f} s")
+    for label, group in cpu_by_type(candidates).items():
+        print(f"  {label}: {len(group)} candidates, CPU {sum(group):.1f} s, {sum(group) / len(group):.1f} s each "
+              f"({min(group):.1f}–{max(group):.1f})")
     if args.table is not None:
         rows = [{k: c[k] for k in TABLE_KEYS} for c in candidates]
         args.table.write_text(json.dumps(rows, indent=1, sort_keys=True, default=repr) + "\n")

@@ -149,6 +149,7 @@ def test_serve_search_stores_every_rate_tried_and_the_report_draws_the_curves(ti
     for c in result["candidates"]:  # what stops each capacity, at the lowest failing rate above it
         assert c["limited_by"] is None or re.match(r"(throughput|TTFT|TPOT) \(", c["limited_by"]), c["limited_by"]
     assert result["skipped"] and all("does not divide" in s for s in result["skipped"])
+    assert all(c["search_cpu_s"] > 0 for c in result["candidates"])  # each search's own CPU time
     tried = sum(len(c["rates_tried"]) for c in result["candidates"])
     rows = query_results(out, "SELECT search_id, requests_path FROM serving")
     assert rows.num_rows == tried and set(rows.column("search_id").to_pylist()) == {result["search_id"]}

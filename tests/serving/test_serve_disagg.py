@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
 
+from moesim.errors import MoesimError
 from moesim.models.catalog import get_model
 from moesim.network.base import Flow
+from moesim.network.flow import FlowBackend
 from moesim.network.params import network_mode
 from moesim.network.paths import PathModel
 from moesim.serving import Deployment, Requests, SchedulerConfig, StepCache, serve
 from moesim.serving.deployment import sub_topology
+from moesim.serving.disagg import KvTransfers, reference_lane
 from moesim.topology.catalog import get_topology
 
 PROMPT = 1000
@@ -82,3 +88,85 @@ def test_a_replica_runs_on_a_cluster_of_its_own_size():
     reps = d.replicas()
     assert [(r.role, r.kind.topology, r.gpus[0], len(r.gpus)) for r in reps] == [
         ("prefill", "hgx-h100:2", 0, 16), ("decode", "hgx-h100:2", 16, 16)]
+
+
+PREFILL_GPUS, DECODE_GPUS = tuple(range(16)), tuple(range(16, 32))
+"""On hgx-h100:4, a 16-GPU prefill replica on servers 0–1 and a 16-GPU decode replica on servers 2–3."""
+
+
+def landings(transfers: KvTransfers, starts: list[tuple[float, int]]) -> list[tuple[int, float]]:
+    """Start request i's transfer of ``size`` bytes per GPU at its time, advance through every backend event:
+    (request, time its transfer ended) in landing order."""
+    out: list[tuple[int, float]] = []
+    for r, (t, size) in enumerate(starts):
+        while transfers.active and (t_net := transfers.next_event_s(t)) <= t:
+            out += [(q, t_net) for q in transfers.advance(t_net)]
+        transfers.start(r, t, PREFILL_GPUS, DECODE_GPUS, size)
+    while transfers.active:
+        t_net = transfers.next_event_s(math.inf)
+        out += [(q, t_net) for q in transfers.advance(t_net)]
+    return out
+
+
+def landings_per_flow(starts: list[tuple[float, int]]) -> list[tuple[int, float]]:
+    """The same on the flow backend driven directly: request i's 16 flows (prefill GPU k → decode GPU k, under
+    congestion control as they cross servers); a request lands with its last flow."""
+    topo, params = get_topology("hgx-h100:4"), network_mode("ib_cc0")
+    backend = FlowBackend(topo, params)
+    left = dict.fromkeys(range(len(starts)), len(DECODE_GPUS))
+    out: list[tuple[int, float]] = []
+
+    def run_to(t: float) -> None:
+        while backend.active_flows and (t_net := backend.next_completion_s(t)) <= t:
+            for fid in backend.advance_to(t_net):
+                left[fid // 16] -= 1
+                if left[fid // 16] == 0:
+                    out.append((fid // 16, t_net))
+
+    for r, (t, size) in enumerate(starts):
+        run_to(t)
+        for k, (src, dst) in enumerate(zip(PREFILL_GPUS, DECODE_GPUS, strict=True)):
+            backend.start_flow(Flow(16 * r + k, src, dst, size, True), t)
+    run_to(math.inf)
+    return out
+
+
+def test_a_transfer_simulated_on_its_lane_ends_when_all_its_flows_end():
+    """Rank k of the prefill replica sends to rank k of the decode replica through its own NICs: 16 link-disjoint,
+    identical lanes. Simulating lane 0 alone gives every transfer the end time of its 16 flows simulated
+    together, bit for bit, under overlapping transfers of different sizes (max-min sharing within each lane)."""
+    rng = np.random.default_rng(5)
+    starts = [(float(t), int(s)) for t, s in zip(np.cumsum(rng.exponential(2e-4, 60)),
+                                                  rng.integers(500, 40_000_000, 60), strict=True)]
+    starts[10] = (starts[9][0], starts[9][1])  # two equal transfers at one instant
+    every = KvTransfers("hgx-h100:4", "ib_cc0")
+    lane = KvTransfers("hgx-h100:4", "ib_cc0")
+    lane.prepare([(PREFILL_GPUS, DECODE_GPUS)])
+    assert (every.lanes, lane.lanes) == (1, 16)
+    assert len(lane.pairs[PREFILL_GPUS, DECODE_GPUS]) == 1
+    ended = landings(lane, starts)
+    assert ended == landings(every, starts) == landings_per_flow(starts)
+    assert len(ended) == 60 and len({t for _, t in ended}) > 30  # transfers overlapped and ended apart
+    with pytest.raises(MoesimError, match="not among the pairs prepared"):
+        lane.start(0, 1.0, DECODE_GPUS, PREFILL_GPUS, 1000)
+
+
+def test_flows_that_do_not_split_into_identical_lanes_are_all_simulated():
+    """Lanes need link-disjoint flows (a prefill GPU serving two decode GPUs shares its NIC), single routes
+    (mi300x:8:ls3's fabric has ECMP choices by flow id) and equal-bandwidth copies of lane 0."""
+    topo, params = get_topology("hgx-h100:4"), network_mode("ib_cc0")
+    paths = PathModel(topo, params)
+    cross = [(s, s + 16, True) for s in range(8)]
+    assert reference_lane(paths, [cross]) == [0]
+    assert reference_lane(paths, [cross, [(s + 8, s + 16, True) for s in range(8)]]) == [0, 0]  # two sources
+    assert reference_lane(paths, [cross, [(s + 8, s + 24, True) for s in range(8)]]) is None  # 16 apart
+    assert reference_lane(paths, [[(s % 4, s + 16, True) for s in range(8)]]) is None  # shared source NICs
+    assert reference_lane(paths, [cross[:1]]) is None  # one flow: nothing to leave out
+    links = list(topo.links)
+    k = paths.describe(Flow(0, 3, 19, 1)).fwd[2]
+    links[k] = dataclasses.replace(links[k], bandwidth_bps=links[k].bandwidth_bps / 2)
+    slow = dataclasses.replace(topo, links=tuple(links))
+    assert reference_lane(PathModel(slow, params), [cross]) is None  # lane 3 crosses a slower link
+    ecmp = get_topology("mi300x:8:ls3")
+    assert len(ecmp.routes(0, 63)) > 1
+    assert reference_lane(PathModel(ecmp, params), [[(s, 56 + s, True) for s in range(8)]]) is None

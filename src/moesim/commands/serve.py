@@ -447,7 +447,7 @@ def _search_record(result: Any, slo: Any, attainment: float) -> dict[str, Any]:
                      "capacity_rps": c.best.rate_rps if c.best is not None else None,
                      "upper_bound_found": c.best is not None and not c.unbounded, "conservative": c.conservative,
                      "rates_tried": [e.rate_rps for e in c.evaluations],
-                     "limited_by": c.limited_by(slo, attainment)})
+                     "limited_by": c.limited_by(slo, attainment), "search_cpu_s": c.cpu_s})
     return {"search_id": result.search_id, "candidates": rows, "skipped": list(result.skipped),
             "step_costs": result.fill.__dict__, "elapsed_s": result.elapsed_s, **result.settings}
 

@@ -97,6 +97,8 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
     decoders = [g for g in groups if g.role == DECODE]
     if decoders and transfers is None:
         raise MoesimError("a disaggregated replay needs the KV transfers' network (transfers=KvTransfers(...))")
+    if decoders and transfers is not None:
+        transfers.prepare((s.gpus, d.gpus) for g in entry for s in g.ranks for dg in decoders for d in dg.ranks)
     router = ROUTERS.get(config.routing)(config.routing_seed)
     queued: dict[ReplicaState, deque[int]] = {s: deque() for g in decoders for s in g.ranks}
     inbound = dict.fromkeys(queued, 0)

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -153,6 +153,8 @@ class Candidate:
     conservative: bool = False
     """A rate that failed on the requests passed on the longer run: the runs are too short to bound the
     capacity tightly (more requests may give a higher figure); ``best`` is that longer run."""
+    cpu_s: float = 0.0
+    """CPU seconds the search took in the process that ran it (``time.process_time``; 0 when not measured)."""
 
     def limited_by(self, slo: Slo, attainment: float) -> str | None:
         """What stops the capacity from being higher, at the lowest failing rate above it: ``throughput`` (the
@@ -338,8 +340,10 @@ class _CapacityTask:
     longer: Requests
 
     def one(self, i: int) -> Candidate:
-        return capacity(self.candidates[i], self.base, self.config, self.slo, self.costs, self.attainment,
-                        self.start_rps, self.iterations, self.kv_backend, self.longer)
+        cpu0 = time.process_time()
+        found = capacity(self.candidates[i], self.base, self.config, self.slo, self.costs, self.attainment,
+                         self.start_rps, self.iterations, self.kv_backend, self.longer)
+        return replace(found, cpu_s=time.process_time() - cpu0)
 
     def run(self, workers: int) -> Iterator[tuple[int, Candidate]]:
         """Each candidate's index and search, as each finishes."""
