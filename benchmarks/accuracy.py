@@ -182,8 +182,9 @@ def export_matrix(out: Path, networks: tuple[str, ...] | None = None) -> None:
     side = MATRIX_PARQUET.with_suffix(".json")
     note = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {}
     command = repository_command([a for a in sys.argv[1:] if a != "--export-only"])
-    if "--export-only" in sys.argv:  # the sweep's command, as recorded by an earlier export if any
-        command = note.get("regenerated", {} if networks else note).get("command", command)
+    prior = note.get("regenerated", {}) if networks else note
+    if "--export-only" in sys.argv and prior.get("networks") == (list(networks) if networks else None):
+        command = prior.get("command", command)  # the sweep's command, as recorded by an earlier export
     part = {"command": command, "commit": _commit(), "moesim_version": __version__,
             "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"), "runs": fresh.num_rows,
             "simulation_s": round(_total(fresh, "sim_wallclock_s"), 1)}
@@ -198,8 +199,11 @@ def export_matrix(out: Path, networks: tuple[str, ...] | None = None) -> None:
                                                              str(table.column("overrides_json")[i])))
         table = table.take(pa.array(order, type=pa.int64()))
         stale = sorted(" ".join(c) for c in map(_config, kept.to_pylist()) if c[3] in networks)
-        note = {**{k: v for k, v in note.items() if k not in ("regenerated", "stale")},
-                "regenerated": {**part, "networks": list(networks)},
+        # regenerations of other networks stay on record (``earlier``); one of these networks is replaced
+        earlier = [r for r in [*note.get("earlier", []), *([prior] if prior else [])]
+                   if not set(r["networks"]) <= set(networks)]
+        note = {**{k: v for k, v in note.items() if k not in ("regenerated", "stale", "earlier")},
+                "regenerated": {**part, "networks": list(networks)}, **({"earlier": earlier} if earlier else {}),
                 "kept_rows": kept.num_rows, "stale": stale}
     note["runs_total"] = table.num_rows
     note["simulation_s_per_run"] = {r["run_id"]: round(float(r["sim_wallclock_s"]), 1) for r in table.to_pylist()}

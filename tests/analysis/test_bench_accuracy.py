@@ -50,6 +50,13 @@ def test_a_partial_regeneration_replaces_its_rows_and_keeps_every_other_row(tmp_
     assert note["regenerated"]["runs"] == 2 and note["regenerated"]["networks"] == list(HPCC)
     assert len(note["stale"]) == 94 and note["runs_total"] == 192
     assert set(note["simulation_s_per_run"]) == set(new)
+    # a regeneration of another network keeps the first one on record
+    accuracy.export_matrix(store, ("roce_dcqcn",))
+    note = json.loads(target.with_suffix(".json").read_text(encoding="utf-8"))
+    assert note["regenerated"]["networks"] == ["roce_dcqcn"] and note["regenerated"]["runs"] == 1
+    assert [r["networks"] for r in note["earlier"]] == [list(HPCC)] and len(note["stale"]) == 47
+    assert {r["run_id"]: r["wall_s"] for r in pq.read_table(target).to_pylist()}[other["run_id"]] == \
+        other["wall_s"] + 1e-6
 
 
 def _reference(model: str, error: dict[tuple[str, str], float]) -> object:
