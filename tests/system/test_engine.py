@@ -119,12 +119,9 @@ def test_the_engine_counts_every_flow_start_and_completion_and_stream_exit(n):
 
 
 class OneByOne(Simulation):
-    """The engine releasing every transfer of a stream's start as its own event, as it did before it
-    grouped them (``Simulation._release_together``)."""
+    """The engine releasing every transfer of a stream's start as its own event."""
 
-    def _release_together(self, inst, c, ch, starts):  # type: ignore[no-untyped-def]
-        for j in starts:
-            self._release_transfer(inst, c, ch, j)
+    group_transfer_starts = False
 
 
 def test_transfers_released_together_start_as_their_single_events_would():

@@ -79,6 +79,9 @@ class Simulation:
     """Executes a workload on a topology through a network backend: build one, register ``hooks`` and
     call :meth:`run` (``run.simulate`` does so with layer fast-forward when the settings ask for it)."""
 
+    group_transfer_starts = True
+    """Transfers a stream's start releases together start as one event (same results as one event each)."""
+
     def __init__(self, workload: Workload, topology: Topology, backend: NetworkBackend,
                  settings: SystemSettings, placement: tuple[int, ...] | None = None) -> None:
         if placement is None:
@@ -365,7 +368,7 @@ class Simulation:
         """The member at ``pos`` starts its part of chunk key ``k``."""
         ch = self._chunk(inst, k)
         starts = ch.plan.on_start[pos]
-        if len(starts) > 1:
+        if len(starts) > 1 and self.group_transfer_starts:
             self._release_together(inst, k, ch, starts)
         else:
             for j in starts:
