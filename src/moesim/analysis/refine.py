@@ -311,7 +311,7 @@ def refine(directory: str | Path, backend: str | None = None, budget_s: float | 
     new orderings turn unresolved and budget is left. ``announce`` (a callable) receives progress lines. With
     ``ensemble`` ≥ 2 each run is joined by its ensemble members 1..ensemble−1, in the same round. Runs whose
     key ``stored`` holds are copied from it (``moesim.analysis.refine_reuse``), not simulated."""
-    from moesim.experiments.runner import _command_line, run_sweep
+    from moesim.experiments.runner import command_line, run_sweep
     from moesim.network.base import BACKENDS
 
     bands = bands or load_bands()
@@ -330,7 +330,7 @@ def refine(directory: str | Path, backend: str | None = None, budget_s: float | 
         if not tried or p.runs:
             say("\n".join(p.lines(target, parallel)))
         if p.reused:
-            n = adopt(directory, p.reused, command or _command_line())
+            n = adopt(directory, p.reused, command or command_line())
             say(f"{n} {target} row{'s' if n != 1 else ''} copied from stored references with the same inputs")
         if not p.runs:
             return RefineSummary(ran, tuple(failures), p.still_open)

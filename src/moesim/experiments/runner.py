@@ -59,7 +59,7 @@ class SweepSummary:
         return out
 
 
-def _command_line() -> str:
+def command_line() -> str:
     """This process's command line, the moesim CLI named ``moesim`` however it was started."""
     prog = Path(sys.argv[0])
     return shlex.join(["moesim" if prog.parent.name == "moesim" else prog.name, *sys.argv[1:]])
@@ -103,7 +103,7 @@ def run_sweep(
     failures: list[tuple[str, str]] = []
     # the executor connects before the store exists: an unreachable cluster leaves no empty store behind
     with sigterm_as_interrupt(), contextlib.closing(exe.connect()), ResultsStore(out_dir) as store:
-        line = command if command is not None else _command_line()
+        line = command if command is not None else command_line()
         if command_when == "start":
             store.record_command(line)
         store.add_factor_columns(name for spec in specs for name, _ in spec.overrides)
