@@ -16,6 +16,8 @@ def test_neutral_defaults_are_left_out_and_set_values_kept() -> None:
         assert not set(names) & set(plain[section]), section
     dims = resolved_inputs(_spec(logical_dims=[4, 8]))
     assert dims["system"]["logical_dims"] == (4, 8)
+    mtp = RunSpec("deepseek-v3", "1", "TP4EP8", "ring_direct", "ib_cc0", "flow", ())
+    assert resolved_inputs(mtp)["model"]["mtp_layers"] == 1  # set in its catalog entry: keyed
     decode = resolved_inputs(_spec(phase="decode", batch=8))
     assert decode["workload_options"]["batch"] == 8 and decode["workload_options"]["phase"] == "decode"
 

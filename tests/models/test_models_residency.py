@@ -263,3 +263,29 @@ def test_residency_for_a_model_directory(tmp_path: Path) -> None:
     r = residency_for(str(directory))
     assert (r.label, r.total_bytes, r.per_rank_bytes) == ("mixtral-8x7b-v0.1", total, total / 32)
     assert residency_for("deepseek-v4-flash").per_rank_bytes == 5.215625e9
+
+
+# --- data-parallel attention ----------------------------------------------------------------------------
+
+
+def test_dp_groups_hold_the_weights_outside_the_routed_experts() -> None:
+    """DeepSeek-V3, DP32EP32: routed experts are 256 per MoE layer × (58 + 1 MTP) layers × 3·7168·2048 parameters
+    at 1 B; the rest R of the 688,586,727,753 B checkpoint is on every GPU: per rank = R + (total − R) / 32."""
+    spec = get_model("deepseek-v3")
+    routed = 256 * (58 + 1) * 3 * 7168 * 2048
+    rest = 688_586_727_753 - routed
+    r = model_residency(spec, ranks=32, dp_groups=32)
+    assert (r.dp_groups, r.replicated_bytes, r.total_bytes) == (32, rest, 688_586_727_753)
+    assert r.per_rank_bytes == (rest * 32 + 688_586_727_753 - rest) / 32
+    # DP8TP4EP32: each of 8 groups holds the rest over its 4 ranks
+    assert model_residency(spec, ranks=32, dp_groups=8).per_rank_bytes == (rest * 8 + 688_586_727_753 - rest) / 32
+    assert model_residency(spec, ranks=32, dp_groups=1) == model_residency(spec, ranks=32)  # even sharding
+    assert "dp_groups" not in model_residency(spec).to_dict() and r.to_dict()["replicated_bytes"] == rest
+
+
+def test_dp_groups_must_divide_the_ranks_and_need_a_spec(tmp_path: Path) -> None:
+    with pytest.raises(MoesimError, match="field 'dp_groups': 5 groups do not divide 32 ranks"):
+        model_residency(get_model("deepseek-v3"), ranks=32, dp_groups=5)
+    save_file(_tensors(), str(tmp_path / "model.safetensors"))
+    with pytest.raises(MoesimError, match="redundant experts and dp_groups need a catalog key"):
+        residency_for(str(tmp_path), dp_groups=2)

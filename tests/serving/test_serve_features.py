@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 from cli_fuzz import run_cli
-from serve_helpers import column, one_replica, requests
+from serve_helpers import column, one_replica, requests, write_tiny_model
 from test_serve_oracles import time_average_in_system
 
 from moesim.errors import MoesimError
@@ -172,6 +172,29 @@ def test_a_dp_split_gives_each_gpu_a_rank_with_its_own_cache_and_steps_with_ever
     with pytest.raises(MoesimError, match="TP inside a rank is not"):
         _ = Deployment(tiny_model, "star:4", "DP2TP2EP4", backend="flow").replicas()[0].kind.dp_ranks
 
+
+
+def test_every_gpu_of_a_dp_split_holds_the_weights_outside_the_routed_experts(tmp_path, cache_dir, small_config):
+    """A model whose checkpoint is its routed experts (1 B per parameter) plus 1 GB: a GPU of DP2EP2 holds the
+    1 GB and half the experts, one of TP1EP2 half of everything, so KV capacity = ⌊(f·M − weights) / kv⌋ with
+    weights = 1 GB + E/2 and (E + 1 GB)/2 (E: the experts' bytes)."""
+    import yaml
+
+    from moesim.models import get_model
+    from moesim.models.residency import replica_bytes
+
+    model = get_model(str(write_tiny_model(tmp_path)))
+    experts = replica_bytes(model, model.routed_experts, 1.0)
+    data = yaml.safe_load((tmp_path / "tiny.yaml").read_text()) | {"checkpoint_size_bytes": experts + 10**9}
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    free = small_config.memory_fraction * small_config.gpu_memory_bytes
+    reqs = [requests([0.0], 64, 2)]
+    for strategy, weights in (("DP2EP2", 10**9 + experts / 2), ("TP1EP2", (experts + 10**9) / 2)):
+        dep = Deployment(str(tmp_path / "tiny.yaml"), "star:2", strategy, backend="flow")
+        costs, _ = step_costs(grids(dep, reqs, small_config), StepCache(cache_dir))
+        replica = dep.replicas()[0]
+        kv = costs[replica.kind].kv_bytes_per_token
+        assert small_config.kv_capacity(replica, costs[replica.kind]) == int((free - weights) // kv), strategy
 
 # ---------------------------------------------------------------------------------------------- prefix caching
 def write_prefix_trace(path, rows) -> None:

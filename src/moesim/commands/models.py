@@ -150,6 +150,11 @@ def residency_cmd(
         int, typer.Option("--redundant-experts", min=0,
                           help="Replicas of routed experts per MoE layer (EPLB; 1 byte per parameter).")
     ] = 0,
+    dp_groups: Annotated[
+        int, typer.Option("--dp-groups", min=1,
+                          help="Data-parallel attention groups (DP<d>EP<e>: d): each holds the weights outside "
+                               "the routed experts.")
+    ] = 1,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Per-rank weight requirement (checkpoint size / ranks) against a per-accelerator capacity (weights only)."""
@@ -171,9 +176,9 @@ def residency_cmd(
         )
     if (checkpoint is not None or size_gb is not None) and len(refs) > 1:
         raise MoesimError("command line: '--checkpoint' / '--size-gb' give one size: name at most one model")
-    if redundant_experts and (checkpoint is not None or size_gb is not None):
-        raise MoesimError("command line: '--redundant-experts' sizes replicas from a model's spec: name the model "
-                          "without '--checkpoint' / '--size-gb'")
+    if (redundant_experts or dp_groups > 1) and (checkpoint is not None or size_gb is not None):
+        raise MoesimError("command line: '--redundant-experts' and '--dp-groups' need a model's expert shapes: name "
+                          "the model without '--checkpoint' / '--size-gb'")
     capacity = _bytes_from_gb(capacity_gb, "--capacity-gb")
     label = get_model(refs[0]).key if refs and (checkpoint is not None or size_gb is not None) else None
     reports: list[ResidencyReport]
@@ -190,12 +195,13 @@ def residency_cmd(
             )
         ]
     else:
-        reports = [residency_for(r, ranks=ranks, capacity_bytes=capacity, redundant_experts=redundant_experts)
-                   for r in (refs or STUDY_MODELS)]
+        reports = [residency_for(r, ranks=ranks, capacity_bytes=capacity, redundant_experts=redundant_experts,
+                                 dp_groups=dp_groups) for r in (refs or STUDY_MODELS)]
     if json_out:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
         return
-    table = Table(title="Weight residency (even sharding, decimal GB)", caption=WEIGHTS_ONLY_NOTE)
+    sharding = "even sharding" if dp_groups == 1 else f"{dp_groups} data-parallel attention groups"
+    table = Table(title=f"Weight residency ({sharding}, decimal GB)", caption=WEIGHTS_ONLY_NOTE)
     for col in ("model", "checkpoint GB", "ranks", "per-rank GB", "capacity GB", "fits", "source"):
         table.add_column(col, justify="right" if "GB" in col or col == "ranks" else "left")
     for r in reports:

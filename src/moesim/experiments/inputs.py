@@ -115,6 +115,7 @@ def _simulated_fields(spec: Any) -> dict[str, Any]:
 
 
 KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
+    "model": {"mtp_layers": 0},
     "workload_options": {"phase": "prefill", "batch": None, "context_tokens": None, "decode_steps": None,
                          "overlap": "none", "micro_batches": None, "expert_dtype": None, "dense_dtype": None,
                          "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None,
@@ -182,7 +183,7 @@ def _inputs(p: Any, diagnostics: bool, legacy: bool = False) -> dict[str, Any]:
         effective_params(p.params, capabilities.sections, capabilities.congestion_control, cc_flows)
     inputs: dict[str, Any] = {
         "version": __version__,
-        "model": _simulated_fields(p.model),
+        "model": _keyed("model", _simulated_fields(p.model)),
         "layout": _keyed("layout", dataclasses.asdict(p.layout)),
         "network": _keyed("network", network),
         "topology": _topology_hash(p.topology),

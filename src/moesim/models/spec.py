@@ -72,6 +72,9 @@ class ModelSpec:
     source: str = field(default="", compare=False)
     shared_expert_ffn_width: int | None = _optional(MAX_WIDTH)
     """Width of one shared expert; None means the same as ``expert_ffn_width``."""
+    mtp_layers: int = param(0, low=0, high=MAX_LAYERS)
+    """MoE layers of the checkpoint's multi-token-prediction module (``num_nextn_predict_layers``), outside
+    ``num_layers``: a forward pass does not run them, weight residency counts their routed experts."""
 
     @classmethod
     def from_hf_config(cls, path: str | os.PathLike[str], key: str | None = None) -> ModelSpec:

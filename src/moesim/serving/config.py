@@ -103,7 +103,8 @@ class SchedulerConfig:
         return self.chunk_tokens is not None
 
     def kv_capacity(self, replica: Replica, costs: StepCosts) -> int:
-        """KV-cache tokens one replica holds."""
+        """KV-cache tokens one GPU of a replica holds: the memory left after its weights
+        (``moesim.models.residency``, with the replica's redundant experts and data-parallel groups)."""
         if self.kv_tokens is not None:
             return self.kv_tokens
         from moesim.models.residency import model_residency
@@ -112,7 +113,10 @@ class SchedulerConfig:
         if model.checkpoint_size_bytes is None:
             raise input_error(f"model {model.key}", "checkpoint_size_bytes", "unknown, so the memory left for the "
                               "KV cache is too; give the cache size (--kv-tokens)")
-        weights = model_residency(model, ranks=len(replica.gpus)).per_rank_bytes
+        # a DP split's every GPU holds the weights outside the routed experts (models.residency)
+        redundant = int(dict(replica.kind.run.overrides).get("redundant_experts", 0))
+        weights = model_residency(model, ranks=len(replica.gpus), dp_groups=replica.kind.dp_ranks,
+                                  redundant_experts=redundant).per_rank_bytes
         free = self.memory_fraction * self.gpu_memory_bytes - weights
         tokens = int(free // costs.kv_bytes_per_token)
         if tokens < 1:

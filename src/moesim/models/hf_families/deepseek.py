@@ -4,7 +4,7 @@ Fields: n_routed_experts, n_shared_experts, num_experts_per_tok, moe_intermediat
 first_k_dense_replace (leading dense layers, FFN width intermediate_size), moe_layer_freq (must be 1:
 moesim models only a leading block of dense layers), q_lora_rank, kv_lora_rank, qk_rope_head_dim,
 qk_nope_head_dim, v_head_dim. num_hidden_layers excludes the multi-token-prediction layers
-(num_nextn_predict_layers), which a forward pass does not run. References: DeepSeek-V2 (arXiv:2405.04434)
+(num_nextn_predict_layers, ``mtp_layers``), which a forward pass does not run. References: DeepSeek-V2 (arXiv:2405.04434)
 and DeepSeek-V3 (arXiv:2412.19437) technical reports; transformers' DeepseekV2Config/DeepseekV3Config.
 """
 
@@ -44,6 +44,7 @@ def read_deepseek(cfg: ConfigReader, ctx: HfContext) -> ModelSpec:
         vocab_size=cfg.req("vocab_size"),
         source=ctx.source,
         shared_expert_ffn_width=width,
+        mtp_layers=cfg.opt("num_nextn_predict_layers", 0, minimum=0) or 0,
     )
 
 

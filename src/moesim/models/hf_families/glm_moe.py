@@ -41,6 +41,7 @@ def _read_glm(cfg: ConfigReader, ctx: HfContext, mla: bool) -> ModelSpec:
         vocab_size=cfg.req("vocab_size"),
         source=ctx.source,
         shared_expert_ffn_width=width,
+        mtp_layers=cfg.opt("num_nextn_predict_layers", 0, minimum=0) or 0,
     )
 
 
