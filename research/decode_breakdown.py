@@ -1,5 +1,6 @@
-"""One decode step of a ``moesim run --trace`` broken down by operation: per node name, the mean time of one
-occurrence on a rank, occurrences per MoE layer, and the MoE layer's period (successive first dispatches).
+"""One decode step of a ``moesim run --trace`` broken down by operation: per node name, the median time of one
+occurrence on a rank (the main model's layers outnumber an MTP draft layer's), occurrences per MoE layer, and
+the MoE layer's median period (successive first dispatches).
 
     python research/decode_breakdown.py TRACE.json [--rank 0]
 
@@ -12,22 +13,22 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
-from statistics import mean
+from statistics import median
 
 
 def breakdown(events: list[dict], rank: int) -> tuple[dict[str, tuple[float, float]], float]:
-    """(node name → (mean µs per occurrence, occurrences per MoE layer)), mean MoE-layer period in µs."""
+    """(node name → (median µs per occurrence, occurrences per MoE layer)), median MoE-layer period in µs."""
     spans = [e for e in events if e.get("ph") == "X" and e.get("pid") == rank and "layer" in e.get("args", {})]
     moe_layers = sorted({e["args"]["layer"] for e in spans if e["name"] == "ep_dispatch"})
     durations: dict[str, list[float]] = defaultdict(list)
     for e in spans:
         if e["args"]["layer"] in moe_layers:
             durations[e["name"]].append(float(e["dur"]))
-    table = {name: (mean(d), len(d) / len(moe_layers)) for name, d in sorted(durations.items())}
+    table = {name: (median(d), len(d) / len(moe_layers)) for name, d in sorted(durations.items())}
     starts = sorted(min(float(e["ts"]) for e in spans if e["name"] == "ep_dispatch" and e["args"]["layer"] == layer)
                     for layer in moe_layers)
     gaps = [b - a for a, b, la, lb in zip(starts, starts[1:], moe_layers, moe_layers[1:], strict=False) if lb == la + 1]
-    return table, mean(gaps) if gaps else float("nan")
+    return table, median(gaps) if gaps else float("nan")
 
 
 def main() -> None:
