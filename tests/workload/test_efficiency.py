@@ -12,7 +12,14 @@ from moesim.experiments.inputs import resolved_inputs
 from moesim.models.catalog import get_model
 from moesim.system.spec import RunSpec
 from moesim.workload.chakra import read_et, write_et
-from moesim.workload.costs import Work, attention_shard, measured, roofline_time_s, routed_expert_work
+from moesim.workload.costs import (
+    Work,
+    attention_shard,
+    decode_attention_work,
+    measured,
+    roofline_time_s,
+    routed_expert_work,
+)
 from moesim.workload.efficiency import (
     DECODE_ATTENTION_COMPUTE,
     DECODE_ATTENTION_MEMORY,
@@ -70,6 +77,42 @@ def test_measured_parts_run_one_after_the_other() -> None:
     assert work.peak_scale == pytest.approx(300 / (100 / 0.5 + 200 / 1.6), rel=1e-15)
     assert work.bw_scale == pytest.approx(60 / (40 / 0.5 + 20), rel=1e-15)
     assert (work.flops, work.bytes_moved) == (300, 60)
+
+
+@pytest.mark.parametrize("queries", [1, 2])
+def test_mla_decode_core_runs_at_flashmla_tflops_over_the_latent(queries: int) -> None:
+    """Oracle (FlashMLA README, MQA mode; its deep dive's FLOP count): the dense MLA decoding kernel executes
+    2·h_q·s_q·s_k·(d_k + d_v) FLOPs, d_k = kv_lora + rope = 576 and d_v = kv_lora = 512 for DeepSeek-V3, at
+    660 TFLOPS. So 1024 more cached tokens add 2·B·q·1024·128·1088 / 660 TFLOPS to a step's attention compute
+    (its projections do not depend on the context), while its FLOPs stay the counted 2·B·q·1024·128·(192 + 128)."""
+    model, batch = get_model("deepseek-v3"), 64
+    prec = Precision(dense="fp8", attention="bf16", kv="bf16", measured=True)
+    small, large = (decode_attention_work(model, 1, batch, c, 1.0, prec, queries) for c in (4096, 5120))
+
+    def compute_s(work: Work) -> float:
+        return work.flops / (989.5e12 * work.peak_scale)
+
+    expected = 2 * batch * queries * 1024 * 128 * (576 + 512) / 660e12
+    assert compute_s(large) - compute_s(small) == pytest.approx(expected, rel=1e-9)
+    assert large.flops - small.flops == 2 * batch * queries * 1024 * 128 * (192 + 128)
+    # the roofline model (the study's) keeps its counted FLOPs at the class's peak
+    plain = Precision(dense="fp8", attention="bf16", kv="bf16")
+    small, large = (decode_attention_work(model, 1, batch, c, 1.0, plain, queries) for c in (4096, 5120))
+    assert compute_s(large) - compute_s(small) == pytest.approx(2 * batch * queries * 1024 * 128 * 320 / 989.5e12,
+                                                                rel=1e-9)
+
+
+def test_gqa_decode_core_keeps_flashmla_fraction() -> None:
+    """A GQA model has no latent: its counted score and value FLOPs are the kernel's, at 660 of 989.5 TFLOPS."""
+    model = get_model("deepseek-v4-flash")
+    assert not model.attention.is_mla
+    prec = Precision(attention="bf16", kv="bf16", measured=True)
+    a = attention_shard(model, 1)
+    small, large = (decode_attention_work(model, 1, 16, c, 1.0, prec) for c in (4096, 5120))
+    expected = 2 * 16 * 1024 * a.heads * (a.qk_dim + a.v_dim) / 660e12
+    assert (large.flops / (989.5e12 * large.peak_scale) - small.flops / (989.5e12 * small.peak_scale)
+            == pytest.approx(expected, rel=1e-9))
+    assert DECODE_ATTENTION_COMPUTE == pytest.approx(660 / 989.5)
 
 
 def test_a_compute_bound_expert_node_takes_its_roofline_time_over_its_efficiency() -> None:

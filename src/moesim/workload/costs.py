@@ -10,8 +10,8 @@ from fractions import Fraction
 
 from moesim.models.spec import ModelSpec
 from moesim.workload.efficiency import (
-    DECODE_ATTENTION_COMPUTE,
     DECODE_ATTENTION_MEMORY,
+    decode_attention_core_efficiency,
     gemm_efficiency,
     grouped_gemm_efficiency,
     prefill_attention_efficiency,
@@ -109,6 +109,13 @@ class AttentionShard:
     kv_cache_bytes_per_token: int
     shapes: tuple[tuple[int, int], ...] = ()
     """Each projection's (outputs N, inputs K); ``params`` is their Σ N·K."""
+    decode_width: int = 0
+    """d_k + d_v per head of the decode kernel: MLA decodes over its cached latent ((kv_lora + rope) +
+    kv_lora, FlashMLA's MQA mode); 0 = ``qk_dim + v_dim`` (GQA)."""
+
+    @property
+    def decode_core_width(self) -> int:
+        return self.decode_width or self.qk_dim + self.v_dim
 
 
 def attention_shard(model: ModelSpec, tp: int, kv_bytes: int | None = None) -> AttentionShard:
@@ -144,14 +151,16 @@ def attention_shard(model: ModelSpec, tp: int, kv_bytes: int | None = None) -> A
         cached = 2 * kv_heads * att.head_dim
     params = sum(n * k for n, k in shapes)
     return AttentionShard(params, heads, qk_dim, v_dim, cached * (model.bytes_per_activation if kv_bytes is None
-                                                                 else kv_bytes), tuple(shapes))
+                                                                 else kv_bytes), tuple(shapes),
+                          cached + att.kv_lora_rank if att.is_mla and att.kv_lora_rank else 0)
 
 
 def _attention(model: ModelSpec, tp: int, queries: int, keys: int, weight_bytes_per_param: float,
                precision: Precision, cached_tokens: int) -> Work:
     """Attention of one TP shard: the projections are dense GEMMs, the score and value products the
     attention core, each at its class's peak and weight width; ``cached_tokens`` tokens of KV cache read
-    (a decode step: measured, its core runs at FlashMLA's efficiencies, else at FlashAttention-3's)."""
+    (a decode step: measured, its core runs at FlashMLA's efficiencies, an MLA core as FlashMLA executes it
+    over the latent, ``decode_attention_core_efficiency``; else at FlashAttention-3's)."""
     a = attention_shard(model, tp, precision.kv_bytes(model.bytes_per_activation))
     projections = 2 * queries * a.params
     core = 2 * queries * keys * a.heads * (a.qk_dim + a.v_dim)
@@ -164,7 +173,8 @@ def _attention(model: ModelSpec, tp: int, queries: int, keys: int, weight_bytes_
     if not precision.measured:
         return work
     compute, memory = _gemms(queries, list(a.shapes), precision.rate(precision.dense), wb)
-    core_eff = DECODE_ATTENTION_COMPUTE if cached_tokens else prefill_attention_efficiency(keys)
+    core_eff = (decode_attention_core_efficiency(a.qk_dim + a.v_dim, a.decode_core_width) if cached_tokens
+                else prefill_attention_efficiency(keys))
     compute.append((core, precision.rate(precision.attention), core_eff))
     memory += [(cache, DECODE_ATTENTION_MEMORY), (act, 1.0)]
     return measured(work, compute, memory)

@@ -18,7 +18,10 @@ were measured (H800 FP8 GEMMs, H100 BF16 attention).
   BF16 peak (moesim counts the full T×T scores, so the non-causal figures apply).
 * Decode attention: FlashMLA's README (github.com/deepseek-ai/FlashMLA), dense MLA decoding on H800 SXM5:
   up to 3000 GB/s memory-bound (its KV-cache reads) and 660 TFLOPS compute-bound (its score and value
-  products).
+  products). The kernel runs MLA in "MQA mode" over the cached latent (README, support matrix: K heads of
+  576 = kv_lora + rope, V of 512 = kv_lora, the up-projections absorbed into the query and output), and its
+  TFLOPS count that work: 2·h_q·s_q·s_k·(d_k + d_v) (docs/20250422-new-kernel-deep-dive.md, "A Theoretical
+  Analysis of the MLA Algorithm").
 """
 
 from __future__ import annotations
@@ -96,6 +99,15 @@ DECODE_ATTENTION_COMPUTE = FLASH_MLA_DECODE_TFLOPS * 1e12 / H100_BF16_PEAK_FLOPS
 """Decode attention's score and value products: 660 of the H800's 989.5 BF16 TFLOPS."""
 DECODE_ATTENTION_MEMORY = FLASH_MLA_DECODE_GBPS * 1e9 / H800_MEM_BW_BYTES_PER_S
 """Decode attention's KV-cache reads: 3000 of the H800's 3350 GB/s."""
+
+
+def decode_attention_core_efficiency(counted_width: int, kernel_width: int) -> float:
+    """The decode attention core's efficiency over the FLOPs moesim counts, 2·q·C·heads·``counted_width``
+    (qk_dim + v_dim per head), when the kernel executes 2·q·C·heads·``kernel_width``: FlashMLA reaches 660
+    TFLOPS on its own count, d_k + d_v = (kv_lora + rope) + kv_lora = 1088 for DeepSeek-V3 against the
+    counted 192 + 128 = 320, so the counted FLOPs run at 660 × 320 / 1088 TFLOPS. ``kernel_width`` =
+    ``counted_width`` (GQA) leaves FlashMLA's fraction as it is."""
+    return DECODE_ATTENTION_COMPUTE * counted_width / kernel_width
 
 
 def _curves(rows: tuple[GemmMeasurement, ...]) -> dict[tuple[int, int], tuple[tuple[int, float], ...]]:
