@@ -57,11 +57,17 @@ REPLICAS = ("redundant_experts=32", "expert_placement=eplb")
 # --ep-num-redundant-experts 32); its EPLB takes DeepSeek's hierarchical policy when the 8 expert groups divide
 # over the nodes (sglang eplb_algorithms.compute_algorithm: num_groups % num_nodes == 0), as on 4 nodes.
 PREFILL_REPLICAS = (*REPLICAS, "eplb_groups=8", "eplb_nodes=4")
-
-ROOT = Path(__file__).resolve().parents[1]
 EXPERT_DISTRIBUTION = "benchmarks/reference/sglang-expert-distribution"
 """SGLang's published DeepSeek-V3 expert loads (attachment_ep_statistics.zip of sgl-project/sglang#6017, the
 ``--init-expert-location`` files its runs balance with): tokens per routed expert of the 58 MoE layers."""
+
+
+def sglang_loads(prompt_len: int) -> tuple[str, ...]:
+    """Route as SGLang's published expert loads of its prefill runs at ``prompt_len`` (``EXPERT_DISTRIBUTION``),
+    the loads its EPLB placed the experts by: one table row per MoE layer."""
+    return ("routing=table", f"routing_table={EXPERT_DISTRIBUTION}/prefill_in{prompt_len}.csv")
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TOLERANCE = 0.15
 """Issue #51's target: every checked deployment within ±15 % of its published figure."""
@@ -150,14 +156,17 @@ DEPLOYMENTS = (
                low_args=_decode("hgx-h800:18", 144, 64, 4989, (*DEEPSEEK_MTP, *REPLICAS))),
     # SGLang on 4 × 8 H100 (EP32, DP attention, DeepEP, DeepGEMM, two-batch overlap), 16,384 tokens per GPU:
     # 57,674 / 54,543 / 50,302 input tokens/s per node for 1K / 2K / 4K prompts.
-    Deployment("sglang-prefill-1k", 4, "prefill", 57_674, SGLANG, _prefill("hgx-h100:4", 32, 1024, 16_384, PREFILL_REPLICAS)),
-    Deployment("sglang-prefill-2k", 4, "prefill", 54_543, SGLANG, _prefill("hgx-h100:4", 32, 2048, 16_384, PREFILL_REPLICAS)),
+    # Each routes as SGLang's own expert loads for its prompt length say (``sglang_loads``), placed by EPLB.
+    Deployment("sglang-prefill-1k", 4, "prefill", 57_674, SGLANG,
+               _prefill("hgx-h100:4", 32, 1024, 16_384, (*PREFILL_REPLICAS, *sglang_loads(1024)))),
+    Deployment("sglang-prefill-2k", 4, "prefill", 54_543, SGLANG,
+               _prefill("hgx-h100:4", 32, 2048, 16_384, (*PREFILL_REPLICAS, *sglang_loads(2048)))),
     Deployment("sglang-prefill-4k", 4, "prefill", 50_302, SGLANG,
-               _prefill("hgx-h100:4", 32, 4096, 16_384, PREFILL_REPLICAS), quick=True),
-    # The same run with "simulated perfect EPLB" (random experts within group-limited routing): 59,337, the
-    # balanced routing moesim models.
+               _prefill("hgx-h100:4", 32, 4096, 16_384, (*PREFILL_REPLICAS, *sglang_loads(4096)))),
+    # The 4K run with "simulated perfect EPLB" (random experts within group-limited routing): 59,337, uniform
+    # routing.
     Deployment("sglang-prefill-4k-balanced", 4, "prefill", 59_337, SGLANG,
-               _prefill("hgx-h100:4", 32, 4096, 16_384, PREFILL_REPLICAS)),
+               _prefill("hgx-h100:4", 32, 4096, 16_384, PREFILL_REPLICAS), quick=True),
     # SGLang decode on 9 × 8 H100, EP72 (288 experts with EPLB's 32 redundant: 4 per GPU), 256 requests per GPU,
     # 2K inputs, no MTP: 22,282 output tokens/s per node.
     Deployment("sglang-decode-2k", 9, "decode", 22_282, SGLANG, _decode("hgx-h100:9", 72, 256, 2000, REPLICAS),

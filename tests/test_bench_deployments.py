@@ -97,3 +97,18 @@ def test_eplb_leaves_less_imbalance_than_no_replicas_on_sglang_loads():
     balanced = bench.layer_imbalance("prefill_in4096", 32, 1, 1)
     assert all(1.0 <= b <= p for b, p in zip(balanced, plain, strict=True))
     assert max(plain) > 2 and max(balanced) < 1.05  # real loads: a skew EPLB removes when it may replicate freely
+
+
+def test_sglang_prefills_route_as_sglang_loads_of_their_prompt_length():
+    # each SGLang prefill but the "simulated perfect EPLB" one runs SGLang's own loads for its prompt length
+    for d in bench.DEPLOYMENTS:
+        if not d.name.startswith("sglang-prefill"):
+            continue
+        overrides = bench.spec_of(d.args).override_dict()
+        if d.name.endswith("balanced"):
+            assert "routing" not in overrides
+            continue
+        prompt = overrides["prompt_lengths"][0]
+        assert overrides["routing"] == "table" and d.name == f"sglang-prefill-{prompt // 1024}k"
+        assert overrides["routing_table"].endswith(f"prefill_in{prompt}.csv")
+        assert (ROOT / overrides["routing_table"]).is_file()
