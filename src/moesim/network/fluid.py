@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -38,7 +39,7 @@ from moesim.network.fluid_kernel import (
 from moesim.network.jit import compiled_for
 from moesim.network.params import NetworkParams, check_choice
 from moesim.network.paths import PathModel
-from moesim.topology.model import NodeKind, Topology
+from moesim.topology.model import NodeKind, Topology, ecmp_index, ecmp_seed
 
 FLUID_STEP_S = 1e-6
 """Integration step while the state is dynamic (about one base RTT of the study topologies)."""
@@ -119,6 +120,15 @@ class _Route(NamedTuple):
     CC switch, CC state, per-hop table)."""
 
 
+class _Ecmp(NamedTuple):
+    """A class key whose GPU pair has several equal-cost routes: the pair's ECMP hash seed, the route class on
+    each of its routes (built on first use) and the routes (``Topology.routes``)."""
+
+    seed: int
+    routes: list[_Route | None]
+    options: list[tuple[int, ...]]
+
+
 class FlowTable:
     """Flows in preallocated columns, one row per flow in start order (live, or retired by the kernel
     once drained until the next compaction); kernels get the whole columns and work on rows [0, n)."""
@@ -193,9 +203,10 @@ class FlowTable:
         reg["first"][number], reg["cc_on"][number], reg["width"][number] = route.first, route.cc_on, width
         reg["st"][number], reg["hop"][number] = route.st, route.hop
 
-    def append_many(self, flow_ids: list[int], sizes: list[float], numbers: list[int],
-                    marks: list[tuple[float, int, int]]) -> None:
-        """``append`` of each flow in order (ids, bytes to send, registered route numbers, ECN-mark states),
+    def append_many(self, flow_ids: Sequence[int], sizes: Sequence[float], numbers: Sequence[int],
+                    marks: list[tuple[float, int, int]] | None) -> None:
+        """``append`` of each flow in order (ids, bytes to send, registered route numbers, ECN-mark states or
+        ``None`` for the fresh state of expected marks, all zero),
         as whole-column copies from the route registry: the same rows, down to the link entries past a
         route's end, which keep what the table held there."""
         reg, arrays, blocks = self._registry, self.arrays, self.blocks
@@ -227,7 +238,7 @@ class FlowTable:
             arrays["coefs"][n + at, :w] = reg["coefs"][nums[at], :w]
         for key in ("first", "cc_on", "st", "hop"):
             arrays[key][rows] = reg[key][nums]
-        arrays["mark"][rows] = marks
+        arrays["mark"][rows] = 0.0 if marks is None else marks
         arrays["ackp"][rows] = 0
         self.n = n + k
 
@@ -301,11 +312,10 @@ class FluidBackend(NetworkBackend):
         self._fresh = False  # rates valid for the current flow set and state
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
-        self._routes: dict[int, _Route] = {}
+        self._routes: list[_Route] = []  # route classes, by _Route.number
         self._payload = params.transport.packet_payload_bytes
-        self._route_of: dict[tuple[int, int, bool, int], _Route] = {}  # single-route pairs: by _route's class key
-        self._route_ecmp: dict[tuple[int, ...], tuple[tuple[int, ...], _Route]] = {}  # and ECMP route, by its id
-        self._route_bytes: list[float] = []  # bytes started per route class, by _Route.number
+        self._pairs: dict[tuple[int, int, bool, float], _Route | _Ecmp] = {}  # by _route's class key
+        self._route_bytes = np.zeros(64)  # bytes started per route class, by _Route.number
         self.steps = 0
         self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
 
@@ -334,45 +344,66 @@ class FluidBackend(NetworkBackend):
         return hit
 
     def _route(self, flow: Flow) -> _Route:
-        """The constant columns of ``flow``, built once per route class (``describe`` caches its results,
-        so their identity names the class), and looked up by what the class is made of: (source,
-        destination, CC, last packet's payload) where the GPU pair has a single route, and that and the
-        flow's ECMP route (``Topology.route``) where it has several."""
-        src, dst, size = flow.src_gpu, flow.dst_gpu, flow.size_bytes
-        pair = (src, dst, flow.cc, size if size < self._payload else self._payload)
-        hit = self._route_of.get(pair)
-        if hit is not None:
-            return hit
-        fwd = self.topology.route(src, dst, flow.flow_id)  # the ECMP choice describe makes
-        ecmp = (src, dst, flow.cc, pair[3], id(fwd))  # the entry holds fwd, so its id names it while cached
-        known = self._route_ecmp.get(ecmp)
-        if known is not None and known[0] is fwd:
-            return known[1]
-        described = self._paths.describe(flow)
-        hit = self._routes.get(id(described))
+        """The constant columns of ``flow``, built once per route class: (source, destination, CC, last
+        packet's payload) where the GPU pair has a single route, and that and the flow's ECMP route
+        (``Topology.route``: the pair's hash seed kept, the flow id hashed on from it) where it has several."""
+        size = flow.size_bytes
+        key = (flow.src_gpu, flow.dst_gpu, flow.cc, size if size < self._payload else self._payload)
+        hit = self._pairs.get(key)
         if hit is None:
-            _, _, dc, _, lat, row, coef_row = described
-            cc_on = bool(flow.cc) and self.cc.controls_rate
-            win, rtt0 = self._window(fwd)
-            line_bps = self.topology.links[fwd[0]].bandwidth_bps
-            st = np.zeros(MAX_SLOTS)
-            hop = np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
-            algorithm = self.cc if cc_on else CC_ALGORITHMS.get("none")
-            algorithm.python.init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
-            consts = {"hops": len(row), "nfwd": len(fwd), "win": win, "rtt0": rtt0, "dcoef": dc,
-                      "line": line_bps / 8.0 / dc, "lat": lat, **_FRESH}
-            rows: dict[type, np.ndarray] = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
-                                            for dtype, names in SCALAR_COLUMNS.items()}
-            template = (rows[np.float64], rows[np.int64], row, coef_row, fwd[0], cc_on, st, hop)
-            hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows, template)
-            self._routes[id(described)] = hit
-            self._cols.register(hit)
-            self._route_bytes.append(0.0)
-        if len(self.topology.routes(src, dst)) == 1:
-            self._route_of[pair] = hit
-        else:
-            self._route_ecmp[ecmp] = (fwd, hit)
-        return hit
+            hit = self._pairs[key] = self._new_pair(flow)
+        if isinstance(hit, _Route):
+            return hit
+        i = ecmp_index(hit.seed, flow.flow_id, len(hit.routes))
+        return hit.routes[i] or self._new_route(flow, hit, i)
+
+    def _routes_of(self, flows: list[Flow]) -> list[_Route]:
+        """``_route`` of each flow, in order (one loop, no call per flow)."""
+        pairs, payload, out = self._pairs, self._payload, []
+        for flow in flows:
+            _, src, dst, size, cc = flow
+            hit = pairs.get((src, dst, cc, size if size < payload else payload))
+            if hit is None:
+                hit = self._route(flow)
+            elif not isinstance(hit, _Route):
+                i = ecmp_index(hit.seed, flow.flow_id, len(hit.routes))
+                hit = hit.routes[i] or self._new_route(flow, hit, i)
+            out.append(hit)
+        return out
+
+    def _new_pair(self, flow: Flow) -> _Route | _Ecmp:
+        """A class key's entry: its route class where the GPU pair has one route, else its ECMP choices."""
+        options = self.topology.routes(flow.src_gpu, flow.dst_gpu)
+        if len(options) == 1:
+            return self._build_route(flow, self.topology.route(flow.src_gpu, flow.dst_gpu))
+        return _Ecmp(ecmp_seed(flow.src_gpu, flow.dst_gpu), [None] * len(options), options)
+
+    def _new_route(self, flow: Flow, pair: _Ecmp, i: int) -> _Route:
+        """The route class of ``flow`` on its pair's ECMP route ``i``, built and kept on the pair."""
+        route = pair.routes[i] = self._build_route(flow, pair.options[i])
+        return route
+
+    def _build_route(self, flow: Flow, fwd: tuple[int, ...]) -> _Route:
+        """The route class of ``flow`` on ``fwd``: its rows and templates, registered with the flow table."""
+        _, _, dc, _, lat, row, coef_row = self._paths.on_route(flow, fwd)
+        cc_on = bool(flow.cc) and self.cc.controls_rate
+        win, rtt0 = self._window(fwd)
+        line_bps = self.topology.links[fwd[0]].bandwidth_bps
+        st = np.zeros(MAX_SLOTS)
+        hop = np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
+        algorithm = self.cc if cc_on else CC_ALGORITHMS.get("none")
+        algorithm.python.init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
+        consts = {"hops": len(row), "nfwd": len(fwd), "win": win, "rtt0": rtt0, "dcoef": dc,
+                  "line": line_bps / 8.0 / dc, "lat": lat, **_FRESH}
+        rows: dict[type, np.ndarray] = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
+                                        for dtype, names in SCALAR_COLUMNS.items()}
+        template = (rows[np.float64], rows[np.int64], row, coef_row, fwd[0], cc_on, st, hop)
+        route = _Route(len(self._routes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows, template)
+        self._routes.append(route)
+        self._cols.register(route)
+        if route.number == len(self._route_bytes):
+            self._route_bytes = np.concatenate([self._route_bytes, np.zeros_like(self._route_bytes)])
+        return route
 
     # ------------------------------------------------------------------ integration
     def _kernel_state(self) -> FluidState:
@@ -472,19 +503,20 @@ class FluidBackend(NetworkBackend):
             return
         if self._t < now_s:
             self._run_to(now_s)
-        ids, sizes, numbers, marks = [], [], [], []
-        route_bytes = self._route_bytes
-        for flow in flows:
-            route = self._route(flow)
-            route_bytes[route.number] += flow.size_bytes
-            if flow.size_bytes <= 0:
-                self._push_done(now_s + route.lat, flow.flow_id)
-                continue
-            ids.append(flow.flow_id)
-            sizes.append(float(flow.size_bytes))
-            numbers.append(route.number)
-            marks.append(self._mark(flow))
+        routes = self._routes_of(flows)
+        ids, _, _, sizes, _ = zip(*flows, strict=True)
+        numbers = [route.number for route in routes]
+        np.add.at(self._route_bytes, numbers, sizes)
+        if min(sizes) <= 0:  # flows with nothing to send complete one latency later, without a row
+            for flow, route in zip(flows, routes, strict=True):
+                if flow.size_bytes <= 0:
+                    self._push_done(now_s + route.lat, flow.flow_id)
+            keep = [i for i, size in enumerate(sizes) if size > 0]
+            flows = [flows[i] for i in keep]
+            ids, sizes = tuple(ids[i] for i in keep), tuple(sizes[i] for i in keep)
+            numbers = [numbers[i] for i in keep]
         if ids:
+            marks = [self._mark(flow) for flow in flows] if self._random_marks else None
             self._cols.append_many(ids, sizes, numbers, marks)
             self._live += len(ids)
             self._fresh = False
@@ -527,7 +559,7 @@ class FluidBackend(NetworkBackend):
     def link_bytes(self) -> np.ndarray:
         """Wire bytes (headers and ACKs included) started on each link."""
         out = np.zeros(len(self.topology.links))
-        for route in self._routes.values():
+        for route in self._routes:
             out[route.links] += self._route_bytes[route.number] * route.coefs
         return out
 

@@ -58,13 +58,17 @@ class PathModel:
         hit = self._by_pair.get(pair)
         if hit is not None:
             return hit
-        fwd = self.topology.route(flow.src_gpu, flow.dst_gpu, flow.flow_id)
-        key = (flow.src_gpu, flow.dst_gpu, fwd, flow.cc, last)
+        hit = self.on_route(flow, self.topology.route(flow.src_gpu, flow.dst_gpu, flow.flow_id))
+        if len(self.topology.routes(flow.src_gpu, flow.dst_gpu)) == 1:
+            self._by_pair[pair] = hit
+        return hit
+
+    def on_route(self, flow: Flow, fwd: tuple[int, ...]) -> FlowPath:
+        """``describe`` of ``flow`` on the route ``fwd`` its caller has already chosen (``Topology.route``)."""
+        key = (flow.src_gpu, flow.dst_gpu, fwd, flow.cc, min(self.params.transport.packet_payload_bytes, flow.size_bytes))
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = self._describe(flow, fwd)
-        if len(self.topology.routes(flow.src_gpu, flow.dst_gpu)) == 1:
-            self._by_pair[pair] = hit
         return hit
 
     def _describe(self, flow: Flow, fwd: tuple[int, ...]) -> FlowPath:

@@ -79,6 +79,18 @@ _DAG_CACHE_ENTRIES_PER_NODE = 4
 Edges = tuple[tuple[tuple[int, int, int], ...], ...]
 
 
+def ecmp_seed(src_gpu: int, dst_gpu: int) -> int:
+    """The ECMP hash's CRC-32 over the pair's part of the key (``"src:dst:"``), the seed ``ecmp_index`` continues
+    from: a caller that picks routes for many flows of one pair hashes the pair once."""
+    return zlib.crc32(f"{src_gpu}:{dst_gpu}:".encode())
+
+
+def ecmp_index(seed: int, flow_id: int, n_options: int) -> int:
+    """Which of a pair's ``n_options`` equal-cost routes flow ``flow_id`` takes: CRC-32 of ``"src:dst:flow_id"``
+    (continued from the pair's ``ecmp_seed``, the same value as hashing the whole key) modulo the count."""
+    return zlib.crc32(str(flow_id).encode(), seed) % n_options
+
+
 @dataclass(frozen=True, eq=False)
 class Topology:
     """An immutable cluster description. GPU index i is ``gpus[i]``; ranks map to GPUs via a placement.
@@ -363,8 +375,7 @@ class Topology:
         options = self.routes(src_gpu, dst_gpu)
         if len(options) == 1:
             return options[0]
-        h = zlib.crc32(f"{src_gpu}:{dst_gpu}:{flow_id}".encode())
-        return options[h % len(options)]
+        return options[ecmp_index(ecmp_seed(src_gpu, dst_gpu), flow_id, len(options))]
 
     def reverse_route(self, route: tuple[int, ...]) -> tuple[int, ...]:
         """The links of the same cables in the opposite direction (the path ACKs take)."""
