@@ -120,13 +120,27 @@ class _Route(NamedTuple):
     CC switch, CC state, per-hop table)."""
 
 
+class _Classes(NamedTuple):
+    """The route classes of one class key on each route its GPU pair has, as rows computed together
+    (``FluidBackend._classes``); row i becomes a ``_Route`` when a flow first takes route i."""
+
+    links: np.ndarray
+    coefs: np.ndarray
+    first: list[int]
+    cc_on: bool
+    lat: np.ndarray
+    line_bps: list[float]
+    f64: np.ndarray
+    i64: np.ndarray
+
+
 class _Ecmp(NamedTuple):
     """A class key whose GPU pair has several equal-cost routes: the pair's ECMP hash seed, the route class on
-    each of its routes (built on first use) and the routes (``Topology.routes``)."""
+    each of its routes (``None`` until a flow takes it) and their rows."""
 
     seed: int
     routes: list[_Route | None]
-    options: list[tuple[int, ...]]
+    classes: _Classes
 
 
 class FlowTable:
@@ -317,7 +331,13 @@ class FluidBackend(NetworkBackend):
         self._pairs: dict[tuple[int, int, bool, float], _Route | _Ecmp] = {}  # by _route's class key
         self._route_bytes = np.zeros(64)  # bytes started per route class, by _Route.number
         self.steps = 0
-        self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
+        self._cc_init: dict[tuple[bool, float], tuple[np.ndarray, np.ndarray]] = {}
+        links = topology.links
+        payload = params.transport.packet_payload_bytes
+        # the packet backend's per-link base RTT terms (build.py): 2·delay + one payload's serialisation, in ns
+        self._rtt_ns = np.array([2 * int(round(link.delay_s * 1e9)) + math.floor(payload * 8e9 / link.bandwidth_bps)
+                                 for link in links], dtype=np.int64)
+        self._bps = np.array([link.bandwidth_bps for link in links])
 
     # ------------------------------------------------------------------ flow table
 
@@ -330,19 +350,6 @@ class FluidBackend(NetworkBackend):
     def path_model(self) -> PathModel:
         """The route, latency and coefficient model of every flow."""
         return self._paths
-    def _window(self, fwd: tuple[int, ...]) -> tuple[float, float]:
-        """The packet backend's per-pair window and base RTT: rtt = 2Σdelay + Σ⌊payload·8e9/bw⌋ ns,
-        bdp = rtt·min bw/8 (build.py)."""
-        hit = self._bdp.get(fwd)
-        if hit is None:
-            links = self.topology.links
-            payload = self.params.transport.packet_payload_bytes
-            rtt_ns = sum(2 * int(round(links[i].delay_s * 1e9)) + math.floor(payload * 8e9 / links[i].bandwidth_bps)
-                         for i in fwd)
-            bw = min(links[i].bandwidth_bps for i in fwd)
-            hit = self._bdp[fwd] = (float(int(rtt_ns * bw / 1e9 / 8)) if self.params.transport.has_win else 0.0, rtt_ns * 1e-9)
-        return hit
-
     def _route(self, flow: Flow) -> _Route:
         """The constant columns of ``flow``, built once per route class: (source, destination, CC, last
         packet's payload) where the GPU pair has a single route, and that and the flow's ECMP route
@@ -374,31 +381,55 @@ class FluidBackend(NetworkBackend):
     def _new_pair(self, flow: Flow) -> _Route | _Ecmp:
         """A class key's entry: its route class where the GPU pair has one route, else its ECMP choices."""
         options = self.topology.routes(flow.src_gpu, flow.dst_gpu)
+        classes = self._classes(flow, options)
         if len(options) == 1:
-            return self._build_route(flow, self.topology.route(flow.src_gpu, flow.dst_gpu))
-        return _Ecmp(ecmp_seed(flow.src_gpu, flow.dst_gpu), [None] * len(options), options)
+            return self._build_route(classes, 0)
+        return _Ecmp(ecmp_seed(flow.src_gpu, flow.dst_gpu), [None] * len(options), classes)
 
     def _new_route(self, flow: Flow, pair: _Ecmp, i: int) -> _Route:
         """The route class of ``flow`` on its pair's ECMP route ``i``, built and kept on the pair."""
-        route = pair.routes[i] = self._build_route(flow, pair.options[i])
+        route = pair.routes[i] = self._build_route(pair.classes, i)
         return route
 
-    def _build_route(self, flow: Flow, fwd: tuple[int, ...]) -> _Route:
-        """The route class of ``flow`` on ``fwd``: its rows and templates, registered with the flow table."""
-        _, _, dc, _, lat, row, coef_row = self._paths.on_route(flow, fwd)
-        cc_on = bool(flow.cc) and self.cc.controls_rate
-        win, rtt0 = self._window(fwd)
-        line_bps = self.topology.links[fwd[0]].bandwidth_bps
-        st = np.zeros(MAX_SLOTS)
-        hop = np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
-        algorithm = self.cc if cc_on else CC_ALGORITHMS.get("none")
-        algorithm.python.init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
-        consts = {"hops": len(row), "nfwd": len(fwd), "win": win, "rtt0": rtt0, "dcoef": dc,
-                  "line": line_bps / 8.0 / dc, "lat": lat, **_FRESH}
-        rows: dict[type, np.ndarray] = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
-                                        for dtype, names in SCALAR_COLUMNS.items()}
-        template = (rows[np.float64], rows[np.int64], row, coef_row, fwd[0], cc_on, st, hop)
-        route = _Route(len(self._routes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows, template)
+    def _classes(self, flow: Flow, options: list[tuple[int, ...]]) -> _Classes:
+        """The constant rows of ``flow``'s class key on each of the routes ``options`` (``PathModel.on_routes``),
+        and the packet backend's window and base RTT of each: rtt = 2Σdelay + Σ⌊payload·8e9/bw⌋ ns,
+        bdp = rtt·min bw/8 (build.py)."""
+        paths = self._paths.on_routes(flow, options)
+        fwd, dc = paths.fwd, paths.data_coef
+        rtt_ns = self._rtt_ns[fwd].sum(axis=1)  # integers: exact in any order
+        bw = self._bps[fwd].min(axis=1)
+        win = np.trunc(rtt_ns * bw / 1e9 / 8) if self.params.transport.has_win else np.zeros(len(fwd))
+        line_bps = self._bps[fwd[:, 0]]
+        k = len(fwd)
+        f64 = np.zeros((k, len(SCALAR_COLUMNS[np.float64])))
+        i64 = np.zeros((k, len(SCALAR_COLUMNS[np.int64])), dtype=np.int64)
+        for name, value in {"hops": paths.links.shape[1], "nfwd": fwd.shape[1], "win": win, "rtt0": rtt_ns * 1e-9,
+                            "dcoef": dc, "line": line_bps / 8.0 / dc, "lat": paths.latency_s, **_FRESH}.items():
+            dtype, j = _COL[name]
+            (f64 if dtype is np.float64 else i64)[:, j] = value
+        return _Classes(paths.links, paths.coefs, fwd[:, 0].tolist(), bool(flow.cc) and self.cc.controls_rate,
+                        paths.latency_s, line_bps.tolist(), f64, i64)
+
+    def _start_state(self, cc_on: bool, line_bps: float) -> tuple[np.ndarray, np.ndarray]:
+        """A new flow's CC state and per-hop table (the CC algorithm's ``init`` at its line rate), kept per
+        policy and rate (every route class reads them, none writes them)."""
+        key = (cc_on, line_bps)
+        hit = self._cc_init.get(key)
+        if hit is None:
+            st, hop = np.zeros(MAX_SLOTS), np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
+            algorithm = self.cc if cc_on else CC_ALGORITHMS.get("none")
+            algorithm.python.init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
+            hit = self._cc_init[key] = (st, hop)
+        return hit
+
+    def _build_route(self, classes: _Classes, i: int) -> _Route:
+        """Route ``i`` of a class key as a route class: the next number, registered with the flow table."""
+        rows: dict[type, np.ndarray] = {np.float64: classes.f64[i], np.int64: classes.i64[i]}
+        links, first, cc_on = classes.links[i], classes.first[i], classes.cc_on
+        st, hop = self._start_state(cc_on, classes.line_bps[i])
+        template = (rows[np.float64], rows[np.int64], links, classes.coefs, first, cc_on, st, hop)
+        route = _Route(len(self._routes), links, classes.coefs, first, cc_on, classes.lat[i], st, hop, rows, template)
         self._routes.append(route)
         self._cols.register(route)
         if route.number == len(self._route_bytes):
