@@ -170,3 +170,23 @@ def test_route_takes_the_ecmp_option_the_whole_key_hash_names() -> None:
         assert route == options[zlib.crc32(f"0:9:{flow_id}".encode()) % 8]
         seen.add(route)
     assert len(seen) == 8
+
+
+def test_route_queries_leave_no_reference_cycles() -> None:
+    """Enumerating every GPU pair's routes of a two-server HGX template (fabric and in-server searches)
+    makes no cyclic garbage: what it frees, reference counting frees (a large run's event loop pauses full
+    collections and counts on it)."""
+    import gc
+
+    from moesim.topology.catalog import parse_topology
+
+    topo = parse_topology("hgx-h800:2").resolve(1e-6)
+    gc.collect()
+    gc.disable()
+    try:
+        for src in range(len(topo.gpus)):
+            for dst in range(len(topo.gpus)):
+                topo.routes(src, dst)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -15,6 +15,7 @@ A flow completes one fixed latency (as in ``flow``) plus its path's queueing del
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Sequence
@@ -54,6 +55,8 @@ MAX_PENDING_CNPS = 128
 """CNPs one flow may have in flight (at most one per µs: 128 µs of feedback delay at full marking)."""
 APPEND_MANY_FROM = 8
 """Flows started together from which ``start_flows`` writes their rows as whole-column copies."""
+POP_ONE_BY_ONE = 32
+"""Completed flows ``advance_to`` pops off the heap one at a time before it sorts the rest instead."""
 PFC_ALPHA_SHIFT = 3
 """The packet MMU's dynamic threshold is (free buffer) >> 3 per ingress (docs/network-packet.md)."""
 
@@ -579,11 +582,20 @@ class FluidBackend(NetworkBackend):
         return math.inf if self._t >= horizon_s else self._t  # else: the step budget ran out; go on later
 
     def advance_to(self, t_s: float) -> list[int]:
+        """The flows done by ``t_s`` in (time, start) order: popped one by one while few, else the heap's list
+        sorted (a sorted list is a heap) and its due head cut off at once."""
         if self._t < t_s:
             self._run_to(t_s)
-        out = []
-        while self._done and self._done[0][0] <= t_s:
-            out.append(heapq.heappop(self._done)[2])
+        done = self._done
+        out: list[int] = []
+        while done and done[0][0] <= t_s:
+            if len(out) == POP_ONE_BY_ONE:
+                done.sort()
+                k = bisect.bisect_right(done, (t_s, math.inf))
+                out.extend(entry[2] for entry in done[:k])
+                del done[:k]
+                break
+            out.append(heapq.heappop(done)[2])
         return out
 
     @property
