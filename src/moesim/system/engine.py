@@ -57,7 +57,7 @@ from moesim.topology.model import Topology
 from moesim.workload.costs import roofline_time_s
 from moesim.workload.graph import CollectiveType, Node, NodeKind, Workload
 
-__all__ = ["Hooks", "Simulation", "SystemSettings"]
+__all__ = ["Hooks", "Simulation", "SystemSettings", "full_collections_paused"]
 
 _new_flow = tuple.__new__
 """``Flow(...)`` without the Python frame of a named tuple's constructor (one flow per transfer)."""
@@ -81,10 +81,11 @@ class Hooks:
 
 
 @contextmanager
-def _full_collections_paused() -> Iterator[None]:
-    """The event loop without the cyclic garbage collector's full collections, each of which scans every
-    object alive (millions in a large run: a third of an EP144 decode step's CPU). The loop makes no
-    reference cycles of its own, and young ones are still collected (generations 0 and 1 run as usual).
+def full_collections_paused() -> Iterator[None]:
+    """The event loop (and, from ``run.simulate_prepared``, the workload's generation) without the cyclic
+    garbage collector's full collections, each of which scans every object alive (millions in a large run:
+    a fifth of an EP144 decode step's CPU). The loop makes no reference cycles of its own, and young ones
+    are still collected (generations 0 and 1 run as usual).
     Collection frees memory and nothing else, so results do not depend on it."""
     young, middle, old = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTIONS_PAUSED)
@@ -138,7 +139,7 @@ class Simulation:
 
     # ----------------------------------------------------------------- main loop
     def run(self) -> list[RankTimes]:
-        with _full_collections_paused():
+        with full_collections_paused():
             return self._run()
 
     def _run(self) -> list[RankTimes]:
