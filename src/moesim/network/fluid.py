@@ -335,6 +335,7 @@ class FluidBackend(NetworkBackend):
         self._route_bytes = np.zeros(64)  # bytes started per route class, by _Route.number
         self.steps = 0
         self._cc_init: dict[tuple[bool, float], tuple[np.ndarray, np.ndarray]] = {}
+        self._rows: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, list[float]]] = {}  # by PathSet.key
         links = topology.links
         payload = params.transport.packet_payload_bytes
         # the packet backend's per-link base RTT terms (build.py): 2·delay + one payload's serialisation, in ns
@@ -399,20 +400,25 @@ class FluidBackend(NetworkBackend):
         and the packet backend's window and base RTT of each: rtt = 2Σdelay + Σ⌊payload·8e9/bw⌋ ns,
         bdp = rtt·min bw/8 (build.py)."""
         paths = self._paths.on_routes(flow, options)
-        fwd, dc = paths.fwd, paths.data_coef
-        rtt_ns = self._rtt_ns[fwd].sum(axis=1)  # integers: exact in any order
-        bw = self._bps[fwd].min(axis=1)
-        win = np.trunc(rtt_ns * bw / 1e9 / 8) if self.params.transport.has_win else np.zeros(len(fwd))
-        line_bps = self._bps[fwd[:, 0]]
-        k = len(fwd)
-        f64 = np.zeros((k, len(SCALAR_COLUMNS[np.float64])))
-        i64 = np.zeros((k, len(SCALAR_COLUMNS[np.int64])), dtype=np.int64)
-        for name, value in {"hops": paths.links.shape[1], "nfwd": fwd.shape[1], "win": win, "rtt0": rtt_ns * 1e-9,
-                            "dcoef": dc, "line": line_bps / 8.0 / dc, "lat": paths.latency_s, **_FRESH}.items():
-            dtype, j = _COL[name]
-            (f64 if dtype is np.float64 else i64)[:, j] = value
+        fwd = paths.fwd
+        rows = self._rows.get(paths.key)  # the rows are functions of the paths' key (PathSet.key)
+        if rows is None:
+            dc = paths.data_coef
+            rtt_ns = self._rtt_ns[fwd].sum(axis=1)  # integers: exact in any order
+            bw = self._bps[fwd].min(axis=1)
+            win = np.trunc(rtt_ns * bw / 1e9 / 8) if self.params.transport.has_win else np.zeros(len(fwd))
+            line_bps = self._bps[fwd[:, 0]]
+            k = len(fwd)
+            f64 = np.zeros((k, len(SCALAR_COLUMNS[np.float64])))
+            i64 = np.zeros((k, len(SCALAR_COLUMNS[np.int64])), dtype=np.int64)
+            for name, value in {"hops": paths.links.shape[1], "nfwd": fwd.shape[1], "win": win, "rtt0": rtt_ns * 1e-9,
+                                "dcoef": dc, "line": line_bps / 8.0 / dc, "lat": paths.latency_s, **_FRESH}.items():
+                dtype, j = _COL[name]
+                (f64 if dtype is np.float64 else i64)[:, j] = value
+            rows = self._rows[paths.key] = (f64, i64, line_bps.tolist())
+        f64, i64, line = rows
         return _Classes(paths.links, paths.coefs, fwd[:, 0].tolist(), bool(flow.cc) and self.cc.controls_rate,
-                        paths.latency_s, line_bps.tolist(), f64, i64)
+                        paths.latency_s, line, f64, i64)
 
     def _start_state(self, cc_on: bool, line_bps: float) -> tuple[np.ndarray, np.ndarray]:
         """A new flow's CC state and per-hop table (the CC algorithm's ``init`` at its line rate), kept per

@@ -52,6 +52,9 @@ class PathSet(NamedTuple):
     ack_coef: float
     latency_s: np.ndarray
     """The fixed latency of each route."""
+    key: tuple[object, ...]
+    """What every value but the link ids is a function of: the routes' link kinds (delay, bandwidth) in
+    order, the INT bytes of the policy, the last packet's size (equal keys, equal values)."""
 
 
 class PathModel:
@@ -65,6 +68,7 @@ class PathModel:
 
         self._cache: dict[tuple[int, int, tuple[int, ...], bool, int], FlowPath] = {}
         self._by_pair: dict[tuple[int, int, bool, int], FlowPath] = {}
+        self._by_kinds: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray]] = {}  # on_routes's costs by key
 
     def describe(self, flow: Flow) -> FlowPath:
         """The flow's path and costs, cached per route, policy and last-packet size (the same object for
@@ -109,10 +113,24 @@ class PathModel:
         rev = self._reverse[fwd[:, ::-1]]
         if (rev < 0).any():  # a link without one in the opposite direction: the topology's own error
             self.topology.reverse_route(fwds[int(np.flatnonzero((rev < 0).any(axis=1))[0])])
-        lat = _row_sums(self.delay_s[fwd]) + _row_sums(self.delay_s[rev])
-        lat += _left_to_right(last_pkt / self.bw_Bps[fwd[:, 1:]]) + _left_to_right(ack_bytes / self.bw_Bps[rev])
-        coefs = np.array([data_coef] * fwd.shape[1] + [ack_coef] * rev.shape[1])
-        return PathSet(fwd, np.concatenate([fwd, rev], axis=1), coefs, data_coef, ack_coef, lat)
+        # every value below is a function of the (delay, bandwidth) of each link in order, the policy and the
+        # last packet: routes alike in those (most pairs of a regular fabric) share them
+        kind = self._kind
+        key = (kind[fwd].tobytes(), kind[rev].tobytes(), fwd.shape, int_bytes, last_pkt)
+        hit = self._by_kinds.get(key)
+        if hit is None:
+            lat = _row_sums(self.delay_s[fwd]) + _row_sums(self.delay_s[rev])
+            lat += _left_to_right(last_pkt / self.bw_Bps[fwd[:, 1:]]) + _left_to_right(ack_bytes / self.bw_Bps[rev])
+            coefs = np.array([data_coef] * fwd.shape[1] + [ack_coef] * rev.shape[1])
+            hit = self._by_kinds[key] = (coefs, lat)
+        return PathSet(fwd, np.concatenate([fwd, rev], axis=1), hit[0], data_coef, ack_coef, hit[1], key)
+
+    @cached_property
+    def _kind(self) -> np.ndarray:
+        """Per link, a number naming its (delay, bandwidth): links with the same number cost a flow the same."""
+        kinds: dict[tuple[float, float], int] = {}
+        return np.array([kinds.setdefault((link.delay_s, link.bandwidth_bps), len(kinds))
+                         for link in self.topology.links], dtype=np.int64)
 
     @cached_property
     def _reverse(self) -> np.ndarray:
