@@ -205,20 +205,32 @@ class FlowTable:
                float(mark[2]))
         self.n += 1
 
-    def register(self, route: _Route) -> None:
-        """Keep ``route``'s templates as row ``route.number`` of the route registry ``append_many`` copies from."""
-        reg, number = self._registry, route.number
-        width = len(route.links)
+    def register(self, routes: list[_Route]) -> None:
+        """Keep each route's templates as row ``route.number`` of the route registry ``append_many`` copies
+        from (the rows of routes of one width written together)."""
+        reg = self._registry
+        width = max(len(route.links) for route in routes)
         if width > reg["links"].shape[1]:
             for k in ("links", "coefs"):
                 reg[k] = np.pad(reg[k], ((0, 0), (0, width - reg[k].shape[1])))
-        if number == len(reg["width"]):
+        top = max(route.number for route in routes)
+        while top >= len(reg["width"]):
             for k, v in reg.items():
                 reg[k] = np.concatenate([v, np.zeros_like(v)])
-        reg["f64"][number], reg["i64"][number] = route.rows[np.float64], route.rows[np.int64]
-        reg["links"][number, :width], reg["coefs"][number, :width] = route.links, route.coefs
-        reg["first"][number], reg["cc_on"][number], reg["width"][number] = route.first, route.cc_on, width
-        reg["st"][number], reg["hop"][number] = route.st, route.hop
+        nums = np.array([route.number for route in routes], dtype=np.int64)
+        reg["f64"][nums] = [route.rows[np.float64] for route in routes]
+        reg["i64"][nums] = [route.rows[np.int64] for route in routes]
+        reg["first"][nums] = [route.first for route in routes]
+        reg["cc_on"][nums] = [route.cc_on for route in routes]
+        reg["st"][nums] = [route.st for route in routes]
+        reg["hop"][nums] = [route.hop for route in routes]
+        widths = [len(route.links) for route in routes]
+        reg["width"][nums] = widths
+        for w in set(widths):
+            same = [route for route, rw in zip(routes, widths, strict=True) if rw == w]
+            at = np.array([route.number for route in same], dtype=np.int64)
+            reg["links"][at, :w] = [route.links for route in same]
+            reg["coefs"][at, :w] = [route.coefs for route in same]
 
     def append_many(self, flow_ids: Sequence[int], sizes: Sequence[float], numbers: Sequence[int],
                     marks: list[tuple[float, int, int]] | None) -> None:
@@ -330,6 +342,7 @@ class FluidBackend(NetworkBackend):
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
         self._routes: list[_Route] = []  # route classes, by _Route.number
+        self._unregistered: list[_Route] = []  # not yet in the flow table's route registry
         self._payload = params.transport.packet_payload_bytes
         self._pairs: dict[tuple[int, int, bool, float], _Route | _Ecmp] = {}  # by _route's class key
         self._route_bytes = np.zeros(64)  # bytes started per route class, by _Route.number
@@ -440,7 +453,7 @@ class FluidBackend(NetworkBackend):
         template = (rows[np.float64], rows[np.int64], links, classes.coefs, first, cc_on, st, hop)
         route = _Route(len(self._routes), links, classes.coefs, first, cc_on, classes.lat[i], st, hop, rows, template)
         self._routes.append(route)
-        self._cols.register(route)
+        self._unregistered.append(route)
         if route.number == len(self._route_bytes):
             self._route_bytes = np.concatenate([self._route_bytes, np.zeros_like(self._route_bytes)])
         return route
@@ -544,6 +557,9 @@ class FluidBackend(NetworkBackend):
         if self._t < now_s:
             self._run_to(now_s)
         routes = self._routes_of(flows)
+        if self._unregistered:  # the classes new since the last batch, into the registry its rows copy from
+            self._cols.register(self._unregistered)
+            self._unregistered = []
         ids, _, _, sizes, _ = zip(*flows, strict=True)
         numbers = [route.number for route in routes]
         np.add.at(self._route_bytes, numbers, sizes)
