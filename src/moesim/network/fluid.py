@@ -261,10 +261,9 @@ class FlowTable:
         f64[rows, _COL["rem"][1]] = sizes
         i64[rows] = reg["i64"][nums]
         i64[rows, _COL["ids"][1]] = flow_ids
-        for w in np.unique(widths).tolist():
-            at = np.flatnonzero(widths == w)
-            arrays["links"][n + at, :w] = reg["links"][nums[at], :w]
-            arrays["coefs"][n + at, :w] = reg["coefs"][nums[at], :w]
+        inside = np.arange(width) < widths[:, None]  # each row's own route, no further
+        np.copyto(arrays["links"][rows, :width], reg["links"][nums, :width], where=inside)
+        np.copyto(arrays["coefs"][rows, :width], reg["coefs"][nums, :width], where=inside)
         for key in ("first", "cc_on", "st", "hop"):
             arrays[key][rows] = reg[key][nums]
         arrays["mark"][rows] = 0.0 if marks is None else marks
