@@ -4,7 +4,7 @@ fluid backend, within 30 s on 2 cores).
     python benchmarks/bench_decode_step.py [--only deepseek-online-decode] [--backend fluid] [--repeat 3]
 
 Each repetition is a fresh ``python`` process that runs the deployment's ``moesim run`` (the RunSpec
-``bench_deployments.spec_of`` builds, as ``--set`` gives it) and nothing else, so imports, workload generation
+``bench_deployments.spec_of`` builds from its arguments) and nothing else, so imports, workload generation
 and loading the compiled kernels count, as they do for a user. The figure is that process's user + system CPU
 seconds (on a shared machine the wall clock measures the neighbours too); the line also gives the run's wall time
 to full precision (a change that keeps results must keep it bit for bit), its fast-forward mode and layers.
@@ -32,7 +32,7 @@ def child(name: str, backend: str) -> None:
     from moesim.system.run import simulate_run
 
     deployment = next(d for d in DEPLOYMENTS if d.name == name)
-    result = simulate_run(dataclasses.replace(spec_of(deployment), backend=backend))
+    result = simulate_run(dataclasses.replace(spec_of(deployment.args), backend=backend))
     params = result.parameters
     print(json.dumps({"wall_s": repr(float(result.wall_s)), "fast_forward_mode": params["fast_forward_mode"],
                       "fast_forwarded_layers": params["fast_forwarded_layers"]}))

@@ -13,7 +13,7 @@ from moesim.network.cc.base import MAX_RATE, RATE
 from moesim.network.fluid import SCALAR_COLUMNS, FluidBackend
 from moesim.network.fluid_kernel import fluid_peek, fluid_run
 from moesim.network.params import network_mode
-from moesim.topology.catalog import get_topology
+from moesim.topology.catalog import get_topology, parse_topology
 
 # topology 4: GPUs 0..3 share a PCIe switch (short routes), GPU 8 is on another server (long routes)
 PAIRS = [(0, 1), (0, 8), (5, 2), (9, 30), (3, 0)]
@@ -82,12 +82,15 @@ def test_the_compaction_kernel_keeps_exactly_the_live_rows_as_a_mask_would():
         assert np.array_equal(backend.flow_table.cols[name][:75], col[:75]), name
 
 
-@pytest.mark.parametrize("mode", ["roce_hpcc", "roce_dcqcn"])
-def test_flows_started_together_leave_every_column_as_one_by_one_starts(mode):
+@pytest.mark.parametrize("mode,marks", [("roce_hpcc", "expected"), ("roce_dcqcn", "expected"),
+                                        ("roce_dcqcn", "random")])
+def test_flows_started_together_leave_every_column_as_one_by_one_starts(mode, marks):
     """``start_flows`` (whole-column copies from the route registry) against ``start_flow`` on each: after
     batches that grow the table, widen its link columns and follow a compaction (rows holding stale
-    values), every column of every row, past a route's end included, is the same; so is a zero-byte flow."""
-    one, together = (FluidBackend(get_topology("4"), network_mode(mode)) for _ in range(2))
+    values), every column of every row, past a route's end included, is the same (the ECN-mark state
+    too, drawn or not); so is a zero-byte flow."""
+    params = network_mode(mode).with_overrides({"fluid_marks": marks})
+    one, together = (FluidBackend(get_topology("4"), params) for _ in range(2))
     flows = [Flow(i, *PAIRS[(i * 7) % len(PAIRS)], 0 if i == 5 else 1000 + 37 * i, cc=i % 3 != 0) for i in range(300)]
     batches = [flows[:1], flows[1:90], flows[90:100], flows[100:300]]
     for k, batch in enumerate(batches):
@@ -147,3 +150,75 @@ def test_compiled_entry_points_give_the_dispatchers_results_bit_for_bit(mode):
     default = completions(FluidBackend(get_topology("4"), network_mode(mode)))
     assert len(default[0]) == 2 * len(PAIRS) and default[1] > 0
     assert default == completions(Dispatched(get_topology("4"), network_mode(mode)))
+
+
+def _closed_form_class(backend: FluidBackend, flow: Flow) -> dict[str, object]:
+    """A flow's route class from the formulas, one flow at a time: its ECMP route (CRC-32 of
+    "src:dst:flow_id" over the pair's routes), the reverse route, the fixed latency (the delays summed as
+    numpy sums of each route's array, then the last packet's and the ACK's store-and-forward left to right),
+    the packet backend's window (⌊rtt·min bw/8e9⌋ with rtt = Σ 2·delay + ⌊payload·8e9/bw⌋ ns)."""
+    import math
+    import zlib
+
+    topo, p = backend.topology, backend.params
+    options = topo.routes(flow.src_gpu, flow.dst_gpu)
+    fwd = options[zlib.crc32(f"{flow.src_gpu}:{flow.dst_gpu}:{flow.flow_id}".encode()) % len(options)]
+    rev = topo.reverse_route(fwd)
+    links = topo.links
+    delay = np.array([link.delay_s for link in links])
+    bw_Bps = np.array([link.bandwidth_bps / 8.0 for link in links])
+    int_bytes = p.int_bytes if flow.cc else 0
+    payload = p.transport.packet_payload_bytes
+    ack_bytes = p.transport.ack_bytes + max(0, int_bytes - 14)
+    last_pkt = min(payload, max(flow.size_bytes, 1)) + p.transport.data_header_bytes + int_bytes
+    lat = float(delay[list(fwd)].sum() + delay[list(rev)].sum())
+    lat += sum(last_pkt / bw_Bps[i] for i in fwd[1:]) + sum(ack_bytes / bw_Bps[i] for i in rev)
+    rtt_ns = sum(2 * int(round(links[i].delay_s * 1e9)) + math.floor(payload * 8e9 / links[i].bandwidth_bps)
+                 for i in fwd)
+    bw = min(links[i].bandwidth_bps for i in fwd)
+    return {"links": list(fwd + rev), "lat": lat, "rtt0": rtt_ns * 1e-9, "nfwd": len(fwd), "hops": len(fwd + rev),
+            "win": float(int(rtt_ns * bw / 1e9 / 8)) if p.transport.has_win else 0.0,
+            "line": links[fwd[0]].bandwidth_bps / 8.0 / ((payload + p.transport.data_header_bytes + int_bytes) / payload)}
+
+
+@pytest.mark.parametrize("mode", ["roce_hpcc", "ib_cc0"])
+def test_route_classes_of_a_batch_are_the_closed_forms_flow_by_flow(mode):
+    """Flows over a two-server HGX template (8 equal-cost routes between servers, one inside a server),
+    started in batches: each row's links, latency, base RTT, window and line rate equal the closed forms of
+    its own flow to the bit, and flows that take the same route of a class key share one route class."""
+    backend = FluidBackend(parse_topology("hgx-h800:2").resolve(1e-6), network_mode(mode))
+    flows = [Flow(i, i % 16, (5 * i + 3) % 16, 300 + 997 * (i % 5), cc=i % 4 != 1) for i in range(600)]
+    flows = [f for f in flows if f.src_gpu != f.dst_gpu]
+    for start in range(0, len(flows), 150):
+        backend.start_flows(flows[start:start + 150], 0.0)
+    cols, table = backend.flow_table.cols, backend.flow_table
+    assert table.n == len(flows)
+    for i, flow in enumerate(flows):
+        want = _closed_form_class(backend, flow)
+        assert cols["links"][i, :want["hops"]].tolist() == want["links"], flow
+        for name in ("lat", "rtt0", "win", "line", "nfwd", "hops"):
+            assert cols[name][i] == want[name], (flow, name)
+    classes = {(f.src_gpu, f.dst_gpu, f.cc, min(f.size_bytes, 1000), tuple(cols["links"][i, :cols["hops"][i]]))
+               for i, f in enumerate(flows)}
+    assert len(backend._routes) == len(classes)
+
+
+def test_completions_come_out_in_time_then_start_order_however_many_are_due():
+    """``advance_to`` pops few completions off the heap one by one and sorts when many are due: either way
+    the ids due by each time come out in (completion time, push order), ties included, and the rest stay."""
+    from moesim.network.fluid import POP_ONE_BY_ONE
+
+    backend = FluidBackend(get_topology("4"), network_mode("roce_hpcc"))
+    rng = np.random.default_rng(7)
+    times = (rng.integers(0, 40, size=500) * 1e-6).tolist()  # many ties
+    backend._push_many(times[:300], list(range(300)))
+    for i in range(300, 500):
+        backend._push_done(times[i], i)
+    order = sorted(range(500), key=lambda i: (times[i], i))
+    got = []
+    for t in (0.0, 2e-6, 2.5e-6, 30e-6, 30e-6, 1.0):
+        out = backend.advance_to(t)
+        assert out == [i for i in order if times[i] <= t and i not in got]
+        got += out
+    assert got == order and not backend._done
+    assert max(times.count(t) for t in times) < POP_ONE_BY_ONE < 300  # both paths were taken

@@ -151,3 +151,29 @@ def test_transfers_released_together_start_as_their_single_events_would():
     assert grouped > 0 and len(flows_a) > 10_000
     assert flows_a == flows_b and events_a == events_b
     assert [dataclasses.astuple(r) for r in ranks_a] == [dataclasses.astuple(r) for r in ranks_b]
+
+
+def test_full_garbage_collections_wait_while_the_loop_runs_and_the_thresholds_come_back():
+    """Inside the event loop the oldest generation's threshold is ``FULL_COLLECTIONS_PAUSED`` (young
+    generations keep theirs); after the run, and after a run that fails, the thresholds are the caller's."""
+    import gc
+
+    from moesim.system.engine import FULL_COLLECTIONS_PAUSED
+
+    before = gc.get_threshold()
+    topo = star(4)
+    sim = Simulation(one_collective(4, C.ALL_REDUCE, 1 << 20), topo, FlowBackend(topo, P), NO_COMPUTE)
+    seen = []
+    sim.hooks.step_finished.append(lambda: seen.append(gc.get_threshold()))
+    sim.run()
+    assert seen and set(seen) == {(before[0], before[1], FULL_COLLECTIONS_PAUSED)}
+    assert gc.get_threshold() == before
+    failing = Simulation(one_collective(4, C.ALL_REDUCE, 1 << 20), topo, FlowBackend(topo, P), NO_COMPUTE)
+
+    def fail() -> None:
+        raise RuntimeError("stop")
+
+    failing.hooks.step_finished.append(fail)
+    with pytest.raises(RuntimeError, match="stop"):
+        failing.run()
+    assert gc.get_threshold() == before

@@ -138,3 +138,55 @@ def test_unreachable_pair_is_a_clear_error() -> None:
         topo.route(0, 1)
     with pytest.raises(MoesimError, match="gpu 'b'"):
         topo.check_routes()
+
+
+def test_ecmp_choice_from_the_pair_seed_is_the_hash_of_the_whole_key() -> None:
+    """``ecmp_index`` continued from the pair's ``ecmp_seed`` is CRC-32 of the whole ``"src:dst:flow_id"``
+    modulo the route count (what ``route`` picks by), for ids of every digit count."""
+    import zlib
+
+    from moesim.topology.model import ecmp_index, ecmp_seed
+
+    for src, dst in ((0, 9), (17, 3), (143, 100)):
+        seed = ecmp_seed(src, dst)
+        for flow_id in (0, 7, 10, 99, 12_345, 2_000_001, 987_654_321_012):
+            for n in (2, 3, 8, 16):
+                assert ecmp_index(seed, flow_id, n) == zlib.crc32(f"{src}:{dst}:{flow_id}".encode()) % n
+
+
+def test_route_takes_the_ecmp_option_the_whole_key_hash_names() -> None:
+    """``route`` over a two-server HGX template (8 equal-cost routes between servers): the option at
+    CRC-32("src:dst:flow_id") mod 8, and flows spread over every option."""
+    import zlib
+
+    from moesim.topology.catalog import parse_topology
+
+    topo = parse_topology("hgx-h800:2").resolve(1e-6)
+    options = topo.routes(0, 9)
+    assert len(options) == 8
+    seen = set()
+    for flow_id in range(200):
+        route = topo.route(0, 9, flow_id)
+        assert route == options[zlib.crc32(f"0:9:{flow_id}".encode()) % 8]
+        seen.add(route)
+    assert len(seen) == 8
+
+
+def test_route_queries_leave_no_reference_cycles() -> None:
+    """Enumerating every GPU pair's routes of a two-server HGX template (fabric and in-server searches)
+    makes no cyclic garbage: what it frees, reference counting frees (a large run's event loop pauses full
+    collections and counts on it)."""
+    import gc
+
+    from moesim.topology.catalog import parse_topology
+
+    topo = parse_topology("hgx-h800:2").resolve(1e-6)
+    gc.collect()
+    gc.disable()
+    try:
+        for src in range(len(topo.gpus)):
+            for dst in range(len(topo.gpus)):
+                topo.routes(src, dst)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

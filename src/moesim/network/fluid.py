@@ -15,8 +15,10 @@ A flow completes one fixed latency (as in ``flow``) plus its path's queueing del
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -38,7 +40,7 @@ from moesim.network.fluid_kernel import (
 from moesim.network.jit import compiled_for
 from moesim.network.params import NetworkParams, check_choice
 from moesim.network.paths import PathModel
-from moesim.topology.model import NodeKind, Topology
+from moesim.topology.model import NodeKind, Topology, ecmp_index, ecmp_seed
 
 FLUID_STEP_S = 1e-6
 """Integration step while the state is dynamic (about one base RTT of the study topologies)."""
@@ -53,6 +55,8 @@ MAX_PENDING_CNPS = 128
 """CNPs one flow may have in flight (at most one per µs: 128 µs of feedback delay at full marking)."""
 APPEND_MANY_FROM = 8
 """Flows started together from which ``start_flows`` writes their rows as whole-column copies."""
+POP_ONE_BY_ONE = 32
+"""Completed flows ``advance_to`` pops off the heap one at a time before it sorts the rest instead."""
 PFC_ALPHA_SHIFT = 3
 """The packet MMU's dynamic threshold is (free buffer) >> 3 per ingress (docs/network-packet.md)."""
 
@@ -119,6 +123,29 @@ class _Route(NamedTuple):
     CC switch, CC state, per-hop table)."""
 
 
+class _Classes(NamedTuple):
+    """The route classes of one class key on each route its GPU pair has, as rows computed together
+    (``FluidBackend._classes``); row i becomes a ``_Route`` when a flow first takes route i."""
+
+    links: np.ndarray
+    coefs: np.ndarray
+    first: list[int]
+    cc_on: bool
+    lat: np.ndarray
+    line_bps: list[float]
+    f64: np.ndarray
+    i64: np.ndarray
+
+
+class _Ecmp(NamedTuple):
+    """A class key whose GPU pair has several equal-cost routes: the pair's ECMP hash seed, the route class on
+    each of its routes (``None`` until a flow takes it) and their rows."""
+
+    seed: int
+    routes: list[_Route | None]
+    classes: _Classes
+
+
 class FlowTable:
     """Flows in preallocated columns, one row per flow in start order (live, or retired by the kernel
     once drained until the next compaction); kernels get the whole columns and work on rows [0, n)."""
@@ -178,24 +205,37 @@ class FlowTable:
                float(mark[2]))
         self.n += 1
 
-    def register(self, route: _Route) -> None:
-        """Keep ``route``'s templates as row ``route.number`` of the route registry ``append_many`` copies from."""
-        reg, number = self._registry, route.number
-        width = len(route.links)
+    def register(self, routes: list[_Route]) -> None:
+        """Keep each route's templates as row ``route.number`` of the route registry ``append_many`` copies
+        from (the rows of routes of one width written together)."""
+        reg = self._registry
+        width = max(len(route.links) for route in routes)
         if width > reg["links"].shape[1]:
             for k in ("links", "coefs"):
                 reg[k] = np.pad(reg[k], ((0, 0), (0, width - reg[k].shape[1])))
-        if number == len(reg["width"]):
+        top = max(route.number for route in routes)
+        while top >= len(reg["width"]):
             for k, v in reg.items():
                 reg[k] = np.concatenate([v, np.zeros_like(v)])
-        reg["f64"][number], reg["i64"][number] = route.rows[np.float64], route.rows[np.int64]
-        reg["links"][number, :width], reg["coefs"][number, :width] = route.links, route.coefs
-        reg["first"][number], reg["cc_on"][number], reg["width"][number] = route.first, route.cc_on, width
-        reg["st"][number], reg["hop"][number] = route.st, route.hop
+        nums = np.array([route.number for route in routes], dtype=np.int64)
+        reg["f64"][nums] = [route.rows[np.float64] for route in routes]
+        reg["i64"][nums] = [route.rows[np.int64] for route in routes]
+        reg["first"][nums] = [route.first for route in routes]
+        reg["cc_on"][nums] = [route.cc_on for route in routes]
+        reg["st"][nums] = [route.st for route in routes]
+        reg["hop"][nums] = [route.hop for route in routes]
+        widths = [len(route.links) for route in routes]
+        reg["width"][nums] = widths
+        for w in set(widths):
+            same = [route for route, rw in zip(routes, widths, strict=True) if rw == w]
+            at = np.array([route.number for route in same], dtype=np.int64)
+            reg["links"][at, :w] = [route.links for route in same]
+            reg["coefs"][at, :w] = [route.coefs for route in same]
 
-    def append_many(self, flow_ids: list[int], sizes: list[float], numbers: list[int],
-                    marks: list[tuple[float, int, int]]) -> None:
-        """``append`` of each flow in order (ids, bytes to send, registered route numbers, ECN-mark states),
+    def append_many(self, flow_ids: Sequence[int], sizes: Sequence[float], numbers: Sequence[int],
+                    marks: list[tuple[float, int, int]] | None) -> None:
+        """``append`` of each flow in order (ids, bytes to send, registered route numbers, ECN-mark states or
+        ``None`` for the fresh state of expected marks, all zero),
         as whole-column copies from the route registry: the same rows, down to the link entries past a
         route's end, which keep what the table held there."""
         reg, arrays, blocks = self._registry, self.arrays, self.blocks
@@ -221,13 +261,12 @@ class FlowTable:
         f64[rows, _COL["rem"][1]] = sizes
         i64[rows] = reg["i64"][nums]
         i64[rows, _COL["ids"][1]] = flow_ids
-        for w in np.unique(widths).tolist():
-            at = np.flatnonzero(widths == w)
-            arrays["links"][n + at, :w] = reg["links"][nums[at], :w]
-            arrays["coefs"][n + at, :w] = reg["coefs"][nums[at], :w]
+        inside = np.arange(width) < widths[:, None]  # each row's own route, no further
+        np.copyto(arrays["links"][rows, :width], reg["links"][nums, :width], where=inside)
+        np.copyto(arrays["coefs"][rows, :width], reg["coefs"][nums, :width], where=inside)
         for key in ("first", "cc_on", "st", "hop"):
             arrays[key][rows] = reg[key][nums]
-        arrays["mark"][rows] = marks
+        arrays["mark"][rows] = 0.0 if marks is None else marks
         arrays["ackp"][rows] = 0
         self.n = n + k
 
@@ -301,13 +340,20 @@ class FluidBackend(NetworkBackend):
         self._fresh = False  # rates valid for the current flow set and state
         self._done: list[tuple[float, int, int]] = []
         self._seq = 0
-        self._routes: dict[int, _Route] = {}
+        self._routes: list[_Route] = []  # route classes, by _Route.number
+        self._unregistered: list[_Route] = []  # not yet in the flow table's route registry
         self._payload = params.transport.packet_payload_bytes
-        self._route_of: dict[tuple[int, int, bool, int], _Route] = {}  # single-route pairs: by _route's class key
-        self._route_ecmp: dict[tuple[int, ...], tuple[tuple[int, ...], _Route]] = {}  # and ECMP route, by its id
-        self._route_bytes: list[float] = []  # bytes started per route class, by _Route.number
+        self._pairs: dict[tuple[int, int, bool, float], _Route | _Ecmp] = {}  # by _route's class key
+        self._route_bytes = np.zeros(64)  # bytes started per route class, by _Route.number
         self.steps = 0
-        self._bdp: dict[tuple[int, ...], tuple[float, float]] = {}
+        self._cc_init: dict[tuple[bool, float], tuple[np.ndarray, np.ndarray]] = {}
+        self._rows: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, list[float]]] = {}  # by PathSet.key
+        links = topology.links
+        payload = params.transport.packet_payload_bytes
+        # the packet backend's per-link base RTT terms (build.py): 2·delay + one payload's serialisation, in ns
+        self._rtt_ns = np.array([2 * int(round(link.delay_s * 1e9)) + math.floor(payload * 8e9 / link.bandwidth_bps)
+                                 for link in links], dtype=np.int64)
+        self._bps = np.array([link.bandwidth_bps for link in links])
 
     # ------------------------------------------------------------------ flow table
 
@@ -320,59 +366,96 @@ class FluidBackend(NetworkBackend):
     def path_model(self) -> PathModel:
         """The route, latency and coefficient model of every flow."""
         return self._paths
-    def _window(self, fwd: tuple[int, ...]) -> tuple[float, float]:
-        """The packet backend's per-pair window and base RTT: rtt = 2Σdelay + Σ⌊payload·8e9/bw⌋ ns,
-        bdp = rtt·min bw/8 (build.py)."""
-        hit = self._bdp.get(fwd)
-        if hit is None:
-            links = self.topology.links
-            payload = self.params.transport.packet_payload_bytes
-            rtt_ns = sum(2 * int(round(links[i].delay_s * 1e9)) + math.floor(payload * 8e9 / links[i].bandwidth_bps)
-                         for i in fwd)
-            bw = min(links[i].bandwidth_bps for i in fwd)
-            hit = self._bdp[fwd] = (float(int(rtt_ns * bw / 1e9 / 8)) if self.params.transport.has_win else 0.0, rtt_ns * 1e-9)
-        return hit
-
     def _route(self, flow: Flow) -> _Route:
-        """The constant columns of ``flow``, built once per route class (``describe`` caches its results,
-        so their identity names the class), and looked up by what the class is made of: (source,
-        destination, CC, last packet's payload) where the GPU pair has a single route, and that and the
-        flow's ECMP route (``Topology.route``) where it has several."""
-        src, dst, size = flow.src_gpu, flow.dst_gpu, flow.size_bytes
-        pair = (src, dst, flow.cc, size if size < self._payload else self._payload)
-        hit = self._route_of.get(pair)
-        if hit is not None:
-            return hit
-        fwd = self.topology.route(src, dst, flow.flow_id)  # the ECMP choice describe makes
-        ecmp = (src, dst, flow.cc, pair[3], id(fwd))  # the entry holds fwd, so its id names it while cached
-        known = self._route_ecmp.get(ecmp)
-        if known is not None and known[0] is fwd:
-            return known[1]
-        described = self._paths.describe(flow)
-        hit = self._routes.get(id(described))
+        """The constant columns of ``flow``, built once per route class: (source, destination, CC, last
+        packet's payload) where the GPU pair has a single route, and that and the flow's ECMP route
+        (``Topology.route``: the pair's hash seed kept, the flow id hashed on from it) where it has several."""
+        size = flow.size_bytes
+        key = (flow.src_gpu, flow.dst_gpu, flow.cc, size if size < self._payload else self._payload)
+        hit = self._pairs.get(key)
         if hit is None:
-            _, _, dc, _, lat, row, coef_row = described
-            cc_on = bool(flow.cc) and self.cc.controls_rate
-            win, rtt0 = self._window(fwd)
-            line_bps = self.topology.links[fwd[0]].bandwidth_bps
-            st = np.zeros(MAX_SLOTS)
-            hop = np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
+            hit = self._pairs[key] = self._new_pair(flow)
+        if isinstance(hit, _Route):
+            return hit
+        i = ecmp_index(hit.seed, flow.flow_id, len(hit.routes))
+        return hit.routes[i] or self._new_route(flow, hit, i)
+
+    def _routes_of(self, flows: list[Flow]) -> list[_Route]:
+        """``_route`` of each flow, in order (one loop, no call per flow)."""
+        pairs, payload, out = self._pairs, self._payload, []
+        for flow in flows:
+            _, src, dst, size, cc = flow
+            hit = pairs.get((src, dst, cc, size if size < payload else payload))
+            if hit is None:
+                hit = self._route(flow)
+            elif not isinstance(hit, _Route):
+                i = ecmp_index(hit.seed, flow.flow_id, len(hit.routes))
+                hit = hit.routes[i] or self._new_route(flow, hit, i)
+            out.append(hit)
+        return out
+
+    def _new_pair(self, flow: Flow) -> _Route | _Ecmp:
+        """A class key's entry: its route class where the GPU pair has one route, else its ECMP choices."""
+        options = self.topology.routes(flow.src_gpu, flow.dst_gpu)
+        classes = self._classes(flow, options)
+        if len(options) == 1:
+            return self._build_route(classes, 0)
+        return _Ecmp(ecmp_seed(flow.src_gpu, flow.dst_gpu), [None] * len(options), classes)
+
+    def _new_route(self, flow: Flow, pair: _Ecmp, i: int) -> _Route:
+        """The route class of ``flow`` on its pair's ECMP route ``i``, built and kept on the pair."""
+        route = pair.routes[i] = self._build_route(pair.classes, i)
+        return route
+
+    def _classes(self, flow: Flow, options: list[tuple[int, ...]]) -> _Classes:
+        """The constant rows of ``flow``'s class key on each of the routes ``options`` (``PathModel.on_routes``),
+        and the packet backend's window and base RTT of each: rtt = 2Σdelay + Σ⌊payload·8e9/bw⌋ ns,
+        bdp = rtt·min bw/8 (build.py)."""
+        paths = self._paths.on_routes(flow, options)
+        fwd = paths.fwd
+        rows = self._rows.get(paths.key)  # the rows are functions of the paths' key (PathSet.key)
+        if rows is None:
+            dc = paths.data_coef
+            rtt_ns = self._rtt_ns[fwd].sum(axis=1)  # integers: exact in any order
+            bw = self._bps[fwd].min(axis=1)
+            win = np.trunc(rtt_ns * bw / 1e9 / 8) if self.params.transport.has_win else np.zeros(len(fwd))
+            line_bps = self._bps[fwd[:, 0]]
+            k = len(fwd)
+            f64 = np.zeros((k, len(SCALAR_COLUMNS[np.float64])))
+            i64 = np.zeros((k, len(SCALAR_COLUMNS[np.int64])), dtype=np.int64)
+            for name, value in {"hops": paths.links.shape[1], "nfwd": fwd.shape[1], "win": win, "rtt0": rtt_ns * 1e-9,
+                                "dcoef": dc, "line": line_bps / 8.0 / dc, "lat": paths.latency_s, **_FRESH}.items():
+                dtype, j = _COL[name]
+                (f64 if dtype is np.float64 else i64)[:, j] = value
+            rows = self._rows[paths.key] = (f64, i64, line_bps.tolist())
+        f64, i64, line = rows
+        return _Classes(paths.links, paths.coefs, fwd[:, 0].tolist(), bool(flow.cc) and self.cc.controls_rate,
+                        paths.latency_s, line, f64, i64)
+
+    def _start_state(self, cc_on: bool, line_bps: float) -> tuple[np.ndarray, np.ndarray]:
+        """A new flow's CC state and per-hop table (the CC algorithm's ``init`` at its line rate), kept per
+        policy and rate (every route class reads them, none writes them)."""
+        key = (cc_on, line_bps)
+        hit = self._cc_init.get(key)
+        if hit is None:
+            st, hop = np.zeros(MAX_SLOTS), np.zeros((MAX_HOP_RECORDS, HOP_FIELDS))
             algorithm = self.cc if cc_on else CC_ALGORITHMS.get("none")
             algorithm.python.init(st, hop, self._ccp if cc_on else np.zeros(1), line_bps)
-            consts = {"hops": len(row), "nfwd": len(fwd), "win": win, "rtt0": rtt0, "dcoef": dc,
-                      "line": line_bps / 8.0 / dc, "lat": lat, **_FRESH}
-            rows: dict[type, np.ndarray] = {dtype: np.array([consts.get(name, 0) for name in names], dtype=dtype)
-                                            for dtype, names in SCALAR_COLUMNS.items()}
-            template = (rows[np.float64], rows[np.int64], row, coef_row, fwd[0], cc_on, st, hop)
-            hit = _Route(len(self._route_bytes), row, coef_row, fwd[0], cc_on, lat, st, hop, rows, template)
-            self._routes[id(described)] = hit
-            self._cols.register(hit)
-            self._route_bytes.append(0.0)
-        if len(self.topology.routes(src, dst)) == 1:
-            self._route_of[pair] = hit
-        else:
-            self._route_ecmp[ecmp] = (fwd, hit)
+            hit = self._cc_init[key] = (st, hop)
         return hit
+
+    def _build_route(self, classes: _Classes, i: int) -> _Route:
+        """Route ``i`` of a class key as a route class: the next number, registered with the flow table."""
+        rows: dict[type, np.ndarray] = {np.float64: classes.f64[i], np.int64: classes.i64[i]}
+        links, first, cc_on = classes.links[i], classes.first[i], classes.cc_on
+        st, hop = self._start_state(cc_on, classes.line_bps[i])
+        template = (rows[np.float64], rows[np.int64], links, classes.coefs, first, cc_on, st, hop)
+        route = _Route(len(self._routes), links, classes.coefs, first, cc_on, classes.lat[i], st, hop, rows, template)
+        self._routes.append(route)
+        self._unregistered.append(route)
+        if route.number == len(self._route_bytes):
+            self._route_bytes = np.concatenate([self._route_bytes, np.zeros_like(self._route_bytes)])
+        return route
 
     # ------------------------------------------------------------------ integration
     def _kernel_state(self) -> FluidState:
@@ -472,19 +555,23 @@ class FluidBackend(NetworkBackend):
             return
         if self._t < now_s:
             self._run_to(now_s)
-        ids, sizes, numbers, marks = [], [], [], []
-        route_bytes = self._route_bytes
-        for flow in flows:
-            route = self._route(flow)
-            route_bytes[route.number] += flow.size_bytes
-            if flow.size_bytes <= 0:
-                self._push_done(now_s + route.lat, flow.flow_id)
-                continue
-            ids.append(flow.flow_id)
-            sizes.append(float(flow.size_bytes))
-            numbers.append(route.number)
-            marks.append(self._mark(flow))
+        routes = self._routes_of(flows)
+        if self._unregistered:  # the classes new since the last batch, into the registry its rows copy from
+            self._cols.register(self._unregistered)
+            self._unregistered = []
+        ids, _, _, sizes, _ = zip(*flows, strict=True)
+        numbers = [route.number for route in routes]
+        np.add.at(self._route_bytes, numbers, sizes)
+        if min(sizes) <= 0:  # flows with nothing to send complete one latency later, without a row
+            for flow, route in zip(flows, routes, strict=True):
+                if flow.size_bytes <= 0:
+                    self._push_done(now_s + route.lat, flow.flow_id)
+            keep = [i for i, size in enumerate(sizes) if size > 0]
+            flows = [flows[i] for i in keep]
+            ids, sizes = tuple(ids[i] for i in keep), tuple(sizes[i] for i in keep)
+            numbers = [numbers[i] for i in keep]
         if ids:
+            marks = [self._mark(flow) for flow in flows] if self._random_marks else None
             self._cols.append_many(ids, sizes, numbers, marks)
             self._live += len(ids)
             self._fresh = False
@@ -516,18 +603,27 @@ class FluidBackend(NetworkBackend):
         return math.inf if self._t >= horizon_s else self._t  # else: the step budget ran out; go on later
 
     def advance_to(self, t_s: float) -> list[int]:
+        """The flows done by ``t_s`` in (time, start) order: popped one by one while few, else the heap's list
+        sorted (a sorted list is a heap) and its due head cut off at once."""
         if self._t < t_s:
             self._run_to(t_s)
-        out = []
-        while self._done and self._done[0][0] <= t_s:
-            out.append(heapq.heappop(self._done)[2])
+        done = self._done
+        out: list[int] = []
+        while done and done[0][0] <= t_s:
+            if len(out) == POP_ONE_BY_ONE:
+                done.sort()
+                k = bisect.bisect_right(done, (t_s, math.inf))
+                out.extend(entry[2] for entry in done[:k])
+                del done[:k]
+                break
+            out.append(heapq.heappop(done)[2])
         return out
 
     @property
     def link_bytes(self) -> np.ndarray:
         """Wire bytes (headers and ACKs included) started on each link."""
         out = np.zeros(len(self.topology.links))
-        for route in self._routes.values():
+        for route in self._routes:
             out[route.links] += self._route_bytes[route.number] * route.coefs
         return out
 

@@ -22,7 +22,7 @@ from moesim.system import ensemble, fast_forward
 from moesim.system.breakdown import LEVELS, Breakdown, Recorder
 from moesim.system.collectives import COLLECTIVES, expert_all_to_all_algorithms
 from moesim.system.collectives.base import resolve
-from moesim.system.engine import Simulation, SystemSettings
+from moesim.system.engine import Simulation, SystemSettings, full_collections_paused
 from moesim.system.spec import ALGORITHMS, RankTimes, RunResult, RunSpec
 from moesim.topology.builder import LINK_KINDS
 from moesim.topology.catalog import TopologyRef, parse_topology
@@ -363,14 +363,15 @@ def simulate_prepared(prepared: PreparedRun, diagnostics: bool = False, progress
     backend_cls = prepared.backend_cls
     backend = backend_cls(prepared.topology, prepared.params,
                           diagnostics=DiagnosticsSpec.everything() if diagnostics else None)
-    workload = prepared.workload()
-    sim = Simulation(workload, prepared.topology, backend, settings, prepared.placement.rank_to_gpu)
-    ff = fast_forward.attach(sim)
-    if progress is not None:
-        _watch(sim, workload, progress)
-    nodes = _record_timeline(sim, workload) if timeline else []
-    recorder = Recorder(sim, detail, ff) if breakdown != "none" or detail else None
-    ranks = sim.run()
+    with full_collections_paused():
+        workload = prepared.workload()
+        sim = Simulation(workload, prepared.topology, backend, settings, prepared.placement.rank_to_gpu)
+        ff = fast_forward.attach(sim)
+        if progress is not None:
+            _watch(sim, workload, progress)
+        nodes = _record_timeline(sim, workload) if timeline else []
+        recorder = Recorder(sim, detail, ff) if breakdown != "none" or detail else None
+        ranks = sim.run()
     _check_horizon(f"run {run_label_of(prepared.spec)}", ranks)
     return Simulated(prepared.spec, tuple(ranks), backend.parameters(), ff.layers_skipped if ff else 0,
                      fast_forward.mode(ff),

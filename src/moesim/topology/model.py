@@ -79,6 +79,18 @@ _DAG_CACHE_ENTRIES_PER_NODE = 4
 Edges = tuple[tuple[tuple[int, int, int], ...], ...]
 
 
+def ecmp_seed(src_gpu: int, dst_gpu: int) -> int:
+    """The ECMP hash's CRC-32 over the pair's part of the key (``"src:dst:"``), the seed ``ecmp_index`` continues
+    from: a caller that picks routes for many flows of one pair hashes the pair once."""
+    return zlib.crc32(f"{src_gpu}:{dst_gpu}:".encode())
+
+
+def ecmp_index(seed: int, flow_id: int, n_options: int) -> int:
+    """Which of a pair's ``n_options`` equal-cost routes flow ``flow_id`` takes: CRC-32 of ``"src:dst:flow_id"``
+    (continued from the pair's ``ecmp_seed``, the same value as hashing the whole key) modulo the count."""
+    return zlib.crc32(str(flow_id).encode(), seed) % n_options
+
+
 @dataclass(frozen=True, eq=False)
 class Topology:
     """An immutable cluster description. GPU index i is ``gpus[i]``; ranks map to GPUs via a placement.
@@ -269,14 +281,7 @@ class Topology:
         preds = self._dag(src, scope)
         if dst not in preds:
             return []
-        memo: dict[int, list[tuple[int, ...]]] = {src: [()]}
-
-        def walk(v: int) -> list[tuple[int, ...]]:
-            if v not in memo:
-                memo[v] = [p + (lid,) for u, lid in preds[v] for p in walk(u)]
-            return memo[v]
-
-        return sorted(walk(dst))
+        return sorted(_walk(dst, preds, {src: [()]}))
 
     def _fabric_paths(self, src: int, dst: int) -> list[tuple[int, ...]]:
         """All least-cost paths from NIC ``src`` to NIC ``dst`` crossing only nodes outside every server.
@@ -308,18 +313,8 @@ class Topology:
         best = min(_least_cost(v, fwd, f_cost) + _least_cost(v, back, b_cost) for v in meet)
         heads: dict[int, list[tuple[int, ...]]] = {src: [()]}
         tails: dict[int, list[tuple[int, ...]]] = {dst: [()]}
-
-        def head(v: int) -> list[tuple[int, ...]]:
-            if v not in heads:
-                heads[v] = [p + (lid,) for u, lid, c in fwd[v] if f_cost[u] + c == f_cost[v] for p in head(u)]
-            return heads[v]
-
-        def tail(v: int) -> list[tuple[int, ...]]:
-            if v not in tails:
-                tails[v] = [(lid,) + p for w, lid, c in back[v] if c + b_cost[w] == b_cost[v] for p in tail(w)]
-            return tails[v]
-
-        return sorted(h + t for v in meet if f_cost[v] + b_cost[v] == best for h in head(v) for t in tail(v))
+        return sorted(h + t for v in meet if f_cost[v] + b_cost[v] == best
+                      for h in _heads(v, fwd, f_cost, heads) for t in _tails(v, back, b_cost, tails))
 
     def _no_route(self, a: str, b: str, how: str = "") -> MoesimError:
         return MoesimError(f"topology {self.name}: no route from {a} to {b}{how}")
@@ -363,8 +358,7 @@ class Topology:
         options = self.routes(src_gpu, dst_gpu)
         if len(options) == 1:
             return options[0]
-        h = zlib.crc32(f"{src_gpu}:{dst_gpu}:{flow_id}".encode())
-        return options[h % len(options)]
+        return options[ecmp_index(ecmp_seed(src_gpu, dst_gpu), flow_id, len(options))]
 
     def reverse_route(self, route: tuple[int, ...]) -> tuple[int, ...]:
         """The links of the same cables in the opposite direction (the path ACKs take)."""
@@ -522,6 +516,31 @@ def _next_layer(front: list[int], edges: Edges, seen: dict[int, list[tuple[int, 
             elif v in fresh:
                 seen[v].append((u, lid, cost))
     return layer
+
+
+# The path enumerations below recurse through module functions, not nested closures: a closure that calls
+# itself is a reference cycle, left for the cyclic garbage collector on each of the thousands of route queries.
+def _walk(v: int, preds: dict[int, tuple[tuple[int, int], ...]], memo: dict[int, list[tuple[int, ...]]]) -> list[tuple[int, ...]]:
+    """Every path from the DAG's root to ``v`` over ``preds`` (node → [(previous node, link)]), memoised."""
+    if v not in memo:
+        memo[v] = [p + (lid,) for u, lid in preds[v] for p in _walk(u, preds, memo)]
+    return memo[v]
+
+
+def _heads(v: int, fwd: dict[int, list[tuple[int, int, int]]], cost: dict[int, int],
+           memo: dict[int, list[tuple[int, ...]]]) -> list[tuple[int, ...]]:
+    """The least-cost paths from the search's start to ``v`` over the forward layer links, memoised."""
+    if v not in memo:
+        memo[v] = [p + (lid,) for u, lid, c in fwd[v] if cost[u] + c == cost[v] for p in _heads(u, fwd, cost, memo)]
+    return memo[v]
+
+
+def _tails(v: int, back: dict[int, list[tuple[int, int, int]]], cost: dict[int, int],
+           memo: dict[int, list[tuple[int, ...]]]) -> list[tuple[int, ...]]:
+    """The least-cost paths from ``v`` to the search's end over the backward layer links, memoised."""
+    if v not in memo:
+        memo[v] = [(lid,) + p for w, lid, c in back[v] if c + cost[w] == cost[v] for p in _tails(w, back, cost, memo)]
+    return memo[v]
 
 
 def _least_cost(v: int, links: dict[int, list[tuple[int, int, int]]], memo: dict[int, int]) -> int:
