@@ -200,25 +200,27 @@ def test_route_classes_of_a_batch_are_the_closed_forms_flow_by_flow(mode):
             assert cols[name][i] == want[name], (flow, name)
     classes = {(f.src_gpu, f.dst_gpu, f.cc, min(f.size_bytes, 1000), tuple(cols["links"][i, :cols["hops"][i]]))
                for i, f in enumerate(flows)}
-    assert len(backend._routes) == len(classes)
+    assert backend.route_classes == len(classes)
 
 
 def test_completions_come_out_in_time_then_start_order_however_many_are_due():
     """``advance_to`` pops few completions off the heap one by one and sorts when many are due: either way
-    the ids due by each time come out in (completion time, push order), ties included, and the rest stay."""
+    the ids due by each time come out in (completion time, start order), ties included, and the rest stay.
+    Empty flows of one pair complete one route latency after they start, in start order."""
     from moesim.network.fluid import POP_ONE_BY_ONE
 
+    probe = FluidBackend(get_topology("4"), network_mode("roce_hpcc"))
+    probe.start_flow(Flow(0, 0, 1, 0), 0.0)
+    lat = probe.next_completion_s()  # the pair's route latency
     backend = FluidBackend(get_topology("4"), network_mode("roce_hpcc"))
     rng = np.random.default_rng(7)
-    times = (rng.integers(0, 40, size=500) * 1e-6).tolist()  # many ties
-    backend._push_many(times[:300], list(range(300)))
-    for i in range(300, 500):
-        backend._push_done(times[i], i)
-    order = sorted(range(500), key=lambda i: (times[i], i))
-    got = []
-    for t in (0.0, 2e-6, 2.5e-6, 30e-6, 30e-6, 1.0):
-        out = backend.advance_to(t)
-        assert out == [i for i in order if times[i] <= t and i not in got]
+    starts = (np.sort(rng.integers(0, 40, size=500)) * 1e-6).tolist()  # many ties
+    for i, s in enumerate(starts):
+        backend.start_flow(Flow(i, 0, 1, 0), s)
+    got: list[int] = []
+    for t in (0.0, 2.5e-6, 2.5e-6, 30.5e-6, 1.0):  # between the 1 µs start grid's points
+        out = backend.advance_to(t + lat)
+        assert out == [i for i in range(500) if starts[i] <= t and i not in got]
         got += out
-    assert got == order and not backend._done
-    assert max(times.count(t) for t in times) < POP_ONE_BY_ONE < 300  # both paths were taken
+    assert got == list(range(500)) and backend.active_flows == 0
+    assert max(starts.count(t) for t in starts) < POP_ONE_BY_ONE < 300  # both paths were taken

@@ -620,6 +620,11 @@ class FluidBackend(NetworkBackend):
         return out
 
     @property
+    def route_classes(self) -> int:
+        """Route classes made so far (flows of one class share their route's table rows)."""
+        return len(self._routes)
+
+    @property
     def link_bytes(self) -> np.ndarray:
         """Wire bytes (headers and ACKs included) started on each link."""
         out = np.zeros(len(self.topology.links))
