@@ -13,7 +13,8 @@ the operators' own description of the run.
 Prints a table: deployment, moesim tokens/s per node, published, ratio (moesim / published), and the
 run's wall, GPU and exposed-communication times, then how many checked deployments are within ±15 % (a
 figure the model cannot be given inputs for is shown, marked, and not checked). ``--imbalance`` prints the
-per-layer imbalance SGLang's published expert loads leave after its EPLB instead.
+per-layer imbalance SGLang's published expert loads leave after its EPLB instead. SGLang's prefills route as
+those loads, so each simulates every MoE layer (about 30 CPU-minutes each; the whole bench about 2 hours).
 """
 
 from __future__ import annotations
