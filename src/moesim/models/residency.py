@@ -75,23 +75,28 @@ class ResidencyReport:
         return data
 
 
-def replica_bytes(spec: ModelSpec, redundant_experts: int, expert_bytes_per_param: float) -> int:
-    """Weights of ``redundant_experts`` replicas of one routed expert in every MoE layer: N · MoE layers ·
-    3·h·w parameters (gate, up and down projections; h = ``comm_dim``, w = ``expert_ffn_width``, as the
-    workload's expert GEMMs count them) at ``expert_bytes_per_param`` bytes (FP8 = 1, FP4 = 0.5)."""
-    REDUNDANT.check(redundant_experts, spec.key, strict=True)
+def _expert_bytes(spec: ModelSpec, experts: int, layers: int, expert_bytes_per_param: float) -> int:
+    """Weights of ``experts`` routed experts in each of ``layers`` MoE layers: 3·h·w parameters each (gate, up
+    and down projections; h = ``comm_dim``, w = ``expert_ffn_width``, as the workload's expert GEMMs count
+    them) at ``expert_bytes_per_param`` bytes (FP8 = 1, FP4 = 0.5)."""
     WIDTH.check(expert_bytes_per_param, spec.key, strict=True)
-    params = redundant_experts * spec.moe_layers * 3 * spec.comm_dim * spec.expert_ffn_width
+    params = experts * layers * 3 * spec.comm_dim * spec.expert_ffn_width
     return math.ceil(Fraction(expert_bytes_per_param) * params)
+
+
+def replica_bytes(spec: ModelSpec, redundant_experts: int, expert_bytes_per_param: float) -> int:
+    """Weights of ``redundant_experts`` replicas of one routed expert in every MoE layer (``_expert_bytes``)."""
+    REDUNDANT.check(redundant_experts, spec.key, strict=True)
+    return _expert_bytes(spec, redundant_experts, spec.moe_layers, expert_bytes_per_param)
 
 
 def replicated_bytes(spec: ModelSpec, expert_bytes_per_param: float) -> int:
     """The checkpoint's weights outside the routed experts: its stated size less ``routed_experts`` experts
-    (``replica_bytes``' count) in each MoE layer, the MTP module's (``mtp_layers``) included. The remainder
-    holds attention, dense and shared-expert FFNs, routers, embeddings, norms and quantisation scales."""
+    in each MoE layer, the MTP module's (``mtp_layers``) included. The remainder holds attention, dense and
+    shared-expert FFNs, routers, embeddings, norms and quantisation scales."""
     assert spec.checkpoint_size_bytes is not None
-    per_layer = replica_bytes(spec, spec.routed_experts, expert_bytes_per_param) / spec.moe_layers
-    rest = spec.checkpoint_size_bytes - math.ceil(per_layer * (spec.moe_layers + spec.mtp_layers))
+    layers = spec.moe_layers + spec.mtp_layers
+    rest = spec.checkpoint_size_bytes - _expert_bytes(spec, spec.routed_experts, layers, expert_bytes_per_param)
     if rest <= 0:
         raise input_error(spec.source or spec.key, "checkpoint_size_bytes",
                           f"{spec.checkpoint_size_bytes} B is not more than its routed experts' weights at "

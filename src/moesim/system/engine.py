@@ -79,7 +79,6 @@ class Hooks:
     """After each step (the events and flow completions of one instant): the only place to ``restore``."""
 
 
-
 @contextmanager
 def full_collections_paused() -> Iterator[None]:
     """The event loop (and, from ``run.simulate_prepared``, the workload's generation) without the cyclic
