@@ -88,6 +88,26 @@ def test_cli_prints_astra_sims_report_lines_and_json(exported):
     assert record["wall_s"] == max(t.wall_s for t in expected)
 
 
+def test_measured_decode_exports_its_attention_kernels_and_runs_as_moesim_runs_it(tmp_path):
+    """Under compute_model=measured a layer's attention is two compute nodes (projections, then the core,
+    ``workload.costs._attention``); the exported ET carries both, every one with bytes (ASTRA-sim skips a
+    node whose tensor_size is 0), and `moesim astra run` of the directory gives the per-rank times
+    `moesim run` gives."""
+    spec = RunSpec("qwen3-30b-a3b", "hgx-h800:1", "TP1EP8", "ring_direct", "roce_hpcc", "packet", tuple(sorted({
+        "astra_receives": True, "nic_model": "ns3", "phase": "decode", "batch": 16, "context_tokens": 512,
+        "compute_model": "measured", "overlap": "two-batch"}.items())))
+    export_run(spec, tmp_path)
+    paths = find_paths(tmp_path)
+    nodes = read_inputs(paths).workload.graphs[0].nodes
+    names = [n.name for n in nodes if n.layer == 0 and n.kind is NodeKind.COMPUTE]
+    assert names.count("attention_projections") == names.count("attention") == 2  # one pair per micro-batch
+    assert all(n.bytes_moved > 0 for n in nodes if n.name.startswith("attention"))
+    expected = simulate_run(spec).ranks
+    as_json = moesim("astra", "run", str(tmp_path), "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert [r["wall_s"] for r in json.loads(as_json.stdout)["ranks"]] == [t.wall_s for t in expected]
+
+
 def test_ns3_config_reads_back_what_the_writer_wrote():
     """Every field the NS-3 config carries survives the round trip, for each study mode and preset."""
     topo = star_topology(4, 512e9)

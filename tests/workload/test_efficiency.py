@@ -146,15 +146,19 @@ def _nodes(**options: object):
 @pytest.mark.parametrize("phase", [{}, {"phase": "decode", "batch": 64, "context_tokens": 4096}])
 def test_measured_nodes_never_beat_their_roofline(phase: dict) -> None:
     roof = _nodes(**phase)
-    meas = [n for n in _nodes(compute_model="measured", **phase)  # less the kernels only it times (elementwise.py)
-            if not (n.name.endswith("_elementwise") or n.name == "output_head")]
+    meas: list[list[Node]] = []  # less the kernels only it times (elementwise.py); its attention is two nodes
+    for n in _nodes(compute_model="measured", **phase):
+        if meas and meas[-1][-1].name == "attention_projections":
+            meas[-1].append(n)
+        elif not (n.name.endswith("_elementwise") or n.name == "output_head"):
+            meas.append([n])
     assert len(roof) == len(meas)
     slower = 0
     for a, b in zip(roof, meas, strict=True):
-        assert (a.name, a.flops, a.bytes_moved) == (b.name, b.flops, b.bytes_moved)
+        assert (a.name, a.flops, a.bytes_moved) == (b[-1].name, sum(n.flops for n in b), sum(n.bytes_moved for n in b))
         if a.kind is NodeKind.COMPUTE:
             assert a.bw_scale == 1.0
-            t_roof, t_meas = roofline_time_s(a, 989.5e12, 3.35e12), roofline_time_s(b, 989.5e12, 3.35e12)
+            t_roof, t_meas = roofline_time_s(a, 989.5e12, 3.35e12), sum(roofline_time_s(n, 989.5e12, 3.35e12) for n in b)
             assert t_meas >= t_roof
             slower += t_meas > 1.2 * t_roof
     assert slower  # and some much slower: every efficiency here is below 0.9

@@ -90,6 +90,33 @@ def test_graph_structure(key: str, strategy: str) -> None:
     assert all(n.flops > 0 and n.bytes_moved > 0 for n in nodes if n.kind is NodeKind.COMPUTE)
 
 
+MEASURED_ATTENTION = ["attention_elementwise", "attention_projections", "attention"]
+
+
+@pytest.mark.parametrize("strategy", ["TP8EP8", "DP8EP8"])
+@pytest.mark.parametrize("options", [{}, {"overlap": "two-batch"}, {"prompt_lengths": (300, 700), "prompt_counts": (2, 1)},
+                                     {"phase": "decode", "batch": 64, "context_tokens": 1000, "mtp_draft_tokens": 1,
+                                      "mtp_acceptance": 0.8, "overlap": "two-batch"}])
+def test_measured_attention_is_projections_then_core(strategy: str, options: dict) -> None:
+    """Under compute_model=measured every micro-batch of every layer (dense, MoE, MTP draft) runs its attention as
+    two compute nodes in sequence, the projections then the core, holding the FLOPs and bytes of the roofline's
+    one ``attention`` node of that layer; the roofline graph has no other compute node for it."""
+    model, layout = get_model("deepseek-v3"), ParallelLayout.parse(strategy)
+    roof = generate(model, layout, T, WorkloadOptions(**options)).graphs[0].nodes
+    meas = generate(model, layout, T, WorkloadOptions(**options, compute_model="measured")).graphs[0].nodes
+    assert "attention_projections" not in {n.name for n in roof}
+    roof_attention = [n for n in roof if n.name == "attention"]
+    for layer in {n.layer for n in meas}:
+        names = [n.name for n in meas if n.layer == layer]
+        starts = [i for i, name in enumerate(names) if name == "attention_elementwise"]
+        assert starts and all(names[i:i + 3] == MEASURED_ATTENTION for i in starts)  # one per micro-batch
+        pair = [n for n in meas if n.layer == layer and n.name in MEASURED_ATTENTION[1:]]
+        one = [n for n in roof_attention if n.layer == layer]
+        assert len(pair) == 2 * len(one)
+        assert (sum(n.flops for n in pair), sum(n.bytes_moved for n in pair)) == \
+            (sum(n.flops for n in one), sum(n.bytes_moved for n in one))
+
+
 @pytest.mark.parametrize("strategy", STUDY_STRATEGIES)
 def test_collective_members_are_the_layout_groups(strategy: str) -> None:
     """involved_dims (T,F)/(F,T) over logical dims (TP, EP) resolve to the study's TP and EP groups (docs/study.md §3)."""

@@ -9,11 +9,19 @@ from moesim.errors import MoesimError
 from moesim.models.catalog import get_model
 from moesim.system.run import prepare
 from moesim.system.spec import RunSpec
-from moesim.workload.costs import attention_shard, attention_work
+from moesim.workload.costs import attention_nodes, attention_shard, attention_work, roofline_time_s
+from moesim.workload.efficiency import prefill_attention_efficiency
 from moesim.workload.generator import generate
+from moesim.workload.graph import Node, NodeKind
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.options import WorkloadOptions
-from moesim.workload.prompts import batch_tokens, prompt_attention_work, prompt_batch, split_prompts
+from moesim.workload.prompts import (
+    batch_tokens,
+    prompt_attention_nodes,
+    prompt_attention_work,
+    prompt_batch,
+    split_prompts,
+)
 
 V3 = get_model("deepseek-v3")
 
@@ -134,3 +142,22 @@ def test_two_batch_overlap_splits_the_batch_into_whole_prompts() -> None:
         generate(model, ParallelLayout.parse("DP2TP4EP8"),
                  options=WorkloadOptions(prompt_lengths=(6, 6), overlap="two-batch"))
     assert "(6, 6) must split evenly over TP = 4" in str(exc.value)
+
+
+def test_measured_batch_runs_one_projection_pass_then_each_prompts_core() -> None:
+    """Oracle, compute_model=measured (varlen FlashAttention): the projections are one GEMM pass over the batch's
+    Σ nL tokens (DeepGEMM's efficiency at M = Σ nL); the core is each prompt's L×L scores at FlashAttention-3's
+    efficiency for its L keys, one after another: Σ n·2·L²·heads·(qk + v) / (989.5 TFLOPS · η_FA3(L)) (BF16,
+    compute-bound). Together they hold the roofline node's FLOPs and bytes."""
+    prec = WorkloadOptions(dense_dtype="fp8", attention_dtype="bf16", compute_model="measured").precision
+    batch, shard = prompt_batch((512, 4096), (6, 1)), attention_shard(V3, 1)
+    projections, core = prompt_attention_nodes(V3, 1, batch, 1.0, prec)
+    assert projections == attention_nodes(V3, 1, 6 * 512 + 4096, 1.0, precision=prec)[0]
+    expected = sum(n * 2 * x * x * shard.heads * (shard.qk_dim + shard.v_dim) / (989.5e12 * prefill_attention_efficiency(x))
+                   for x, n in batch)
+    node = Node(0, "attention", NodeKind.COMPUTE, flops=core.flops, bytes_moved=core.bytes_moved,
+                peak_scale=core.peak_scale, bw_scale=core.bw_scale)
+    assert roofline_time_s(node, 989.5e12, 3.35e12) == pytest.approx(expected, abs=1e-9)
+    one = prompt_attention_work(V3, 1, batch, 1.0, WorkloadOptions(dense_dtype="fp8", attention_dtype="bf16").precision)
+    assert (projections.flops + core.flops, projections.bytes_moved + core.bytes_moved) == (one.flops, one.bytes_moved)
+    assert prompt_attention_nodes(V3, 1, ((4096, 1),), 1.0, prec) == attention_nodes(V3, 1, 4096, 1.0, precision=prec)

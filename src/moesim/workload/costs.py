@@ -156,11 +156,16 @@ def attention_shard(model: ModelSpec, tp: int, kv_bytes: int | None = None) -> A
 
 
 def _attention(model: ModelSpec, tp: int, queries: int, keys: int, weight_bytes_per_param: float,
-               precision: Precision, cached_tokens: int) -> Work:
-    """Attention of one TP shard: the projections are dense GEMMs, the score and value products the
-    attention core, each at its class's peak and weight width; ``cached_tokens`` tokens of KV cache read
-    (a decode step: measured, its core runs at FlashMLA's efficiencies, an MLA core as FlashMLA executes it
-    over the latent, ``decode_attention_core_efficiency``; else at FlashAttention-3's)."""
+               precision: Precision, cached_tokens: int) -> tuple[Work, ...]:
+    """Attention of one TP shard as compute nodes: the projections are dense GEMMs, the score and value
+    products the attention core, each at its class's peak and weight width; ``cached_tokens`` tokens of KV
+    cache read. On the roofline one node holds both. Measured (``compute_model=measured``): the kernels run
+    one after the other (DeepSeek's decode schedule: ATTN-0 = MLA projections, ATTN-1 = core attention), so
+    they are two nodes, each timed by its own roofline: (projections, core). The projections are DeepGEMM
+    GEMMs reading the weights and the rows in; the core reads the KV cache (FlashMLA's efficiencies in a
+    decode step, an MLA core as FlashMLA executes it over the latent, ``decode_attention_core_efficiency``;
+    else FlashAttention-3's) and writes the rows out. A core without FLOPs leaves the projections alone
+    with all the bytes."""
     a = attention_shard(model, tp, precision.kv_bytes(model.bytes_per_activation))
     projections = 2 * queries * a.params
     core = 2 * queries * keys * a.heads * (a.qk_dim + a.v_dim)
@@ -168,34 +173,54 @@ def _attention(model: ModelSpec, tp: int, queries: int, keys: int, weight_bytes_
     wb = precision.weight_bytes(precision.dense, weight_bytes_per_param)
     weights = a.params * wb
     cache = cached_tokens * a.kv_cache_bytes_per_token
-    scale = peak_scale([(projections, precision.rate(precision.dense)), (core, precision.rate(precision.attention))])
-    work = work_of(projections + core, weights + cache + act, scale)
+    dense, attention = precision.rate(precision.dense), precision.rate(precision.attention)
     if not precision.measured:
-        return work
-    compute, memory = _gemms(queries, list(a.shapes), precision.rate(precision.dense), wb)
+        return (work_of(projections + core, weights + cache + act, peak_scale([(projections, dense),
+                                                                                (core, attention)])),)
+    compute, memory = _gemms(queries, list(a.shapes), dense, wb)
+    if not core:
+        return (measured(work_of(projections, weights + cache + act, dense), compute,
+                         [*memory, (cache, DECODE_ATTENTION_MEMORY), (act, 1.0)]),)
+    rows = act // 2  # in to the projections, out of the core
     core_eff = (decode_attention_core_efficiency(a.qk_dim + a.v_dim, a.decode_core_width) if cached_tokens
                 else prefill_attention_efficiency(keys))
-    compute.append((core, precision.rate(precision.attention), core_eff))
-    memory += [(cache, DECODE_ATTENTION_MEMORY), (act, 1.0)]
-    return measured(work, compute, memory)
+    return (measured(work_of(projections, weights + rows, dense), compute, [*memory, (rows, 1.0)]),
+            measured(work_of(core, cache + rows, attention), [(core, attention, core_eff)],
+                     [(cache, DECODE_ATTENTION_MEMORY), (rows, 1.0)]))
 
 
-def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
-                   keys: int | None = None, precision: Precision = STUDY_PRECISION) -> Work:
-    """Prefill attention of one TP shard (``attention_shard``). Every projection costs 2·T·in·out
-    FLOPs; the score and value products cost 2·T·K·heads·qk_dim + 2·T·K·heads·v_dim for T queries
-    over K keys (K = T by default: full T×T, no causal halving; a micro-batch of a longer sequence
-    attends to all of it). Bytes: the shard's weights + activations in and out (T·hidden·2 each).
+def as_one(nodes: tuple[Work, ...]) -> Work:
+    """Compute nodes run one after the other as one ``Work``: their FLOPs and bytes summed, its peak
+    F / Σ Fᵢ/sᵢ and bandwidth B / Σ Bᵢ/bᵢ of theirs (one node: itself)."""
+    if len(nodes) == 1:
+        return nodes[0]
+    base = Work(sum(n.flops for n in nodes), sum(n.bytes_moved for n in nodes), nodes[0].peak_scale)
+    return measured(base, [(n.flops, n.peak_scale, 1.0) for n in nodes], [(n.bytes_moved, n.bw_scale) for n in nodes])
+
+
+def attention_nodes(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
+                    keys: int | None = None, precision: Precision = STUDY_PRECISION) -> tuple[Work, ...]:
+    """Prefill attention of one TP shard (``attention_shard``) as its compute nodes (``_attention``). Every
+    projection costs 2·T·in·out FLOPs; the score and value products cost 2·T·K·heads·qk_dim +
+    2·T·K·heads·v_dim for T queries over K keys (K = T by default: full T×T, no causal halving; a
+    micro-batch of a longer sequence attends to all of it). Bytes: the shard's weights + activations in
+    and out (T·hidden·2 each).
     """
     return _attention(model, tp, tokens, tokens if keys is None else keys, weight_bytes_per_param, precision, 0)
 
 
-def decode_attention_work(
+def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
+                   keys: int | None = None, precision: Precision = STUDY_PRECISION) -> Work:
+    """``attention_nodes`` as one ``Work`` (``as_one``): the roofline's one node."""
+    return as_one(attention_nodes(model, tp, tokens, weight_bytes_per_param, keys, precision))
+
+
+def decode_attention_nodes(
     model: ModelSpec, tp: int, batch: int, context_tokens: int, weight_bytes_per_param: float,
     precision: Precision = STUDY_PRECISION, queries_per_sequence: int = 1,
-) -> Work:
-    """One decode step's attention on one TP shard: B sequences of q new tokens each (q = 1, or k + 1
-    with k MTP drafts, ``mtp.py``), each attending to a C-token cache.
+) -> tuple[Work, ...]:
+    """One decode step's attention on one TP shard as its compute nodes (``_attention``): B sequences of q
+    new tokens each (q = 1, or k + 1 with k MTP drafts, ``mtp.py``), each attending to a C-token cache.
 
     FLOPs: 2·B·q·params (projections) + 2·B·q·C·heads·(qk_dim + v_dim) (scores and values).
     Bytes: the shard's weights + the KV cache it reads once per sequence, B·C·``kv_cache_bytes_per_token``
@@ -203,6 +228,15 @@ def decode_attention_work(
     """
     return _attention(model, tp, batch * queries_per_sequence, context_tokens, weight_bytes_per_param, precision,
                       batch * context_tokens)
+
+
+def decode_attention_work(
+    model: ModelSpec, tp: int, batch: int, context_tokens: int, weight_bytes_per_param: float,
+    precision: Precision = STUDY_PRECISION, queries_per_sequence: int = 1,
+) -> Work:
+    """``decode_attention_nodes`` as one ``Work`` (``as_one``): the roofline's one node."""
+    return as_one(decode_attention_nodes(model, tp, batch, context_tokens, weight_bytes_per_param, precision,
+                                         queries_per_sequence))
 
 
 def routed_expert_work(

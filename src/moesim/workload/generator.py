@@ -36,8 +36,8 @@ from moesim.workload import mtp
 from moesim.workload.costs import (
     EXACT_MISS_BATCH,
     Work,
-    attention_work,
-    decode_attention_work,
+    attention_nodes,
+    decode_attention_nodes,
     decode_routed_expert_work,
     dense_ffn_work,
     ep_alltoall_bytes,
@@ -60,7 +60,7 @@ from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Wor
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.options import STUDY_TOKENS, TOKENS, WorkloadOptions
 from moesim.workload.precision import Precision
-from moesim.workload.prompts import Prompts, batch_tokens, prompt_attention_work, split_prompts
+from moesim.workload.prompts import Prompts, batch_tokens, prompt_attention_nodes, split_prompts
 from moesim.workload.routing import (
     PLACEMENT_RULES,
     LayerRouting,
@@ -314,18 +314,19 @@ def _layer_templates(
     if decode:
         assert batch.context_tokens is not None
         q = batch.queries_per_sequence
-        attention = decode_attention_work(model, layout.tp, batch.queries // q, batch.context_tokens, wb, prec, q)
+        attention = decode_attention_nodes(model, layout.tp, batch.queries // q, batch.context_tokens, wb, prec, q)
         experts = decode_routed_expert_work(model, experts_layout, batch.routed, eb, prec)
     else:
-        attention = (prompt_attention_work(model, layout.tp, batch.prompts, wb, prec) if batch.prompts
-                     else attention_work(model, layout.tp, batch.queries, wb, batch.keys, prec))
+        attention = (prompt_attention_nodes(model, layout.tp, batch.prompts, wb, prec) if batch.prompts
+                     else attention_nodes(model, layout.tp, batch.queries, wb, batch.keys, prec))
         experts = routed_expert_work(model, experts_layout, batch.routed, eb, prec)
     def mem(name: str, moved: Fraction) -> list[_Op]:
         """A memory-bound kernel (measured compute only, ``elementwise.py``): its bytes at the GPU's bandwidth."""
         return [_Op(name, NodeKind.COMPUTE, work=Work(0, int(moved)))] if prec.measured and moved else []
 
-    head = mem("attention_elementwise", attention_bytes(model, layout.tp, batch.queries, prec)) + comp("attention",
-                                                                                                      attention)
+    *projections, core = attention  # measured: the projections' kernels, then the core's (``costs._attention``)
+    head = mem("attention_elementwise", attention_bytes(model, layout.tp, batch.queries, prec))
+    head += [op for work in projections for op in comp("attention_projections", work)] + comp("attention", core)
     if dp:
         head += tp_coll("tp_reduce_scatter_attn", CollectiveType.REDUCE_SCATTER, batch.queries)
         out = tp_coll("tp_allgather_out", CollectiveType.ALL_GATHER, batch.local)

@@ -7,7 +7,15 @@ from __future__ import annotations
 from fractions import Fraction
 
 from moesim.models.spec import ModelSpec
-from moesim.workload.costs import STUDY_PRECISION, Work, attention_work, work_of
+from moesim.workload.costs import (
+    STUDY_PRECISION,
+    Work,
+    as_one,
+    attention_nodes,
+    attention_work,
+    measured,
+    work_of,
+)
 from moesim.workload.precision import Precision
 
 Prompts = tuple[tuple[int, int], ...]
@@ -42,10 +50,13 @@ def split_prompts(prompts: Prompts, parts: int) -> list[Prompts]:
 
 def prompt_attention_work(model: ModelSpec, tp: int, prompts: Prompts, weight_bytes_per_param: float,
                           precision: Precision = STUDY_PRECISION) -> Work:
-    """Prefill attention of one TP shard over a batch of prompts: the sum of each prompt's own
-    ``attention_work`` (projections over its L tokens, core over its L×L scores), with the shard's weights
-    read once. FLOPs 2·(Σ nᵢLᵢ)·params + 2·Σ nᵢLᵢ²·heads·(qk + v); the peak is the FLOP-weighted one of its
-    parts (``precision.peak_scale``). This is what a serving step's mixed prefill calls."""
+    """Prefill attention of one TP shard over a batch of prompts as one ``Work`` (``as_one``): the sum of
+    each prompt's own ``attention_work`` (projections over its L tokens, core over its L×L scores), with the
+    shard's weights read once. FLOPs 2·(Σ nᵢLᵢ)·params + 2·Σ nᵢLᵢ²·heads·(qk + v); on the roofline the peak is
+    the FLOP-weighted one of its parts (``precision.peak_scale``). This is what a serving step's mixed prefill
+    calls."""
+    if precision.measured:
+        return as_one(prompt_attention_nodes(model, tp, prompts, weight_bytes_per_param, precision))
     if len(prompts) == 1 and prompts[0][1] == 1:
         return attention_work(model, tp, prompts[0][0], weight_bytes_per_param, precision=precision)
     weights = attention_work(model, tp, 0, weight_bytes_per_param, precision=precision).bytes_moved
@@ -56,3 +67,22 @@ def prompt_attention_work(model: ModelSpec, tp: int, prompts: Prompts, weight_by
         moved += count * (one.bytes_moved - weights)
         time += count * Fraction(one.flops) / Fraction(one.peak_scale)
     return work_of(flops, moved, Fraction(flops) / time if time else 1)
+
+
+def prompt_attention_nodes(model: ModelSpec, tp: int, prompts: Prompts, weight_bytes_per_param: float,
+                           precision: Precision = STUDY_PRECISION) -> tuple[Work, ...]:
+    """``prompt_attention_work`` as the generator's compute nodes. On the roofline: that one node. Measured
+    (``costs.attention_nodes``): the projections, GEMMs over all Σ nᵢLᵢ tokens of the batch, then the varlen
+    core, each prompt's L×L scores at FlashAttention-3's efficiency for its L keys, run one after another."""
+    if not precision.measured:
+        return (prompt_attention_work(model, tp, prompts, weight_bytes_per_param, precision),)
+    if len(prompts) == 1 and prompts[0][1] == 1:
+        return attention_nodes(model, tp, prompts[0][0], weight_bytes_per_param, precision=precision)
+    # the batch's projections: the first node over all its tokens (it does not depend on the keys)
+    projections = attention_nodes(model, tp, batch_tokens(prompts), weight_bytes_per_param, 1, precision)[0]
+    cores = [(count, attention_nodes(model, tp, length, weight_bytes_per_param, precision=precision)[-1])
+             for length, count in prompts]
+    flops, moved = sum(n * c.flops for n, c in cores), sum(n * c.bytes_moved for n, c in cores)
+    core = measured(Work(flops, moved), [(n * c.flops, c.peak_scale, 1.0) for n, c in cores],
+                    [(n * c.bytes_moved, c.bw_scale) for n, c in cores])
+    return projections, core
