@@ -211,7 +211,8 @@ def attention_nodes(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_par
 
 def attention_work(model: ModelSpec, tp: int, tokens: int, weight_bytes_per_param: float,
                    keys: int | None = None, precision: Precision = STUDY_PRECISION) -> Work:
-    """``attention_nodes`` as one ``Work`` (``as_one``): the roofline's one node."""
+    """``attention_nodes`` as one ``Work`` (``as_one``): on the roofline its one node; measured, its FLOPs and
+    bytes (serving's interpolation reads them; the generator times the two nodes)."""
     return as_one(attention_nodes(model, tp, tokens, weight_bytes_per_param, keys, precision))
 
 
@@ -234,7 +235,8 @@ def decode_attention_work(
     model: ModelSpec, tp: int, batch: int, context_tokens: int, weight_bytes_per_param: float,
     precision: Precision = STUDY_PRECISION, queries_per_sequence: int = 1,
 ) -> Work:
-    """``decode_attention_nodes`` as one ``Work`` (``as_one``): the roofline's one node."""
+    """``decode_attention_nodes`` as one ``Work`` (``as_one``): on the roofline its one node; measured, its
+    FLOPs and bytes (the generator times the two nodes)."""
     return as_one(decode_attention_nodes(model, tp, batch, context_tokens, weight_bytes_per_param, precision,
                                          queries_per_sequence))
 
