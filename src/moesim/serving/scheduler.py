@@ -307,18 +307,24 @@ class ReplicaState:
         if self.preempt is not None:
             self._make_room()
         chunks, batch = self.policy(self, now_s, scheduled_s)
-        if not chunks and not batch:
+        if chunks:
+            tokens = pairs = cached = 0
+            prefilled = self.prefilled
+            for r, c in chunks:
+                o = int(prefilled[r])
+                tokens += c
+                pairs += c * (c + o)
+                cached += o
+            self.prefill_tokens += tokens
+            duration = self.costs.step(tokens, pairs, cached, batch, self.context_sum if batch else 0,
+                                       self.draft_tokens)
+        elif batch:  # a decode step alone
+            duration = self.costs.step(0, 0, 0, batch, self.context_sum, self.draft_tokens)
+        else:
             return None
-        tokens = pairs = cached = 0
-        for r, c in chunks:
-            o = int(self.prefilled[r])
-            tokens += c
-            pairs += c * (c + o)
-            cached += o
-        self.prefill_tokens += tokens
-        duration = self.costs.step(tokens, pairs, cached, batch, self.context_sum if batch else 0, self.draft_tokens)
-        duration += self.extra_s
-        self.extra_s = 0.0
+        if self.extra_s:
+            duration += self.extra_s
+            self.extra_s = 0.0
         self.step = Step(tuple(chunks), batch, duration)
         return self.step
 

@@ -86,6 +86,8 @@ class StepCosts:
         """Each prefill pass without its attention: nearly linear in the tokens (its attention is quadratic),
         so it is what is interpolated, and the attention of the step at hand is added back exactly."""
         self.usage: dict[tuple[str, int, int], list[float]] = {}
+        self._rows: dict[tuple[float, int], tuple[int, float, float]] = {}
+        """(batch, context row) → ``_decode_rows``: a replay asks for the same few batches again and again."""
 
     def _use(self, cell: tuple[str, int, int], x: float, c: float) -> None:
         u = self.usage.get(cell)
@@ -103,15 +105,22 @@ class StepCosts:
             self._use(("prefill", i, 0), tokens, 0.0)
         return t
 
-    def decode(self, batch: float, context: float, count: bool = True) -> float:
-        """One decode step of ``batch`` sequences at mean context ``context`` (bilinear)."""
-        cs, xs = self.dec_c, self.dec_b
-        j = min(max(bisect.bisect_right(cs, context) - 1, 0), len(cs) - 2)
+    def _decode_rows(self, batch: float, j: int) -> tuple[int, float, float]:
+        """The batch axis's cell of ``batch`` and the step times at ``batch`` on context rows ``j`` and ``j + 1``."""
+        xs = self.dec_b
         i = min(max(bisect.bisect_right(xs, batch) - 1, 0), len(xs) - 2)  # _interp's cell, one for both rows
         dx, width = batch - xs[i], xs[i + 1] - xs[i]
         low, high = self.dec_t[j], self.dec_t[j + 1]
-        lo = low[i] + (low[i + 1] - low[i]) * dx / width
-        hi = high[i] + (high[i + 1] - high[i]) * dx / width
+        rows = (i, low[i] + (low[i + 1] - low[i]) * dx / width, high[i] + (high[i + 1] - high[i]) * dx / width)
+        self._rows[batch, j] = rows
+        return rows
+
+    def decode(self, batch: float, context: float, count: bool = True) -> float:
+        """One decode step of ``batch`` sequences at mean context ``context`` (bilinear: along the batch axis on
+        the two context rows around it, each kept per batch and row, then along the context axis)."""
+        cs = self.dec_c
+        j = min(max(bisect.bisect_right(cs, context) - 1, 0), len(cs) - 2)
+        i, lo, hi = self._rows.get((batch, j)) or self._decode_rows(batch, j)
         c0, c1 = cs[j], cs[j + 1]
         if count:
             self._use(("decode", i, j), batch, context)
