@@ -143,15 +143,24 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
     def load(d: ReplicaState) -> int:
         return d.outstanding + len(queued[d]) + inbound[d]
 
+    def group_load(g: ReplicaGroup) -> int:
+        return load(g.ranks[0]) if g.single else sum(load(x) for x in g.ranks)
+
     arrivals = arrival.tolist()  # Python floats: the loop reads them one by one
     in_flight = transfers.left if transfers is not None else {}  # KvTransfers.active, read without a call
     inf = math.inf
+    heappop, heappush = heapq.heappop, heapq.heappush
     i = 0
     while True:
         t_arr = arrivals[i] if i < n else inf
         t_step = heap[0][0] if heap else inf
-        t_net = transfers.next_event_s(t_step) if in_flight and transfers is not None else inf
-        t = min(t_arr, t_step, t_net)
+        t_net = inf
+        if in_flight and transfers is not None:
+            known = transfers.known_next_s  # next_event_s without the call, while the backend's next event holds
+            t_net = known if known is not None else transfers.next_event_s(t_step)
+        t = t_arr if t_arr <= t_step else t_step  # min(t_arr, t_step, t_net), without the call
+        if t_net < t:
+            t = t_net
         if t == inf:
             break
         area += in_system * (t - t_last)
@@ -174,9 +183,9 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
             for g in touched:
                 kick(g, t)
             continue
-        _, _, index = heapq.heappop(heap)
+        _, _, index = heappop(heap)
         g = groups[index]
-        for s, first, done in g.finish():
+        for s, first, done in () if g.finish_quiet() else g.finish():
             for r in first:
                 first_token[r] = t
             for r in done:
@@ -185,7 +194,7 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
             if s.role == PREFILL:
                 for r in first:
                     if output[r] > 1:
-                        dg = min(decoders, key=lambda e: sum(load(x) for x in e.ranks))
+                        dg = min(decoders, key=group_load)
                         d = min(dg.ranks, key=load)
                         decoded_on[r] = dg.replica.index
                         bound[r] = d
@@ -196,7 +205,7 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
         if not g.busy:  # kick(g, t), inlined: the loop's most frequent call
             duration = g.plan(t, scheduled)
             if duration is not None:
-                heapq.heappush(heap, (t + duration, counter, index))
+                heappush(heap, (t + duration, counter, index))
                 counter += 1
     if np.isnan(finish).any():  # pragma: no cover - every request is checked to fit before the loop
         raise MoesimError(f"replay: {int(np.isnan(finish).sum())} requests never finished")

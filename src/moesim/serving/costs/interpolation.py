@@ -122,14 +122,27 @@ class StepCosts:
         j = min(max(bisect.bisect_right(cs, context) - 1, 0), len(cs) - 2)
         i, lo, hi = self._rows.get((batch, j)) or self._decode_rows(batch, j)
         c0, c1 = cs[j], cs[j + 1]
-        if count:
-            self._use(("decode", i, j), batch, context)
+        if count:  # _use, inlined: a replay's most frequent call
+            u = self.usage.get(("decode", i, j))
+            if u is None:
+                self.usage["decode", i, j] = [1.0, batch, context]
+            else:
+                u[0] += 1.0
+                u[1] += batch
+                u[2] += context
         return lo + (hi - lo) * (context - c0) / (c1 - c0)
 
     def attention(self, tokens: float, pairs: float, cached_tokens: float) -> float:
         """All layers' attention on the roofline: ``tokens`` query tokens, ``pairs`` query–key pairs,
         ``cached_tokens`` read from the KV cache (``AttentionCost``)."""
         return self.layers * self.attention_cost.time_s(tokens, pairs, cached_tokens)
+
+    def decode_step(self, batch: int, context_sum: float, draft_tokens: int = 0) -> float:
+        """``step`` without prefill chunks: ``batch`` decode sequences holding ``context_sum`` cached tokens."""
+        t = self.decode(batch, context_sum / batch if batch else 0.0)
+        if draft_tokens and batch:
+            t += self.decode(batch * (draft_tokens + 1), 0.0, count=False) - self.decode(batch, 0.0, count=False)
+        return t
 
     def step(self, prefill_tokens: int, pairs: int, cached_tokens: int, batch: int, context_sum: float,
              draft_tokens: int = 0) -> float:
@@ -138,12 +151,9 @@ class StepCosts:
         sequences holding ``context_sum`` cached tokens in all. With ``draft_tokens`` k (multi-token
         prediction), each decoding sequence runs k + 1 tokens through the model and reads its cache once:
         the decode step of B sequences plus what B·k more tokens add at no context."""
-        mean_context = context_sum / batch if batch else 0.0
         if prefill_tokens == 0:
-            t = self.decode(batch, mean_context)
-            if draft_tokens and batch:
-                t += self.decode(batch * (draft_tokens + 1), 0.0, count=False) - self.decode(batch, 0.0, count=False)
-            return t
+            return self.decode_step(batch, context_sum, draft_tokens)
+        mean_context = context_sum / batch if batch else 0.0
         n = prefill_tokens + batch * (draft_tokens + 1)
         t = self.prefill_rest(n) + self.attention(n, pairs, cached_tokens)
         if batch:
