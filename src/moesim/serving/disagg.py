@@ -124,8 +124,9 @@ class KvTransfers:
         """(source GPUs, destination GPUs) → the flows started per request (all, or lane 0's)."""
         self.lanes = 1
         """Flows a request's transfer stands for per flow started (its lanes; 1: every flow simulated)."""
-        self._next_s: float | None = None
-        """The backend's next event, known until a flow starts or ends (a ``PLAIN_BACKENDS`` backend)."""
+        self.known_next_s: float | None = None
+        """The backend's next event, known until a flow starts or ends (a ``PLAIN_BACKENDS`` backend): what
+        ``next_event_s`` returns while it is set."""
 
     def _ends(self, src_gpus: tuple[int, ...], dst_gpus: tuple[int, ...]) -> Ends:
         """One flow into every GPU of ``dst_gpus``, from ``src_gpus``' GPU of the same index modulo its size."""
@@ -165,24 +166,24 @@ class KvTransfers:
             flow_id += 1
         self.next_flow = flow_id
         self.left[request] = len(pairs)
-        self._next_s = None
+        self.known_next_s = None
 
     def next_event_s(self, horizon_s: float) -> float:
         """The backend's next event; ``horizon_s`` is the earliest time another transfer may start."""
-        if self._next_s is not None:
-            return self._next_s
+        if self.known_next_s is not None:
+            return self.known_next_s
         t = self.backend.next_completion_s(horizon_s)
         if self.plain:
-            self._next_s = t
+            self.known_next_s = t
         return t
 
     def advance(self, t_s: float) -> list[int]:
         """Move to ``t_s``; the requests whose transfer has ended by then, in completion order. Before the
         backend's next event known, nothing ends and the backend is left where it is (its flows' bytes are
         brought to the time of the next start or event)."""
-        if self._next_s is not None and t_s < self._next_s:
+        if self.known_next_s is not None and t_s < self.known_next_s:
             return []
-        self._next_s = None
+        self.known_next_s = None
         landed = []
         for flow_id in self.backend.advance_to(t_s):
             r = self.owner.pop(flow_id)

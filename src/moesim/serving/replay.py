@@ -143,24 +143,36 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
     def load(d: ReplicaState) -> int:
         return d.outstanding + len(queued[d]) + inbound[d]
 
+    def group_load(g: ReplicaGroup) -> int:
+        return load(g.ranks[0]) if g.single else sum(load(x) for x in g.ranks)
+
+    arrivals = arrival.tolist()  # Python floats: the loop reads them one by one
+    in_flight = transfers.left if transfers is not None else {}  # KvTransfers.active, read without a call
+    inf = math.inf
+    heappop, heappush = heapq.heappop, heapq.heappush
     i = 0
     while True:
-        t_arr = float(arrival[i]) if i < n else math.inf
-        t_step = heap[0][0] if heap else math.inf
-        t_net = transfers.next_event_s(t_step) if transfers is not None and transfers.active else math.inf
-        t = min(t_arr, t_step, t_net)
-        if t == math.inf:
+        t_arr = arrivals[i] if i < n else inf
+        t_step = heap[0][0] if heap else inf
+        t_net = inf
+        if in_flight and transfers is not None:
+            known = transfers.known_next_s  # next_event_s without the call, while the backend's next event holds
+            t_net = known if known is not None else transfers.next_event_s(t_step)
+        t = t_arr if t_arr <= t_step else t_step  # min(t_arr, t_step, t_net), without the call
+        if t_net < t:
+            t = t_net
+        if t == inf:
             break
         area += in_system * (t - t_last)
         t_last = t
-        if transfers is not None and transfers.active:
+        if in_flight and transfers is not None and (t >= t_net or not transfers.plain):  # else nothing ends by t
             for r in transfers.advance(t):
                 land(r, t)
         if t_net <= t_arr and t_net <= t_step:
             continue
         if t_arr <= t_step:  # every request arriving now joins a queue before any replica plans a step
             touched = []
-            while i < n and arrival[i] == t:
+            while i < n and arrivals[i] == t:
                 g = entry[router.pick(len(entry), lambda k: entry[k].outstanding)]
                 s = g.rank_for()
                 placed[i], rank_of[i], rank_at[i] = g.replica.index, s.rank, s
@@ -171,9 +183,9 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
             for g in touched:
                 kick(g, t)
             continue
-        _, _, index = heapq.heappop(heap)
+        _, _, index = heappop(heap)
         g = groups[index]
-        for s, first, done in g.finish():
+        for s, first, done in () if g.finish_quiet() else g.finish():
             for r in first:
                 first_token[r] = t
             for r in done:
@@ -182,7 +194,7 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
             if s.role == PREFILL:
                 for r in first:
                     if output[r] > 1:
-                        dg = min(decoders, key=lambda e: sum(load(x) for x in e.ranks))
+                        dg = min(decoders, key=group_load)
                         d = min(dg.ranks, key=load)
                         decoded_on[r] = dg.replica.index
                         bound[r] = d
@@ -190,7 +202,11 @@ def replay(requests: Requests, replicas: tuple[Replica, ...], costs: dict[Replic
                         start_transfers(d, t)
             elif s.role == DECODE and done:
                 start_transfers(s, t)
-        kick(g, t)
+        if not g.busy:  # kick(g, t), inlined: the loop's most frequent call
+            duration = g.plan(t, scheduled)
+            if duration is not None:
+                heappush(heap, (t + duration, counter, index))
+                counter += 1
     if np.isnan(finish).any():  # pragma: no cover - every request is checked to fit before the loop
         raise MoesimError(f"replay: {int(np.isnan(finish).sum())} requests never finished")
     dp = any(len(g.ranks) > 1 for g in groups)

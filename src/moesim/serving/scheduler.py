@@ -307,18 +307,24 @@ class ReplicaState:
         if self.preempt is not None:
             self._make_room()
         chunks, batch = self.policy(self, now_s, scheduled_s)
-        if not chunks and not batch:
+        if chunks:
+            tokens = pairs = cached = 0
+            prefilled = self.prefilled
+            for r, c in chunks:
+                o = int(prefilled[r])
+                tokens += c
+                pairs += c * (c + o)
+                cached += o
+            self.prefill_tokens += tokens
+            duration = self.costs.step(tokens, pairs, cached, batch, self.context_sum if batch else 0,
+                                       self.draft_tokens)
+        elif batch:  # a decode step alone
+            duration = self.costs.decode_step(batch, self.context_sum, self.draft_tokens)
+        else:
             return None
-        tokens = pairs = cached = 0
-        for r, c in chunks:
-            o = int(self.prefilled[r])
-            tokens += c
-            pairs += c * (c + o)
-            cached += o
-        self.prefill_tokens += tokens
-        duration = self.costs.step(tokens, pairs, cached, batch, self.context_sum if batch else 0, self.draft_tokens)
-        duration += self.extra_s
-        self.extra_s = 0.0
+        if self.extra_s:
+            duration += self.extra_s
+            self.extra_s = 0.0
         self.step = Step(tuple(chunks), batch, duration)
         return self.step
 
@@ -333,12 +339,13 @@ class ReplicaState:
         b = self.book
         done: list[int] = []
         if step.batch:
-            self.decode_steps += 1
+            steps = self.decode_steps = self.decode_steps + 1
             self.context_sum += step.batch * self.tau
             if self.preempt is not None:
                 self.kv_used += step.batch * self.tau
-            while self.finishing and self.finishing[0][0] <= self.decode_steps:
-                at, r = heapq.heappop(self.finishing)
+            finishing = self.finishing
+            while finishing and finishing[0][0] <= steps:
+                at, r = heapq.heappop(finishing)
                 if b.finish_at[r] != at:
                     continue  # preempted since
                 self.decoders -= 1
@@ -353,6 +360,8 @@ class ReplicaState:
                     self.kv_used -= held
                 done.append(r)
         first: list[int] = []
+        if not step.chunks:  # a decode step alone
+            return first, done
         resumed: list[int] = []
         for r, c in step.chunks:
             self.prefilled[r] += c
@@ -401,6 +410,8 @@ class ReplicaGroup:
         self.ranks = [ReplicaState(replica, costs, config, capacity_tokens // kv_split, book, k,
                                    replica.gpus[k * per:(k + 1) * per], kv_split) for k in range(d)]
         self.single = d == 1
+        self._plain = self.ranks[0] if d == 1 and self.ranks[0].preempt is None else None
+        """The rank whose decode steps ``finish_quiet`` may end (one rank, no preemption), else None."""
         self.busy = False
         self.steps = 0
         self.busy_s = 0.0
@@ -429,6 +440,20 @@ class ReplicaGroup:
         self.steps += 1
         self.busy_s += duration
         return duration
+
+    def finish_quiet(self) -> bool:
+        """``finish`` of a step that only decodes and completes no sequence, on one rank without preemption: the
+        sequences' context grows and nothing else changes (no first token, no completion to report). Most
+        steps are such; False when this one is not: nothing is done, and ``finish`` ends it."""
+        s = self._plain
+        if s is None or s.step is None or s.step.chunks or (s.finishing and s.finishing[0][0] <= s.decode_steps + 1):
+            return False
+        batch = s.step.batch
+        s.step = None
+        s.decode_steps += 1
+        s.context_sum += batch * s.tau
+        self.busy = False
+        return True
 
     def finish(self) -> list[tuple[ReplicaState, list[int], list[int]]]:
         """End the step on every rank that ran one: (rank, first tokens, done) each."""

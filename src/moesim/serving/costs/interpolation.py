@@ -86,6 +86,8 @@ class StepCosts:
         """Each prefill pass without its attention: nearly linear in the tokens (its attention is quadratic),
         so it is what is interpolated, and the attention of the step at hand is added back exactly."""
         self.usage: dict[tuple[str, int, int], list[float]] = {}
+        self._rows: dict[tuple[float, int], tuple[int, float, float]] = {}
+        """(batch, context row) → ``_decode_rows``: a replay asks for the same few batches again and again."""
 
     def _use(self, cell: tuple[str, int, int], x: float, c: float) -> None:
         u = self.usage.get(cell)
@@ -103,24 +105,44 @@ class StepCosts:
             self._use(("prefill", i, 0), tokens, 0.0)
         return t
 
-    def decode(self, batch: float, context: float, count: bool = True) -> float:
-        """One decode step of ``batch`` sequences at mean context ``context`` (bilinear)."""
-        cs, xs = self.dec_c, self.dec_b
-        j = min(max(bisect.bisect_right(cs, context) - 1, 0), len(cs) - 2)
+    def _decode_rows(self, batch: float, j: int) -> tuple[int, float, float]:
+        """The batch axis's cell of ``batch`` and the step times at ``batch`` on context rows ``j`` and ``j + 1``."""
+        xs = self.dec_b
         i = min(max(bisect.bisect_right(xs, batch) - 1, 0), len(xs) - 2)  # _interp's cell, one for both rows
         dx, width = batch - xs[i], xs[i + 1] - xs[i]
         low, high = self.dec_t[j], self.dec_t[j + 1]
-        lo = low[i] + (low[i + 1] - low[i]) * dx / width
-        hi = high[i] + (high[i + 1] - high[i]) * dx / width
+        rows = (i, low[i] + (low[i + 1] - low[i]) * dx / width, high[i] + (high[i + 1] - high[i]) * dx / width)
+        self._rows[batch, j] = rows
+        return rows
+
+    def decode(self, batch: float, context: float, count: bool = True) -> float:
+        """One decode step of ``batch`` sequences at mean context ``context`` (bilinear: along the batch axis on
+        the two context rows around it, each kept per batch and row, then along the context axis)."""
+        cs = self.dec_c
+        j = min(max(bisect.bisect_right(cs, context) - 1, 0), len(cs) - 2)
+        i, lo, hi = self._rows.get((batch, j)) or self._decode_rows(batch, j)
         c0, c1 = cs[j], cs[j + 1]
-        if count:
-            self._use(("decode", i, j), batch, context)
+        if count:  # _use, inlined: a replay's most frequent call
+            u = self.usage.get(("decode", i, j))
+            if u is None:
+                self.usage["decode", i, j] = [1.0, batch, context]
+            else:
+                u[0] += 1.0
+                u[1] += batch
+                u[2] += context
         return lo + (hi - lo) * (context - c0) / (c1 - c0)
 
     def attention(self, tokens: float, pairs: float, cached_tokens: float) -> float:
         """All layers' attention on the roofline: ``tokens`` query tokens, ``pairs`` query–key pairs,
         ``cached_tokens`` read from the KV cache (``AttentionCost``)."""
         return self.layers * self.attention_cost.time_s(tokens, pairs, cached_tokens)
+
+    def decode_step(self, batch: int, context_sum: float, draft_tokens: int = 0) -> float:
+        """``step`` without prefill chunks: ``batch`` decode sequences holding ``context_sum`` cached tokens."""
+        t = self.decode(batch, context_sum / batch if batch else 0.0)
+        if draft_tokens and batch:
+            t += self.decode(batch * (draft_tokens + 1), 0.0, count=False) - self.decode(batch, 0.0, count=False)
+        return t
 
     def step(self, prefill_tokens: int, pairs: int, cached_tokens: int, batch: int, context_sum: float,
              draft_tokens: int = 0) -> float:
@@ -129,12 +151,9 @@ class StepCosts:
         sequences holding ``context_sum`` cached tokens in all. With ``draft_tokens`` k (multi-token
         prediction), each decoding sequence runs k + 1 tokens through the model and reads its cache once:
         the decode step of B sequences plus what B·k more tokens add at no context."""
-        mean_context = context_sum / batch if batch else 0.0
         if prefill_tokens == 0:
-            t = self.decode(batch, mean_context)
-            if draft_tokens and batch:
-                t += self.decode(batch * (draft_tokens + 1), 0.0, count=False) - self.decode(batch, 0.0, count=False)
-            return t
+            return self.decode_step(batch, context_sum, draft_tokens)
+        mean_context = context_sum / batch if batch else 0.0
         n = prefill_tokens + batch * (draft_tokens + 1)
         t = self.prefill_rest(n) + self.attention(n, pairs, cached_tokens)
         if batch:
