@@ -87,8 +87,9 @@ def _splits(settings: SystemSettings, args: argparse.Namespace) -> SystemSetting
     return dataclasses.replace(settings, dataset_splits=args.dataset_splits, active_chunks=args.active_chunks)
 
 
-def internode(ep: int, token_bytes: float, args: argparse.Namespace) -> tuple[float, float]:
-    """(kernel time s, RDMA GB/s in DeepEP's definition) of one dispatch or combine at EP ``ep``."""
+def internode(ep: int, token_bytes: float, args: argparse.Namespace, rows: tuple[int, ...] = ()) -> tuple[float, float]:
+    """(kernel time s, RDMA GB/s in DeepEP's definition) of one dispatch or combine at EP ``ep``; ``rows``
+    (sender × receiver, ``normal_drawn_rows``): the rows each pair carries (default TOKENS·k/EP each)."""
     servers = ep // GPUS_PER_SERVER
     routing = (EXPERTS, TOP_K, servers, min(GROUPS_PER_TOKEN, servers))
     per_server = EXPERTS // servers
@@ -97,8 +98,28 @@ def internode(ep: int, token_bytes: float, args: argparse.Namespace) -> tuple[fl
     # per-rank buffer: every token's top-k rows (the engine sends a pair its 1/ep share)
     size = round(TOKENS * TOP_K * token_bytes)
     settings = SystemSettings(all_to_all=("hierarchical",), expert_routing=routing, fast_forward=False)
-    t = _kernel_s(_all_to_all(ep, size), _topology(servers, args.network, args.nvlink_bps), _splits(settings, args), args)
+    workload = _pair_all_to_all(ep, tuple(round(r * token_bytes) for r in rows)) if rows else _all_to_all(ep, size)
+    t = _kernel_s(workload, _topology(servers, args.network, args.nvlink_bps), _splits(settings, args), args)
     return t, TOKENS * servers_hit * token_bytes / t / 1e9
+
+
+def normal_drawn_rows(ep: int, seed: int) -> tuple[int, ...]:
+    """Rows per (sender, receiver) pair, flattened, as DeepEP's internode test routes (tests/legacy/
+    test_internode.py): per token, scores |N(0, 1)| + 1 over the 256 experts, the top-4 servers by their best
+    score, then the top-8 experts on those servers; expert e lives on rank e·EP/256."""
+    rng = np.random.default_rng([seed, ep, 1])
+    servers, groups = ep // GPUS_PER_SERVER, min(GROUPS_PER_TOKEN, ep // GPUS_PER_SERVER)
+    rows = []
+    for _ in range(ep):
+        scores = np.abs(rng.standard_normal((TOKENS, EXPERTS))) + 1
+        best = scores.reshape(TOKENS, servers, -1).max(axis=2)
+        kept = np.argpartition(-best, groups - 1, axis=1)[:, :groups]
+        allowed = np.zeros((TOKENS, servers), dtype=bool)
+        np.put_along_axis(allowed, kept, True, axis=1)
+        scores = np.where(np.repeat(allowed, EXPERTS // servers, axis=1), scores, 0.0)
+        picked = np.argpartition(-scores, TOP_K - 1, axis=1)[:, :TOP_K]
+        rows.extend(np.bincount(picked.ravel() * ep // EXPERTS, minlength=ep).tolist())
+    return tuple(rows)
 
 
 def intranode(token_bytes: float, args: argparse.Namespace) -> tuple[float, float]:
@@ -144,7 +165,7 @@ def low_latency(ep: int, row_bytes: int, args: argparse.Namespace, rows: tuple[i
 
 
 def _transposed(rows: tuple[int, ...], n: int) -> tuple[int, ...]:
-    """The combine's rows: each receiver returns what it got."""
+    """The combine's rows: each receiver returns what it got (none given: none)."""
     return tuple(rows[s * n + d] for d in range(n) for s in range(n))
 
 
@@ -162,7 +183,9 @@ def main() -> None:
     ap.add_argument("--nvlink-gbps", type=float, default=160.0,
                     help="NVLink GB/s per direction (default 160: DeepEP's test's H800s; the data sheet's: 200)")
     ap.add_argument("--modes", default="normal,low-latency", help="which tests to run (comma-separated)")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the low-latency test's drawn routing")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the tests' drawn routing")
+    ap.add_argument("--normal-draws", action="store_true",
+                    help="normal kernels EP16-64: rows drawn as DeepEP's internode test draws them (default: expected)")
     args = ap.parse_args()
     args.nvlink_bps = args.nvlink_gbps * 8e9
     modes = set(args.modes.split(","))
@@ -175,8 +198,9 @@ def main() -> None:
             if ep == 8:
                 (td, bd), (tc, bc), kind = intranode(FP8_TOKEN_BYTES, args), intranode(BF16_TOKEN_BYTES, args), "NVLink"
             else:
-                (td, bd), (tc, bc), kind = (internode(ep, FP8_TOKEN_BYTES, args),
-                                            internode(ep, BF16_TOKEN_BYTES, args), "RDMA")
+                rows = normal_drawn_rows(ep, args.seed) if args.normal_draws else ()
+                (td, bd), (tc, bc), kind = (internode(ep, FP8_TOKEN_BYTES, args, rows),
+                                            internode(ep, BF16_TOKEN_BYTES, args, _transposed(rows, ep)), "RDMA")
             pd, pc = PUBLISHED[ep]
             print(f"{f'EP{ep} {kind}':>10} {td * 1e3:12.3f} {bd:7.1f} {pd:7d} {_off(bd, pd):>5} {tc * 1e3:11.3f} "
                   f"{bc:7.1f} {pc:7d} {_off(bc, pc):>5}")
