@@ -11,7 +11,7 @@ from moesim.errors import MoesimError
 from moesim.experiments.inputs import resolved_inputs
 from moesim.models.spec import AttentionSpec, ModelSpec
 from moesim.system.spec import RunSpec
-from moesim.workload.generator import generate, moe_routing, routing_imbalance
+from moesim.workload.generator import drawn_routing, generate, moe_routing, routing_imbalance
 from moesim.workload.graph import CollectiveType
 from moesim.workload.layout import ParallelLayout
 from moesim.workload.options import WorkloadOptions
@@ -72,8 +72,6 @@ def test_draws_conserve_rows_per_sender_and_per_receiver(extra):
     assert layers is not None
     expected = moe_routing(TINY, layout, t, options)
     assert expected is not None
-    from moesim.workload.generator import drawn_routing
-
     drawn = drawn_routing(TINY, expected, t, options)
     assert len(drawn) == TINY.num_layers - TINY.first_dense_layers
     for lr in drawn:
