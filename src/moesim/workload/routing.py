@@ -360,8 +360,8 @@ def sender_tokens(tokens: int, ep: int) -> tuple[int, ...]:
 
 
 DRAW_BLOCK_TOKENS = 4096
-"""Tokens drawn per block (bounds the memory of a block's token × expert arrays; the draws do not depend on it
-other than through the generator's stream, so it stays fixed)."""
+"""Tokens drawn per block: bounds the memory of a block's token × expert arrays. The draws depend on it (the order
+in which a block takes its numbers from the stream), so it is fixed."""
 
 
 def draw_tokens(counts: tuple[int, ...], tokens: int, drawn: int, rng: np.random.Generator) -> np.ndarray:
