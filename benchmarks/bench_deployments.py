@@ -8,7 +8,7 @@ the GPU is the template's data sheet (``gpu=topology``), the NIC per GPU the tem
 the kernels' efficiency are the cited ones (docs/deployments.md), and batch, prompt and context lengths are
 the operators' own description of the run.
 
-    python benchmarks/bench_deployments.py [--quick] [--only NAME[,NAME]] [--list] [--imbalance]
+    python benchmarks/bench_deployments.py [--quick] [--only NAME[,NAME]] [--list] [--imbalance] [--draws]
 
 Prints a table: deployment, moesim tokens/s per node, published, ratio (moesim / published), and the
 run's wall, GPU and exposed-communication times, then how many checked deployments are within ±15 % (a
@@ -23,7 +23,7 @@ import argparse
 import os
 import shlex
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,11 @@ STACK = " ".join(f"--set {s}" for s in DEEPSEEK_STACK)
 # low-latency kernels (every row its own RDMA write, no SMs) in decode (docs/overlap.md).
 PREFILL_A2A = ("all_to_all_algorithm=hierarchical", "comm_sms=0.18")
 DECODE_A2A = "all_to_all_algorithm=low_latency"
+# ``--draws``: a decode step's tokens route as draws (docs/workload.md, "Drawn tokens"), as real tokens do: each
+# token its own k experts, so each MoE layer's receivers get unequal rows and the low-latency all-to-all waits for
+# the most loaded one. Opt-in: every pair then carries its own size, which the fluid backend integrates flow by
+# flow (CPU-hours per decode step; docs/deployments-measured.md).
+DECODE_DRAWS = "routing_draws=true"
 # DeepSeek-V3 technical report §5.4.3: the second token predicted by MTP is accepted 85-90 % of the time.
 DEEPSEEK_MTP = ("mtp_draft_tokens=1", "mtp_acceptance=0.85")
 # The profile's decode figure is the SGLang blog's reading of DeepSeek's trace: it takes the trace as a step with
@@ -175,6 +180,15 @@ DEPLOYMENTS = (
 )
 
 
+def with_draws(d: Deployment) -> Deployment:
+    """A decode deployment with its tokens drawn (``DECODE_DRAWS`` added to its runs); a prefill as it is."""
+    if d.phase != "decode":
+        return d
+    def drawn(args: tuple[str, ...]) -> tuple[str, ...]:
+        return (*args, "--set", DECODE_DRAWS) if args else args
+    return replace(d, args=drawn(d.args), low_args=drawn(d.low_args))
+
+
 def spec_of(args: tuple[str, ...]) -> RunSpec:
     """The RunSpec ``moesim run`` builds from a deployment's arguments (fluid backend, default algorithm)."""
     ap = argparse.ArgumentParser(add_help=False, exit_on_error=False)
@@ -239,6 +253,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one prefill and one decode per operator (4 runs)")
     ap.add_argument("--only", default="", help="comma-separated deployment names")
     ap.add_argument("--list", action="store_true", help="print each deployment's command and source, run nothing")
+    ap.add_argument("--draws", action="store_true",
+                    help=f"decode runs route drawn tokens (--set {DECODE_DRAWS}; CPU-hours per decode run)")
     ap.add_argument("--imbalance", action="store_true",
                     help="print the per-layer imbalance SGLang's expert loads leave after EPLB, run nothing")
     args = ap.parse_args()
@@ -253,6 +269,8 @@ def main() -> None:
         if unknown:
             ap.error(f"--only: unknown {', '.join(sorted(unknown))} (allowed: {', '.join(d.name for d in DEPLOYMENTS)})")
         chosen = [d for d in chosen if d.name in names]
+    if args.draws:
+        chosen = [with_draws(d) for d in chosen]
     if args.list:
         for d in chosen:
             print(f"{d.name}: {d.published:,.0f} {d.phase} tokens/s per node ({d.source})")

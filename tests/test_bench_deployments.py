@@ -112,3 +112,17 @@ def test_sglang_prefills_route_as_sglang_loads_of_their_prompt_length():
         assert overrides["routing"] == "table" and d.name == f"sglang-prefill-{prompt // 1024}k"
         assert overrides["routing_table"].endswith(f"prefill_in{prompt}.csv")
         assert (ROOT / overrides["routing_table"]).is_file()
+
+
+def test_draws_add_the_knob_to_decode_runs_only():
+    """``--draws``: every decode run resolves with ``routing_draws`` set (and keys on it), prefills stay as they are."""
+    for d in bench.DEPLOYMENTS:
+        drawn = bench.with_draws(d)
+        if d.phase == "prefill":
+            assert drawn == d
+            continue
+        assert len(drawn.runs()) == len(d.runs())
+        for args, base in zip(drawn.runs(), d.runs(), strict=True):
+            assert args[:len(base)] == base
+            assert prepare(bench.spec_of(args)).workload_options.routing_draws
+            assert not prepare(bench.spec_of(base)).workload_options.routing_draws

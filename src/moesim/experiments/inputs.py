@@ -121,7 +121,7 @@ KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
                          "attention_dtype": None, "kv_dtype": None, "dispatch_dtype": None, "combine_dtype": None,
                          "mtp_draft_tokens": None, "mtp_acceptance": None, "compute_model": "roofline",
                          "prompt_lengths": None, "prompt_counts": None,
-                         "redundant_experts": 0, "eplb_groups": 1, "eplb_nodes": 1},
+                         "redundant_experts": 0, "eplb_groups": 1, "eplb_nodes": 1, "routing_draws": False},
     "layout": {"dp_attention": False},
     "system": {"collective_optimization": "localBWAware", "logical_dims": (), "comm_sms": 0.0, "expert_routing": (),
                "fast_forward_noise": 0.0, "astra_receives": False},
@@ -130,7 +130,8 @@ KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
 """Parameters whose default is the simulation without them (prefill, no micro-batch overlap, the study's
 precision model, the [TP, EP]
 dimensions, no GPU share for communication, no per-server all-to-all, no noisy-period fast-forward, moesim's
-receives, the RDMA analytical model, moesim's NIC bookkeeping, the first ECN stream, no redundant experts): left out of the key at that default, so existing stores keep their keys."""
+receives, the RDMA analytical model, moesim's NIC bookkeeping, the first ECN stream, no redundant experts, expected
+rather than drawn routing): left out of the key at that default, so existing stores keep their keys."""
 
 
 def _keyed(section: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -65,6 +65,7 @@ from moesim.workload.routing import (
     PLACEMENT_RULES,
     LayerRouting,
     Placement,
+    draw_layer,
     ep_imbalance,
     expert_counts,
     hot_weights,
@@ -179,12 +180,29 @@ def moe_routing(model: ModelSpec, layout: ParallelLayout, tokens: int, options: 
     return tuple(layer_routing(c, layout.ep, rule, options.expert_slots, fixed, options.redundancy) for c in counts)
 
 
+DRAW_STREAM = 0x64726177
+"""Tags the draws' seed (``routing_seed``, this, MoE layer, tokens), apart from ``routing_seed``'s hot-expert order."""
+
+
+def drawn_routing(model: ModelSpec, expected: tuple[LayerRouting, ...], tokens: int,
+                  options: WorkloadOptions) -> tuple[LayerRouting, ...]:
+    """``routing_draws``: per MoE layer, ``tokens`` drawn tokens over the expected routing's shares and placement
+    (``routing.draw_layer``; one expected layer standing for all is drawn anew in each), seeded by
+    ``routing_seed``, the layer and ``tokens``."""
+    layers = model.num_layers - model.first_dense_layers
+    expected = expected * layers if len(expected) == 1 else expected
+    return tuple(draw_layer(lr, tokens, (options.routing_seed, DRAW_STREAM, i, tokens), options.redundant_experts)
+                 for i, lr in enumerate(expected))
+
+
 @dataclass
 class PassRouting:
     """The routing of one pass (``moe_routing``) and of each micro-batch of it: a micro-batch of t tokens routes
     its own t tokens (the same expert shares and hot experts per layer, rows rounded for t) over the pass's
     placement (the balancer places replicas once for the pass; each expert's rows spread over its replicas as
-    ``routing.replica_rows`` does). Every micro-batch keeps t·k rows, so the micro-batches route the pass's T·k."""
+    ``routing.replica_rows`` does). Every micro-batch keeps t·k rows, so the micro-batches route the pass's T·k.
+    With ``routing_draws`` each size of micro-batch (the pass included) draws its tokens (``drawn_routing``);
+    micro-batches of one size share their draws."""
 
     model: ModelSpec
     layout: ParallelLayout
@@ -195,13 +213,14 @@ class PassRouting:
 
     def of(self, tokens: int) -> tuple[LayerRouting, ...]:
         """Per MoE layer, the routing of a micro-batch of ``tokens`` tokens (the pass itself when it is whole)."""
-        if tokens == self.tokens:
+        if tokens == self.tokens and not self.options.routing_draws:
             return self.whole
         if tokens not in self._parts:
-            routed = moe_routing(self.model, self.layout, tokens, self.options,
-                                 tuple(lr.placement for lr in self.whole))
+            routed = self.whole if tokens == self.tokens else moe_routing(
+                self.model, self.layout, tokens, self.options, tuple(lr.placement for lr in self.whole))
             assert routed is not None
-            self._parts[tokens] = routed
+            self._parts[tokens] = (drawn_routing(self.model, routed, tokens, self.options)
+                                   if self.options.routing_draws else routed)
         return self._parts[tokens]
 
 
@@ -210,7 +229,10 @@ def routing_imbalance(model: ModelSpec, layout: ParallelLayout, tokens: int,
     """(after, before balancing) EP imbalance, max/mean rows per EP rank summed over the MoE layers
     (``routing.ep_imbalance``) of one pass (prefill, or one decode step); None under uniform routing."""
     _validate(model, layout, tokens, options)
-    layers = moe_routing(model, layout, pass_tokens(layout, tokens, options), options)
+    per_pass = pass_tokens(layout, tokens, options)
+    layers = moe_routing(model, layout, per_pass, options)
+    if layers and options.routing_draws:
+        layers = drawn_routing(model, layers, per_pass, options)
     return None if not layers else ep_imbalance(layers)
 
 
@@ -218,13 +240,13 @@ def _skewed_expert_work(model: ModelSpec, layout: ParallelLayout, tokens: int, r
                         ep_index: int, expert_bytes_per_param: float, decode: bool, precision: Precision) -> Work:
     """Routed experts of EP rank ``ep_index`` under skewed routing: its R rows, R·6·h·w/TP FLOPs, and the
     weights of the replicas it holds (decode: each replica read with probability 1 − (1 − x/B)^B for its
-    x expected rows of B tokens; every replica with rows above ``EXACT_MISS_BATCH``)."""
+    x expected rows of B tokens; every replica with rows above ``EXACT_MISS_BATCH`` or when the rows are drawn)."""
     h, w = model.comm_dim, model.expert_ffn_width
     per_expert = Fraction(3 * h * w, layout.tp) * precision.weight_bytes(precision.expert, expert_bytes_per_param)
     replicas = routing.replica_rows[ep_index]
     if not decode:
         read = Fraction(len(replicas))
-    elif tokens > EXACT_MISS_BATCH:
+    elif tokens > EXACT_MISS_BATCH or routing.drawn:  # drawn rows: a replica is read iff it got any
         read = Fraction(sum(1 for x in replicas if x))
     else:
         read = Fraction(math.fsum(_hit_probability(x, tokens) for x in replicas))

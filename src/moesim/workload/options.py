@@ -67,6 +67,9 @@ class WorkloadOptions:
     ∝ 1/(i+1)^``routing_zipf_exponent``), ``"hot"`` (``routing_hot_fraction`` of the experts get
     ``routing_hot_share`` of the rows), ``"table"`` (``routing_table``: a CSV/Parquet file of tokens per
     MoE layer × expert); ``routing_seed`` picks which experts are hot in each layer.
+    ``routing_draws``: route drawn tokens instead of expected rows: in every MoE layer (and micro-batch) each
+    EP rank's tokens each pick k distinct experts at random with the routing's shares, seeded by
+    ``routing_seed`` (``routing.draw_layer``), so a step's receivers get unequal rows as real tokens give them.
     ``expert_placement``: ``"contiguous"`` (E/EP experts per EP rank), ``"eplb"`` (balanced, with
     ``expert_slots`` redundant replicas per rank) or a placement file (one line of expert ids per EP rank).
     ``overlap``: ``"none"`` (one batch, every layer a serial chain) or ``"two-batch"``: the pass split
@@ -108,6 +111,7 @@ class WorkloadOptions:
     routing_hot_share: float | None = field(default=None, metadata=constraint(low=0, high=1))
     routing_table: str | None = None
     routing_seed: int = field(default=0, metadata=constraint(low=0, high=2**32 - 1))
+    routing_draws: bool = False
     expert_placement: str = field(default="contiguous", metadata={"note": f"{', '.join(PLACEMENT_RULES)} or a "
                                                                           "placement file"})
     expert_slots: int = field(default=1, metadata=constraint(low=0, high=MAX_EXPERT_SLOTS))
@@ -188,8 +192,8 @@ class WorkloadOptions:
 
     @property
     def per_expert(self) -> bool:
-        """Rows are routed per expert (``routing.py``): skewed routing, or redundant experts."""
-        return self.skewed or self.redundant_experts > 0
+        """Rows are routed per expert (``routing.py``): skewed routing, redundant experts, or drawn tokens."""
+        return self.skewed or self.redundant_experts > 0 or self.routing_draws
 
     @property
     def skewed(self) -> bool:

@@ -274,11 +274,21 @@ class LayerRouting:
     rows: tuple[int, ...]
     rows_before: tuple[int, ...]
     replica_rows: tuple[tuple[int, ...], ...]
+    drawn_pairs: tuple[int, ...] = ()
+    """Drawn routing (``draw_layer``): the dispatch rows per (sender, receiver) pair the draws give."""
+
+    @property
+    def drawn(self) -> bool:
+        """Rows are drawn tokens (``draw_layer``), not expected counts."""
+        return bool(self.drawn_pairs)
 
     def pairs(self) -> tuple[int, ...]:
-        """Dispatch rows as an EP×EP matrix, row = sender s, column = receiver d (flattened): rank d's
-        rows split evenly over the senders (each holds T/EP tokens), ⌊R_d/EP⌋ each and one more for the
-        ``R_d mod EP`` senders s with (s − d) mod EP below it. Column d sums to R_d."""
+        """Dispatch rows as an EP×EP matrix, row = sender s, column = receiver d (flattened). Drawn: the
+        draws' own matrix. Expected: rank d's rows split evenly over the senders (each holds T/EP tokens),
+        ⌊R_d/EP⌋ each and one more for the ``R_d mod EP`` senders s with (s − d) mod EP below it. Column d
+        sums to R_d."""
+        if self.drawn_pairs:
+            return self.drawn_pairs
         ep = len(self.rows)
         out = []
         for s in range(ep):
@@ -338,3 +348,91 @@ def ep_imbalance(layers: tuple[LayerRouting, ...]) -> tuple[float, float]:
         return sum(max(r) for r in rows) * len(rows[0]) / total if total else 1.0
 
     return ratio([lr.rows for lr in layers]), ratio([lr.rows_before for lr in layers])
+
+
+# ----------------------------------------------------------------------------------------------
+# Drawn tokens
+
+
+def sender_tokens(tokens: int, ep: int) -> tuple[int, ...]:
+    """Tokens each EP rank routes: ``tokens`` split evenly, the first ``tokens mod EP`` ranks one more."""
+    return tuple(tokens // ep + (1 if s < tokens % ep else 0) for s in range(ep))
+
+
+DRAW_BLOCK_TOKENS = 4096
+"""Tokens drawn per block: bounds the memory of a block's token × expert arrays. The draws depend on it (the order
+in which a block takes its numbers from the stream), so it is fixed."""
+
+
+def draw_tokens(counts: tuple[int, ...], tokens: int, drawn: int, rng: np.random.Generator) -> np.ndarray:
+    """``drawn`` tokens, each picking k = Σcounts / ``tokens`` distinct experts, expert e with probability
+    exactly c_e/T (c_e = ``counts[e]`` ≤ T = ``tokens``, the expected rows of a T-token pass): randomised
+    systematic sampling (Hartley & Rao, Ann. Math. Stat. 33, 1962) in integers: the experts in a random
+    order laid end to end as intervals of c_e, and the points U, U + T, …, U + (k − 1)·T for U uniform in
+    0..T − 1 pick the k intervals they fall in (each interval ≤ T long holds at most one point). With equal
+    counts this is a uniformly random k-subset, as DeepEP's tests draw (top-k of random scores,
+    tests/legacy/test_low_latency.py). Returns a (drawn, k) array of expert ids."""
+    c = np.asarray(counts, dtype=np.int64)
+    k, experts = int(c.sum()) // tokens, len(counts)
+    out = []
+    for start in range(0, drawn, DRAW_BLOCK_TOKENS):
+        n = min(DRAW_BLOCK_TOKENS, drawn - start)
+        order = rng.permuted(np.broadcast_to(np.arange(experts, dtype=np.int64), (n, experts)), axis=1)
+        ends = np.cumsum(c[order], axis=1)
+        offset = rng.integers(0, tokens, size=(n, 1), dtype=np.int64)
+        points = np.floor_divide(ends - offset, tokens)
+        hit = np.diff(points, axis=1, prepend=np.floor_divide(-offset, tokens)) > 0
+        out.append(order[hit].reshape(n, k))
+    return np.concatenate(out) if out else np.zeros((0, k), dtype=np.int64)
+
+
+def _replica_of_sender(placement: Placement, experts: int, rng: np.random.Generator) -> np.ndarray:
+    """(sender rank, expert) → the flat index of the replica the sender dispatches that expert to: one on its
+    own rank if it holds one, else a fixed one, the other senders spread evenly over the expert's replicas
+    in a seeded order. SGLang's ``static`` EP dispatch (python/sglang/srt/eplb/expert_location.py,
+    ``compute_logical_to_rank_dispatch_physical_map``: same GPU first, else a fair seeded choice)."""
+    ep = len(placement)
+    where: list[list[tuple[int, int]]] = [[] for _ in range(experts)]  # expert → (rank, flat replica index)
+    flat = 0
+    for rank, held in enumerate(placement):
+        for e in held:
+            where[e].append((rank, flat))
+            flat += 1
+    choice = np.zeros((ep, experts), dtype=np.int64)
+    for e, replicas in enumerate(where):
+        own = {rank: index for rank, index in reversed(replicas)}
+        remote = [s for s in range(ep) if s not in own]
+        fair = [index for _, index in replicas] * (len(remote) // len(replicas) + 1)
+        picks = rng.permutation(np.asarray(fair[:len(remote)], dtype=np.int64)) if remote else ()
+        for s, index in zip(remote, picks, strict=True):
+            choice[s, e] = index
+        for s, index in own.items():
+            choice[s, e] = index
+    return choice
+
+
+def draw_layer(expected: LayerRouting, tokens: int, seed: tuple[int, ...], redundant: int = 0) -> LayerRouting:
+    """One MoE layer as drawn tokens: each EP rank's ``sender_tokens`` each pick k distinct experts
+    (``draw_tokens``, probabilities = the expected rows / ``tokens``) and send each row to one replica
+    (``_replica_of_sender``) over ``expected``'s placement; counts, rows, per-replica rows and the pair
+    matrix follow from the draws, and every sender sends exactly T_s·k rows. ``seed``: the numpy
+    SeedSequence entropy of this layer's draws (same seed, same draws); ``redundant``: the redundant experts
+    (the contiguous placement ``rows_before`` is measured on, as ``layer_routing``'s)."""
+    rng = np.random.default_rng(list(seed))
+    placement, experts, ep = expected.placement, len(expected.counts), len(expected.placement)
+    replicas = sum(len(h) for h in placement)
+    choice = _replica_of_sender(placement, experts, rng)
+    per_replica = np.zeros((ep, replicas), dtype=np.int64)  # sender × replica rows
+    for s, t in enumerate(sender_tokens(tokens, ep)):
+        picked = draw_tokens(expected.counts, tokens, t, rng)
+        per_replica[s] = np.bincount(choice[s][picked.ravel()], minlength=replicas)
+    received = per_replica.sum(axis=0)
+    by_expert = np.zeros(experts, dtype=np.int64)
+    np.add.at(by_expert, [e for held in placement for e in held], received)
+    counts = tuple(int(x) for x in by_expert)
+    bounds = np.cumsum([0, *(len(h) for h in placement)])
+    pairs = np.add.reduceat(per_replica, bounds[:-1], axis=1)  # sender × receiving rank (each holds ≥ 1 replica)
+    rows_of = tuple(tuple(int(x) for x in received[bounds[r]:bounds[r + 1]]) for r in range(ep))
+    base = contiguous_placement(experts, ep, redundant)
+    return LayerRouting(counts, placement, tuple(sum(r) for r in rows_of), rank_rows(counts, base), rows_of,
+                        tuple(int(x) for x in pairs.ravel()))
