@@ -42,7 +42,7 @@ STACK = " ".join(f"--set {s}" for s in DEEPSEEK_STACK)
 # low-latency kernels (every row its own RDMA write, no SMs) in decode (docs/overlap.md).
 PREFILL_A2A = ("all_to_all_algorithm=hierarchical", "comm_sms=0.18")
 DECODE_A2A = "all_to_all_algorithm=low_latency"
-# ``--draws``: a decode step's tokens route as draws (docs/workload.md, "Drawn tokens"), as real tokens do: each
+# ``--draws``: a decode step's tokens route as draws (docs/routing.md, "Drawn tokens"), as real tokens do: each
 # token its own k experts, so each MoE layer's receivers get unequal rows and the low-latency all-to-all waits for
 # the most loaded one. Opt-in: every pair then carries its own size, which the fluid backend integrates flow by
 # flow (CPU-hours per decode step; docs/deployments-measured.md).

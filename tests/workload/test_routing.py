@@ -1,4 +1,4 @@
-"""Skewed routing and expert placement (docs/workload.md, "Skewed routing and expert placement"):
+"""Skewed routing and expert placement (docs/routing.md, "Skewed routing and expert placement"):
 uniform special cases bit for bit, the all-to-all matrix of a routing table, monotone skew, EPLB."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Routing as drawn tokens (``routing_draws``, docs/workload.md "Drawn tokens"): each token picks k distinct
+"""Routing as drawn tokens (``routing_draws``, docs/routing.md "Drawn tokens"): each token picks k distinct
 experts with probability c_e/T, every sender sends T_s·k rows, seeded draws repeat bit for bit, and the
 knob left unset changes no graph and no run key."""
 

@@ -1,4 +1,4 @@
-"""Skewed token-to-expert routing and expert placement (docs/workload.md, "Skewed routing and expert
+"""Skewed token-to-expert routing and expert placement (docs/routing.md, "Skewed routing and expert
 placement").
 
 Routing gives, per MoE layer, the expected token–expert rows of every routed expert (integers summing to
