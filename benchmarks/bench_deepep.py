@@ -164,7 +164,7 @@ def low_latency(ep: int, row_bytes: int, args: argparse.Namespace, rows: tuple[i
     return _kernel_s(workload, topology, settings, args)
 
 
-def _transposed(rows: tuple[int, ...], n: int) -> tuple[int, ...]:
+def transposed(rows: tuple[int, ...], n: int) -> tuple[int, ...]:
     """The combine's rows: each receiver returns what it got (none given: none)."""
     return tuple(rows[s * n + d] for d in range(n) for s in range(n))
 
@@ -200,7 +200,7 @@ def main() -> None:
             else:
                 rows = normal_drawn_rows(ep, args.seed) if args.normal_draws else ()
                 (td, bd), (tc, bc), kind = (internode(ep, FP8_TOKEN_BYTES, args, rows),
-                                            internode(ep, BF16_TOKEN_BYTES, args, _transposed(rows, ep)), "RDMA")
+                                            internode(ep, BF16_TOKEN_BYTES, args, transposed(rows, ep)), "RDMA")
             pd, pc = PUBLISHED[ep]
             print(f"{f'EP{ep} {kind}':>10} {td * 1e3:12.3f} {bd:7.1f} {pd:7d} {_off(bd, pd):>5} {tc * 1e3:11.3f} "
                   f"{bc:7.1f} {pc:7d} {_off(bc, pc):>5}")
@@ -214,7 +214,7 @@ def main() -> None:
             rows = drawn_rows(ep, args.seed)
             received = np.asarray(rows).reshape(ep, ep).sum(axis=0)
             td, tc = (low_latency(ep, LL_FP8_ROW_BYTES, args, rows) * 1e6,
-                      low_latency(ep, BF16_TOKEN_BYTES, args, _transposed(rows, ep)) * 1e6)
+                      low_latency(ep, BF16_TOKEN_BYTES, args, transposed(rows, ep)) * 1e6)
             ud, uc = low_latency(ep, LL_FP8_ROW_BYTES, args) * 1e6, low_latency(ep, BF16_TOKEN_BYTES, args) * 1e6
             print(f"{f'EP{ep}':>6} {td:12.1f} {ud:8.1f} {pd:7d} {_off(td, pd):>5} {tc:11.1f} {uc:8.1f} {pc:7d} "
                   f"{_off(tc, pc):>5} {received.max() / received.mean():14.3f}")

@@ -22,7 +22,7 @@ def test_low_latency_draws_send_each_token_s_rows_but_the_masked_ones():
     assert np.all((sent >= full - bench.LL_MASKED) & (sent < full))
     assert rows.sum(axis=0).max() > rows.sum(axis=0).min()
     assert bench.drawn_rows(ep, 0) == bench.drawn_rows(ep, 0) != bench.drawn_rows(ep, 1)
-    assert bench._transposed(bench.drawn_rows(ep, 0), ep) == tuple(rows.T.ravel().tolist())
+    assert bench.transposed(bench.drawn_rows(ep, 0), ep) == tuple(rows.T.ravel().tolist())
 
 
 def test_normal_draws_send_every_row_and_equal_pairs_give_the_expected_figure():
