@@ -115,7 +115,8 @@ def test_sglang_prefills_route_as_sglang_loads_of_their_prompt_length():
 
 
 def test_draws_add_the_knob_to_decode_runs_only():
-    """``--draws``: every decode run resolves with ``routing_draws`` set (and keys on it), prefills stay as they are."""
+    """``--draws``: every decode run resolves with ``routing_draws`` and strided fluid drains set (and keys on
+    them), prefills stay as they are."""
     for d in bench.DEPLOYMENTS:
         drawn = bench.with_draws(d)
         if d.phase == "prefill":
@@ -125,4 +126,6 @@ def test_draws_add_the_knob_to_decode_runs_only():
         for args, base in zip(drawn.runs(), d.runs(), strict=True):
             assert args[:len(base)] == base
             assert prepare(bench.spec_of(args)).workload_options.routing_draws
+            assert prepare(bench.spec_of(args)).params.fluid.fluid_drain_step_s > 0
             assert not prepare(bench.spec_of(base)).workload_options.routing_draws
+            assert prepare(bench.spec_of(base)).params.fluid.fluid_drain_step_s == 0

@@ -24,6 +24,9 @@ def test_neutral_defaults_are_left_out_and_set_values_kept() -> None:
 
 def test_a_default_given_explicitly_is_the_same_simulation() -> None:
     assert input_hash(_spec()) == input_hash(_spec(phase="prefill"))
+    fluid = _on("ib_cc0", "fluid")
+    assert "fluid_drain_step_s" not in resolved_inputs(fluid)["network"]
+    assert input_hash(fluid) == input_hash(_on("ib_cc0", "fluid", fluid_drain_step_s=0.0))
     assert input_hash(_spec()) != input_hash(_spec(logical_dims=[2, 2, 8]))
 
 
@@ -49,7 +52,8 @@ def test_a_run_is_keyed_on_the_sections_its_backend_reads() -> None:
     inputs; fluid reads all three."""
     for backend, reads in (("flow", False), ("fluid", True)):
         base = input_hash(_on("roce_dcqcn", backend))
-        for name, value in (("buffer_bytes", 16 * 2**20), ("fluid_window", "bytes"), ("rp_timer_s", 1e-4)):
+        for name, value in (("buffer_bytes", 16 * 2**20), ("fluid_window", "bytes"), ("rp_timer_s", 1e-4),
+                            ("fluid_drain_step_s", 2.5e-7)):
             assert (input_hash(_on("roce_dcqcn", backend, **{name: value})) != base) == reads, (backend, name)
         assert input_hash(_on("roce_dcqcn", backend, packet_payload_bytes=2000)) != base
 

@@ -35,6 +35,7 @@ BAD = {  # (name, value as a user writes it, as the command line parses it) → 
     "fabric_bandwidth_bps=inf": ("fabric_bandwidth_bps", math.inf, "not allowed"),
     "fabric_bandwidth_bps=nan": ("fabric_bandwidth_bps", math.nan, "not allowed"),
     "fluid_window=wide": ("fluid_window", "wide", "not allowed (one of rate, bytes)"),
+    "fluid_drain_step_s=-1e-7": ("fluid_drain_step_s", -1e-7, "not allowed (float s in [0, 0.001])"),
 }
 
 

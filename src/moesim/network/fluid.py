@@ -81,7 +81,7 @@ class _Static:
 
 SCALAR_COLUMNS: dict[type, tuple[str, ...]] = {
     np.float64: ("rem", "acked", "win", "rtt0", "dcoef", "line", "lat", "rates", "offered", "send", "sent",
-                 "acked_rt", "rtt_flight", "rtt_seq", "rtt_due", "ack_wait", "rr", "dcap", "done_t"),
+                 "acked_rt", "rtt_flight", "rtt_seq", "rtt_due", "ack_wait", "rr", "dcap", "drain_at", "done_t"),
     np.int64: ("ids", "hops", "nfwd", "npend", "bn", "qport", "own", "own_bn", "done_ids"),
 }
 """Per-flow scalar columns, side by side in one block per dtype (a new flow's row is one copy of its
@@ -322,6 +322,7 @@ class FluidBackend(NetworkBackend):
         self._ack_queues = rtt == "round_trip" and not params.transport.ack_high_prio
         check_choice("fluid_window", params.fluid.fluid_window, "network parameters")
         self._win_bytes = params.fluid.fluid_window == "bytes"
+        self._drain_step_s = float(params.fluid.fluid_drain_step_s)
         n_links = len(topology.links)
         self._q = np.zeros(n_links)
         self._tx = np.zeros(n_links)
@@ -470,6 +471,7 @@ class FluidBackend(NetworkBackend):
                 **columns, cc=self._cc, qcn=bool(p.switch.enable_qcn), has_win=bool(p.transport.has_win),
                 var_win=bool(p.transport.var_win), payload=float(p.transport.packet_payload_bytes),
                 random_marks=self._random_marks, ack_queues=self._ack_queues, win_bytes=self._win_bytes,
+                drain_step_s=self._drain_step_s,
                 ccp=self._ccp, cap=s.cap, q=self._q, q_pfc=s.q_pfc, tx_bytes=self._tx, kmin=s.kmin, kmax=s.kmax,
                 pmax=float(p.switch.pmax), switch_egress=s.switch_egress, counters=self._counters, lws=self._lws,
                 lbws=self._lbws, ints=self._ints,
@@ -593,9 +595,13 @@ class FluidBackend(NetworkBackend):
 
     def _look_ahead(self, horizon_s: float) -> float:
         """Nothing starts before the horizon or the next completion, so integrate up to the earlier of
-        them: the answer is exact (``math.inf``: nothing completes by the horizon)."""
-        if self._live:
-            self._run_to(min(horizon_s, self._done[0][0] if self._done else math.inf), until_completion=True)
+        them: the answer is exact (``math.inf``: nothing completes by the horizon). With strided drains
+        (``fluid_drain_step_s``) the integration may pass pending completions by up to one stride: a flow
+        started in answer to one then starts where the integration is."""
+        due = self._done[0][0] if self._done else math.inf
+        if self._live and due > self._t:
+            stop = max(due, self._t + self._drain_step_s) if self._drain_step_s > 0.0 else due
+            self._run_to(min(horizon_s, stop), until_completion=True)
         if self._done and (self._done[0][0] <= self._t or not self._live):
             return self._done[0][0]
         if not self._live:

@@ -64,6 +64,7 @@ class FluidState(NamedTuple):
     random_marks: bool           # fluid_marks=random
     ack_queues: bool             # a round trip crosses the ACK path's queues too
     win_bytes: bool              # fluid_window=bytes
+    drain_step_s: float          # fluid_drain_step_s (0: every drain exact)
     links: np.ndarray            # per flow: its route's link ids, padded
     coefs: np.ndarray            # per flow and hop: wire bytes per payload byte
     hops: np.ndarray             # per flow: links of its route (ACK path included)
@@ -112,6 +113,7 @@ class FluidState(NamedTuple):
     lws: np.ndarray
     lbws: np.ndarray
     ints: np.ndarray
+    drain_at: np.ndarray         # per flow: when it drained in the last step
 
 
 @helper
@@ -488,6 +490,8 @@ def fluid_step(dt, now_s, n, S):
     moved = False
     for f in range(n):
         out = min(send[f] * dt, rem[f])
+        if rem[f] - out <= 1e-3:
+            S.drain_at[f] = min(now_s + rem[f] / send[f], t_end) if send[f] > 0.0 else t_end
         got = rates[f] * dt
         rem[f] -= out
         if win_bytes:  # never more delivered than sent; ACKs come back a round trip after delivery
@@ -504,13 +508,15 @@ def fluid_step(dt, now_s, n, S):
 
 
 @helper
-def next_event_dt(n, t, step_s, cc, rem, send, cc_on, st, win_bytes, sent, acked, rates):
+def next_event_dt(n, t, step_s, cc, rem, send, cc_on, st, win_bytes, sent, acked, rates, drain_floor_s):
     """Time until the first of flows [0, n) has sent all its remaining bytes at the current sending rates
-    (or, with ``win_bytes``, has its own backlog served), or until a CC timer that changes a rate fires
+    (or, with ``win_bytes``, has its own backlog served), but at least ``drain_floor_s`` (``fluid_drain_step_s``;
+    0: exact), or until a CC timer that changes a rate fires
     (``next_rate_change``: DCQCN's rate increase, or a decrease after a CNP; between those a DCQCN rate
     holds). Timers are reached in whole steps, as stepping would: the step grid stays anchored at the
     last flow event, so periodic layers stay periodic."""
     x = np.inf
+    timer = np.inf
     for f in range(n):
         if send[f] > 0.0:
             x = min(x, rem[f] / max(send[f], 1e-300))
@@ -519,8 +525,8 @@ def next_event_dt(n, t, step_s, cc, rem, send, cc_on, st, win_bytes, sent, acked
         if cc_on[f]:
             t_ns = cc_next_rate_change(cc, st[f])
             if t_ns >= 0.0:
-                x = min(x, max(np.ceil((t_ns * 1e-9 - t) / step_s), 1.0) * step_s)
-    return x
+                timer = min(timer, max(np.ceil((t_ns * 1e-9 - t) / step_s), 1.0) * step_s)
+    return min(max(x, drain_floor_s), timer)
 
 
 @helper
@@ -576,7 +582,7 @@ def fluid_peek(fresh, t, n, step_s, S):
     kind = is_dynamic(n, S.cc, S.var_win, S.q, S.send, S.rates, S.cc_on, S.st, S.npend, S.win_bytes, S.rem,
                       S.sent, S.acked, S.acked_rt, S.win)
     return next_event_dt(n, t, step_s, S.cc, S.rem, S.send, S.cc_on, S.st, S.win_bytes, S.sent, S.acked,
-                         S.rates), kind != STATIC
+                         S.rates, 0.0), kind != STATIC
 
 
 @entry
@@ -599,7 +605,8 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
     while t < t_s and live > 0 and steps < max_steps:
         if fresh:
             dt = min(t_s - t,
-                     next_event_dt(n, t, step_s, cc, rem, send, cc_on, st, win_bytes, sent, acked, rates))
+                     next_event_dt(n, t, step_s, cc, rem, send, cc_on, st, win_bytes, sent, acked, rates,
+                                   S.drain_step_s))
             kind = is_dynamic(n, cc, var_win, q, send, rates, cc_on, st, npend, win_bytes, rem, sent, acked,
                               acked_rt, win)
             step = min(2.0 * step, max_step_s) if kind == INT_ONLY and not moved else step_s
@@ -616,7 +623,8 @@ def fluid_run(t, t_s, fresh, live, n, step_s, max_step_s, max_steps, stop_at_com
         for f in range(n):
             if rem[f] <= 1e-3:
                 done_ids[n_done] = ids[f]
-                done_t[n_done] = t + lat[f] + _queue_delay_s(f, S.nfwd, S.links, q, S.cap, 0)
+                drained = S.drain_at[f] if S.drain_step_s > 0.0 else t
+                done_t[n_done] = drained + lat[f] + _queue_delay_s(f, S.nfwd, S.links, q, S.cap, 0)
                 if stop_at_completion:
                     t_s = min(t_s, done_t[n_done])
                 n_done += 1

@@ -126,6 +126,9 @@ class FluidOptions:
     # a window as a rate (window / RTT) with max-min sharing of the delivered rates ("rate"), or as
     # bytes in flight with FIFO service of each flow's own backlog ("bytes")
     fluid_window: str = param("rate", choices=("rate", "bytes"))
+    # 0: the rates are shared out again at every drain; > 0: at most once per this many seconds, flows
+    # draining inside one such stride complete at their own drain times (docs/network-fluid.md, "Strided drains")
+    fluid_drain_step_s: float = param(0.0, low=0, high=1e-3)
 
 
 @dataclass(frozen=True)
