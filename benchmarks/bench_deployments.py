@@ -45,9 +45,9 @@ DECODE_A2A = "all_to_all_algorithm=low_latency"
 # ``--draws``: a decode step's tokens route as draws (docs/routing.md, "Drawn tokens"), as real tokens do: each
 # token its own k experts, so each MoE layer's receivers get unequal rows and the low-latency all-to-all waits for
 # the most loaded one. Opt-in: every pair then carries its own size and drains at its own time, so the fluid
-# shares its rates out again at most once per microsecond (``fluid_drain_step_s``, docs/network-fluid.md): about
-# 1 % slower than exact drains, which would take CPU-hours per decode step (docs/deployments-measured.md).
-DECODE_DRAWS = ("routing_draws=true", "fluid_drain_step_s=1e-6")
+# shares its rates out again at most once per 0.25 µs (``fluid_drain_step_s``, docs/network-fluid.md: 0.2 % slower
+# than exact drains where measured, which take CPU-hours per step; 20 CPU-minutes for SGLang's EP72 step).
+DECODE_DRAWS = ("routing_draws=true", "fluid_drain_step_s=2.5e-7")
 # DeepSeek-V3 technical report §5.4.3: the second token predicted by MTP is accepted 85-90 % of the time.
 DEEPSEEK_MTP = ("mtp_draft_tokens=1", "mtp_acceptance=0.85")
 # The profile's decode figure is the SGLang blog's reading of DeepSeek's trace: it takes the trace as a step with
@@ -182,12 +182,15 @@ DEPLOYMENTS = (
 
 
 def with_draws(d: Deployment) -> Deployment:
-    """A decode deployment with its tokens drawn (``DECODE_DRAWS`` added to its runs); a prefill as it is."""
+    """A decode deployment with its tokens drawn (``DECODE_DRAWS`` added to its run); a prefill as it is. Drawn
+    rows give every pair its own size anyway, so a ``per_gpu`` deployment runs its own batch."""
     if d.phase != "decode":
         return d
-    def drawn(args: tuple[str, ...]) -> tuple[str, ...]:
-        return (*args, *(a for knob in DECODE_DRAWS for a in ("--set", knob))) if args else args
-    return replace(d, args=drawn(d.args), low_args=drawn(d.low_args))
+    args = d.args
+    if d.per_gpu:
+        i = args.index("--batch") + 1
+        args = (*args[:i], str(int(args[i]) // d.per_gpu[2] * d.per_gpu[0]), *args[i + 1:])
+    return replace(d, args=(*args, *(a for knob in DECODE_DRAWS for a in ("--set", knob))), per_gpu=(), low_args=())
 
 
 def spec_of(args: tuple[str, ...]) -> RunSpec:
@@ -255,7 +258,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated deployment names")
     ap.add_argument("--list", action="store_true", help="print each deployment's command and source, run nothing")
     ap.add_argument("--draws", action="store_true",
-                    help=f"decode runs route drawn tokens (--set {' --set '.join(DECODE_DRAWS)}; CPU-minutes per run)")
+                    help=f"decode runs route drawn tokens (--set {' --set '.join(DECODE_DRAWS)}; 20 CPU-minutes to hours per run)")
     ap.add_argument("--imbalance", action="store_true",
                     help="print the per-layer imbalance SGLang's expert loads leave after EPLB, run nothing")
     args = ap.parse_args()

@@ -115,17 +115,18 @@ def test_sglang_prefills_route_as_sglang_loads_of_their_prompt_length():
 
 
 def test_draws_add_the_knob_to_decode_runs_only():
-    """``--draws``: every decode run resolves with ``routing_draws`` and strided fluid drains set (and keys on
-    them), prefills stay as they are."""
+    """``--draws``: every decode deployment is one run with ``routing_draws`` and strided fluid drains set, at its
+    own batch (the online decode at 88 per GPU, not 64 and 128); prefills stay as they are."""
     for d in bench.DEPLOYMENTS:
         drawn = bench.with_draws(d)
         if d.phase == "prefill":
             assert drawn == d
             continue
-        assert len(drawn.runs()) == len(d.runs())
-        for args, base in zip(drawn.runs(), d.runs(), strict=True):
-            assert args[:len(base)] == base
-            assert prepare(bench.spec_of(args)).workload_options.routing_draws
-            assert prepare(bench.spec_of(args)).params.fluid.fluid_drain_step_s > 0
-            assert not prepare(bench.spec_of(base)).workload_options.routing_draws
-            assert prepare(bench.spec_of(base)).params.fluid.fluid_drain_step_s == 0
+        (args,) = drawn.runs()
+        base = d.args
+        assert args[:len(base)] == base or d.per_gpu
+        drawn_run, base_run = prepare(bench.spec_of(args)), prepare(bench.spec_of(base))
+        assert drawn_run.workload_options.routing_draws and drawn_run.params.fluid.fluid_drain_step_s > 0
+        assert not base_run.workload_options.routing_draws and base_run.params.fluid.fluid_drain_step_s == 0
+        if d.per_gpu:  # the deployment's own batch per GPU, run directly
+            assert drawn_run.workload_options.batch == d.per_gpu[0] * base_run.workload_options.batch // d.per_gpu[2]

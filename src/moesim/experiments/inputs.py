@@ -128,10 +128,10 @@ KEYED_WHEN_SET: dict[str, dict[str, Any]] = {
     "network": {"analytical_model": "rdma", "nic_model": "fast", "ecn_seed": 1, "fluid_drain_step_s": 0.0},
 }
 """Parameters whose default is the simulation without them (prefill, no micro-batch overlap, the study's
-precision model, the [TP, EP]
-dimensions, no GPU share for communication, no per-server all-to-all, no noisy-period fast-forward, moesim's
-receives, the RDMA analytical model, moesim's NIC bookkeeping, the first ECN stream, exact fluid drains, no redundant experts, expected
-rather than drawn routing): left out of the key at that default, so existing stores keep their keys."""
+precision model, the [TP, EP] dimensions, no GPU share for communication, no per-server all-to-all, no
+noisy-period fast-forward, moesim's receives, the RDMA analytical model, moesim's NIC bookkeeping, the first ECN
+stream, exact fluid drains, no redundant experts, expected rather than drawn routing): left out of the key at
+that default, so existing stores keep their keys."""
 
 
 def _keyed(section: str, data: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Between flow events the state is integrated with a fixed step (``FLUID_STEP_S``) while anything is
 dynamic (a backlog, or a congestion-controlled flow whose rate moves) and in one jump to the next
-drain otherwise. Per step (``fluid_kernel.fluid_step``): each flow offers min(CC rate, window/RTT
+drain otherwise (with ``fluid_drain_step_s``, a jump of at least that stride). Per step (``fluid_kernel.fluid_step``): each flow offers min(CC rate, window/RTT
 with queueing delay); its NIC serves its flows round-robin (max-min on its own port under the offers);
 the network delivers the max-min fair allocation under those sending rates; the part sent above the
 delivered rate at a bottleneck downstream of the sender's own port builds that port's backlog (an
