@@ -45,8 +45,8 @@ DECODE_A2A = "all_to_all_algorithm=low_latency"
 # ``--draws``: a decode step's tokens route as draws (docs/routing.md, "Drawn tokens"), as real tokens do: each
 # token its own k experts, so each MoE layer's receivers get unequal rows and the low-latency all-to-all waits for
 # the most loaded one. Opt-in: every pair then carries its own size and drains at its own time, so the fluid
-# shares its rates out again at most once per 0.25 µs (``fluid_drain_step_s``, docs/network-fluid.md: 0.2 % slower
-# than exact drains where measured, which take CPU-hours per step; 20 CPU-minutes for SGLang's EP72 step).
+# shares its rates out again at most once per 0.25 µs (``fluid_drain_step_s``, docs/network-fluid.md: about 0.5 %
+# slower than exact drains, which take CPU-hours per step; 20 CPU-minutes for SGLang's EP72 step).
 DECODE_DRAWS = ("routing_draws=true", "fluid_drain_step_s=2.5e-7")
 # DeepSeek-V3 technical report §5.4.3: the second token predicted by MTP is accepted 85-90 % of the time.
 DEEPSEEK_MTP = ("mtp_draft_tokens=1", "mtp_acceptance=0.85")
