@@ -98,7 +98,7 @@ def internode(ep: int, token_bytes: float, args: argparse.Namespace, rows: tuple
     # per-rank buffer: every token's top-k rows (the engine sends a pair its 1/ep share)
     size = round(TOKENS * TOP_K * token_bytes)
     settings = SystemSettings(all_to_all=("hierarchical",), expert_routing=routing, fast_forward=False)
-    workload = _pair_all_to_all(ep, tuple(round(r * token_bytes) for r in rows)) if rows else _all_to_all(ep, size)
+    workload = pair_all_to_all(ep, tuple(round(r * token_bytes) for r in rows)) if rows else _all_to_all(ep, size)
     t = _kernel_s(workload, _topology(servers, args.network, args.nvlink_bps), _splits(settings, args), args)
     return t, TOKENS * servers_hit * token_bytes / t / 1e9
 
@@ -146,7 +146,8 @@ def drawn_rows(ep: int, seed: int) -> tuple[int, ...]:
     return tuple(rows)
 
 
-def _pair_all_to_all(n: int, pair_bytes: tuple[int, ...]) -> Workload:
+def pair_all_to_all(n: int, pair_bytes: tuple[int, ...]) -> Workload:
+    """One all-to-all over ``n`` ranks in which sender s sends ``pair_bytes[s·n + d]`` bytes to receiver d."""
     graphs = tuple(RankGraph(r, (Node(0, "a2a", NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL,
                                       size_bytes=sum(pair_bytes[r * n:(r + 1) * n]), pair_bytes=pair_bytes),))
                    for r in range(n))
@@ -159,7 +160,7 @@ def low_latency(ep: int, row_bytes: int, args: argparse.Namespace, rows: tuple[i
     receiver, ``drawn_rows``): the rows each pair carries (default the expected D/N each)."""
     settings = SystemSettings(all_to_all=("low_latency",), dataset_splits=1, fast_forward=False)
     topology = _topology(max(1, ep // GPUS_PER_SERVER), args.network, 0.0, rdma_only=True)
-    workload = (_pair_all_to_all(ep, tuple(r * row_bytes for r in rows)) if rows
+    workload = (pair_all_to_all(ep, tuple(r * row_bytes for r in rows)) if rows
                 else _all_to_all(ep, LL_TOKENS * TOP_K * row_bytes))
     return _kernel_s(workload, topology, settings, args)
 

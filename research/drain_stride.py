@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-from bench_deepep import LL_FP8_ROW_BYTES, drawn_rows  # noqa: E402
+from bench_deepep import LL_FP8_ROW_BYTES, drawn_rows, pair_all_to_all  # noqa: E402
 
 from moesim.network.fluid import FluidBackend  # noqa: E402
 from moesim.network.params import network_mode  # noqa: E402
@@ -27,14 +27,6 @@ from moesim.system.collectives.low_latency import rdma_only_server  # noqa: E402
 from moesim.system.engine import Simulation, SystemSettings  # noqa: E402
 from moesim.topology.builder import build_topology  # noqa: E402
 from moesim.topology.templates import template_spec  # noqa: E402
-from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload  # noqa: E402
-
-
-def drawn_all_to_all(ep: int, seed: int) -> Workload:
-    pair_bytes = tuple(r * LL_FP8_ROW_BYTES for r in drawn_rows(ep, seed))
-    node = {r: Node(0, "a2a", NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL,
-                    size_bytes=sum(pair_bytes[r * ep:(r + 1) * ep]), pair_bytes=pair_bytes) for r in range(ep)}
-    return Workload(f"a2a_{ep}", tuple(RankGraph(r, (node[r],)) for r in range(ep)), (ep,))
 
 
 def main() -> None:
@@ -49,7 +41,7 @@ def main() -> None:
     assert spec is not None
     if not args.nvlink:
         spec = dataclasses.replace(spec, server=rdma_only_server(spec.server))
-    workload = drawn_all_to_all(args.ep, args.seed)
+    workload = pair_all_to_all(args.ep, tuple(r * LL_FP8_ROW_BYTES for r in drawn_rows(args.ep, args.seed)))
     settings = SystemSettings(all_to_all=("low_latency",), dataset_splits=args.chunks, fast_forward=False)
     exact = None
     for stride in (float(s) for s in args.strides.split(",")):

@@ -8,16 +8,16 @@ import math
 
 import numpy as np
 import pytest
-from helpers import star
+from helpers import load_benchmark, star
 
 from moesim.network.base import Flow
 from moesim.network.fluid import FluidBackend
 from moesim.network.params import NETWORK_MODES
 from moesim.system.engine import Simulation, SystemSettings
 from moesim.topology.catalog import get_topology
-from moesim.workload.graph import CollectiveType, Node, NodeKind, RankGraph, Workload
 
 STRIDE_S = 1e-6
+DEEPEP = load_benchmark("bench_deepep")
 
 
 def fan_out(sizes: list[float], stride_s: float) -> dict[int, float]:
@@ -53,20 +53,13 @@ def test_drains_a_stride_apart_or_more_stay_exact():
     assert strided == pytest.approx(exact, rel=1e-12)
 
 
-def _drawn_all_to_all(n: int, seed: int) -> Workload:
-    """An all-to-all whose pairs carry 8 to 24 rows of 7 KiB each, drawn."""
-    pair_bytes = tuple(int(r) * 7168 for r in np.random.default_rng(seed).integers(8, 25, n * n))
-    graphs = tuple(RankGraph(r, (Node(0, "a2a", NodeKind.COLLECTIVE, collective=CollectiveType.ALL_TO_ALL,
-                                      size_bytes=sum(pair_bytes[r * n:(r + 1) * n]), pair_bytes=pair_bytes),))
-                   for r in range(n))
-    return Workload(f"a2a_{n}", graphs, (n,))
-
-
 def _wall_s(stride_s: float, splits: int, seed: int) -> float:
+    """A 16-GPU low-latency all-to-all whose pairs carry 8 to 24 rows of 7 KiB each, drawn."""
+    pair_bytes = tuple(int(r) * 7168 for r in np.random.default_rng(seed).integers(8, 25, 16 * 16))
     params = NETWORK_MODES["ib_cc0"].with_overrides({"fluid_drain_step_s": stride_s})
     topology = get_topology("hgx-h100:2", nic_switch_delay_s=params.transport.nic_switch_delay_s)
     settings = SystemSettings(all_to_all=("low_latency",), dataset_splits=splits, fast_forward=False)
-    sim = Simulation(_drawn_all_to_all(16, seed), topology, FluidBackend(topology, params), settings)
+    sim = Simulation(DEEPEP.pair_all_to_all(16, pair_bytes), topology, FluidBackend(topology, params), settings)
     return max(t.wall_s for t in sim.run())
 
 
@@ -76,7 +69,8 @@ def test_a_drawn_all_to_all_converges_to_the_exact_fluid_as_the_stride_shrinks(s
     shrinks with the stride, under 1 % at 50 ns on this 31 µs (one chunk) or 51 µs (four) all-to-all
     (docs/network-fluid.md quotes it at a decode step's scale)."""
     exact = _wall_s(0.0, splits, seed=3)
-    errors = [abs(_wall_s(stride, splits, seed=3) / exact - 1) for stride in (1e-6, 2.5e-7, 5e-8)]
+    walls = [_wall_s(stride, splits, seed=3) for stride in (1e-6, 2.5e-7, 5e-8)]
+    errors = [abs(wall / exact - 1) for wall in walls]
     assert errors[0] > errors[1] > errors[2]
     assert errors[2] < 0.01
-    assert _wall_s(2.5e-7, splits, seed=3) == _wall_s(2.5e-7, splits, seed=3)  # deterministic
+    assert _wall_s(2.5e-7, splits, seed=3) == walls[1]  # deterministic
